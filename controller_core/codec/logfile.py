@@ -1,0 +1,486 @@
+"""Decode metadata log files (segments, snapshots, bootstrap.checkpoint) in bounded memory.
+
+A file is read in windows of ``chunk_bytes``; each window's complete batches are verified (CRC32C)
+and decoded with the vectorized decoder into a :class:`DecodedChunk`.  Bad bytes never stop the walk:
+a batch that fails its checks becomes a :class:`Quarantine` entry naming the file and byte position,
+the walk resynchronises on the next valid batch header, and the valid batches before and after are
+decoded as usual.  Records that are malformed inside an intact batch are quarantined one by one.
+"""
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from controller_core.codec import batch as B
+from controller_core.codec import errors as E
+from controller_core.codec import vector as V
+from controller_core.codec.errors import DecodeError
+from controller_core.records import BY_API_KEY, BY_CONTROL_TYPE, RecordDef
+
+_HEAD = struct.Struct(">qiib")  # baseOffset, batchLength, partitionLeaderEpoch, magic
+_TAIL = struct.Struct(">IhiqqqhiI")
+DEFAULT_CHUNK_BYTES = 16 << 20
+MAX_BATCH_BYTES = 1 << 30  # larger declared lengths are garbage, not batches
+
+
+@dataclass(frozen=True)
+class Quarantine:
+    """A span of a file that could not be decoded, and why."""
+
+    file: str
+    position: int
+    length: int
+    reason: str
+    message: str
+
+    @staticmethod
+    def of(err: DecodeError, file: str) -> "Quarantine":
+        return Quarantine(file, err.position, err.length, err.reason, f"{file} at byte {err.position}: {err.detail}")
+
+
+@dataclass
+class Group:
+    """Decoded bodies of all records of one (record type, version) in a chunk."""
+
+    rdef: RecordDef
+    version: int
+    rows: np.ndarray  # indices into the chunk's record arrays
+    columns: dict[str, pa.Array]  # Kafka JSON key -> one value per row
+
+
+@dataclass
+class DecodedChunk:
+    file: str
+    batches: int = 0
+    # one entry per decoded record, in file order
+    offset: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    position: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    timestamp: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    batch_base_offset: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    batch_position: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    batch_timestamp: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    batch_leader_epoch: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    is_control: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    type_code: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))  # index into type_names
+    version: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int16))
+    groups: list[Group] = field(default_factory=list)
+    quarantine: list[Quarantine] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.offset)
+
+
+# Dense codes for record types: metadata apiKeys as-is, control types at 100 + type.
+CONTROL_CODE_BASE = 100
+TYPE_NAMES: dict[int, str] = {k: r.type_name for k, r in BY_API_KEY.items()}
+TYPE_NAMES.update({CONTROL_CODE_BASE + k: r.type_name for k, r in BY_CONTROL_TYPE.items()})
+
+
+# ------------------------------------------------------------------------------------ batch walk
+def _plausible(buf, p: int, end: int) -> bool:
+    """A v2 batch header with a sane length starts at p (CRC not checked)."""
+    if p + B.HEADER_SIZE > end:
+        return False
+    _, blen, _, magic = _HEAD.unpack_from(buf, p)
+    return magic == B.MAGIC_V2 and B.HEADER_SIZE - B.LOG_OVERHEAD <= blen <= MAX_BATCH_BYTES
+
+
+def _find_next_batch(buf, start: int, end: int, at_eof: bool) -> int:
+    """Position of the next batch at or after ``start`` whose CRC verifies (or -1).
+
+    In a window that is not the file's last, a candidate that runs past the window cannot be verified
+    here: it is returned so the next window (which starts there) judges it.
+    """
+    arr = np.frombuffer(buf, np.uint8, count=end)
+    for p in (np.flatnonzero(arr[start + 16:end] == B.MAGIC_V2) + start).tolist():
+        if p + B.HEADER_SIZE > end:
+            return -1 if at_eof else p
+        blen = struct.unpack_from(">i", buf, p + 8)[0]
+        if blen < B.HEADER_SIZE - B.LOG_OVERHEAD or blen > MAX_BATCH_BYTES:
+            continue
+        if p + B.LOG_OVERHEAD + blen > end:
+            if at_eof:
+                continue
+            return p
+        crc = struct.unpack_from(">I", buf, p + 17)[0]
+        if B.crc32c(memoryview(buf)[p + B.CRC_START:p + B.LOG_OVERHEAD + blen]) == crc:
+            return p
+    return -1
+
+
+_LEN = struct.Struct(">i")
+
+
+def _fast_chain(buf, a: np.ndarray, pos: int, end: int, good: list[int]) -> int:
+    """Accept the run of intact batches starting at ``pos``; return where the run stops.
+
+    The common case -- a healthy log -- costs one length read per batch in Python plus vectorized
+    header checks and one CRC32C call per batch.  The first batch that is not plainly intact stops
+    the run; :func:`walk_batches` then handles it with full diagnostics.
+    """
+    starts = []
+    unpack = _LEN.unpack_from
+    lo = B.HEADER_SIZE - B.LOG_OVERHEAD
+    while pos + B.HEADER_SIZE <= end:
+        blen = unpack(buf, pos + 8)[0]
+        nxt = pos + B.LOG_OVERHEAD + blen
+        if blen < lo or nxt > end or blen > MAX_BATCH_BYTES:
+            break
+        starts.append(pos)
+        pos = nxt
+    if not starts:
+        return pos
+    sp = np.array(starts, np.int64)
+    size = V.be(a, sp + 8, "int32").astype(np.int64) + B.LOG_OVERHEAD
+    mv = memoryview(buf)
+    crc32c = B.crc32c
+    actual = np.fromiter((crc32c(mv[s + B.CRC_START:s + n]) for s, n in zip(starts, size.tolist())), np.uint32,
+                         count=len(starts))
+    fine = (a[sp + 16] == B.MAGIC_V2) & (actual == V.be(a, sp + 17, "uint32"))
+    if fine.all():
+        good.extend(starts)
+        return pos
+    first_bad = int(np.argmin(fine))
+    good.extend(starts[:first_bad])
+    return starts[first_bad]
+
+
+def walk_batches(buf, end: int, at_eof: bool, file: str, base: int = 0, a: np.ndarray | None = None):
+    """Verify the batches in buf[0:end] (file position ``base``).
+
+    Returns (valid batch positions, quarantined spans, position where the walk stopped).  When
+    ``at_eof`` is false, a batch running past ``end`` stops the walk there (the caller reads on from
+    that position); at the end of the file it is a truncated batch.
+    """
+    good: list[int] = []
+    bad: list[Quarantine] = []
+    pos = 0
+    mv = memoryview(buf)
+    crc32c = B.crc32c
+
+    a = V.padded(buf) if a is None else a
+
+    def skip_garbage(reason: str, why: str) -> int:
+        nxt = _find_next_batch(buf, pos + 1, end, at_eof)
+        if nxt < 0:
+            nxt = end if at_eof else max(pos + 1, end - B.HEADER_SIZE)
+        bad.append(Quarantine(file, base + pos, nxt - pos, reason,
+                              f"{file} at byte {base + pos}: {why}; skipped {nxt - pos} bytes to the next valid batch"))
+        return nxt
+
+    while pos < end:
+        pos = _fast_chain(buf, a, pos, end, good)
+        remaining = end - pos
+        if remaining <= 0:
+            break
+        if remaining < B.HEADER_SIZE:
+            if not at_eof:
+                break
+            bad.append(Quarantine(file, base + pos, remaining, E.TRUNCATED_BATCH,
+                                  f"{file} at byte {base + pos}: {remaining} bytes left at the end of the file, "
+                                  f"too few for a batch header ({B.HEADER_SIZE})"))
+            return good, bad, end
+        _, blen, _, magic = _HEAD.unpack_from(buf, pos)
+        size = blen + B.LOG_OVERHEAD
+        if magic != B.MAGIC_V2:
+            pos = skip_garbage(E.UNSUPPORTED_MAGIC if magic in (0, 1) else E.GARBAGE,
+                               f"no record batch v2 header (magic byte {magic})")
+            continue
+        if blen < B.HEADER_SIZE - B.LOG_OVERHEAD or blen > MAX_BATCH_BYTES:
+            pos = skip_garbage(E.BAD_BATCH_HEADER, f"impossible batchLength {blen}")
+            continue
+        if size > remaining:
+            if not at_eof:
+                break
+            nxt = _find_next_batch(buf, pos + 1, end, at_eof)  # a damaged length may claim too much
+            stop = end if nxt < 0 else nxt
+            bad.append(Quarantine(file, base + pos, stop - pos, E.TRUNCATED_BATCH,
+                                  f"{file} at byte {base + pos}: batch declares {size} bytes but the file has only "
+                                  f"{remaining} left"))
+            pos = stop
+            continue
+        stored = struct.unpack_from(">I", buf, pos + 17)[0]
+        actual = crc32c(mv[pos + B.CRC_START:pos + size])
+        if actual != stored:
+            stop = pos + size
+            if stop < end and not _plausible(buf, stop, end):
+                # the length itself is probably damaged: resynchronise instead of trusting it
+                nxt = _find_next_batch(buf, pos + 1, end, at_eof)
+                stop = end if nxt < 0 else nxt
+            bad.append(Quarantine(file, base + pos, stop - pos, E.CRC_MISMATCH,
+                                  f"{file} at byte {base + pos}: CRC32C mismatch, stored {stored:#010x}, "
+                                  f"computed {actual:#010x}"))
+            pos = stop
+            continue
+        good.append(pos)
+        pos += size
+    return good, bad, pos
+
+
+# ----------------------------------------------------------------------------------- record walk
+LOCKSTEP_MIN = 16  # below this many batches still walking, a plain Python loop is cheaper
+
+
+def _record_positions(buf, a: np.ndarray, batches: list[int], file: str, base: int, bad: list[Quarantine]):
+    """Find every record of the given batches: (start, body start, end, batch index) arrays.
+
+    Records of one batch form a chain (each starts where the previous ends), but the chains of
+    different batches are independent, so the k-th record of every batch is found in one vectorized
+    step; only the last few long batches finish in a Python loop.
+    """
+    bpos = np.array(batches, np.int64)
+    blen = V.be(a, bpos + 8, "int32").astype(np.int64)
+    bend = bpos + B.LOG_OVERHEAD + blen
+    attrs = V.be(a, bpos + 21, "int16")
+    count = V.be(a, bpos + 57, "int32").astype(np.int64)
+    broken = np.zeros(len(bpos), bool)
+    for i in np.flatnonzero(attrs & B.ATTR_COMPRESSION_MASK).tolist():
+        codec = B.COMPRESSION_NAMES.get(int(attrs[i]) & 7, int(attrs[i]) & 7)
+        broken[i] = True
+        bad.append(Quarantine(file, base + int(bpos[i]), int(bend[i] - bpos[i]), E.COMPRESSED_BATCH,
+                              f"{file} at byte {base + int(bpos[i])}: batch is {codec}-compressed; KRaft metadata "
+                              "logs are written uncompressed and kraft-audit does not decompress them"))
+    broken |= count < 0
+    cur = bpos + B.HEADER_SIZE
+    starts, bodies, ends, owner = [], [], [], []
+    k = 0
+    active = np.flatnonzero((count > 0) & ~broken)
+    while len(active) >= LOCKSTEP_MIN:
+        p = cur[active]
+        ln, q, ok = V.uvarint(a, p)
+        e = q + V.zigzag(ln)
+        fine = ok & (e >= q) & (e <= bend[active])
+        broken[active[~fine]] = True
+        act = active[fine]
+        starts.append(p[fine]); bodies.append(q[fine]); ends.append(e[fine]); owner.append(act)
+        cur[act] = e[fine]
+        k += 1
+        active = act[count[act] > k]
+    # the stragglers: same chain walk, one record at a time
+    ts, tb, te, to = [], [], [], []
+    for i in active.tolist():
+        p, end_i = int(cur[i]), int(bend[i])
+        for _ in range(int(count[i]) - k):
+            b = buf[p]
+            if b < 0x80:
+                ln, q = b, p + 1
+            else:
+                try:
+                    ln, q = B.read_uvarint(buf, p, end_i)
+                except DecodeError:
+                    broken[i] = True
+                    break
+            e = q + ((ln >> 1) ^ -(ln & 1))
+            if e < q or e > end_i:
+                broken[i] = True
+                break
+            ts.append(p); tb.append(q); te.append(e); to.append(i)
+            p = e
+        cur[i] = p
+    if ts:
+        starts.append(np.array(ts, np.int64)); bodies.append(np.array(tb, np.int64))
+        ends.append(np.array(te, np.int64)); owner.append(np.array(to, np.int64))
+    # the records must fill their batch exactly
+    broken |= (cur != bend) & (count >= 0)
+    for i in np.flatnonzero(broken & ((attrs & B.ATTR_COMPRESSION_MASK) == 0)).tolist():
+        bad.append(Quarantine(file, base + int(bpos[i]), int(bend[i] - bpos[i]), E.MALFORMED_RECORD,
+                              f"{file} at byte {base + int(bpos[i])}: the records of this batch do not add up to "
+                              f"its length (recordsCount {int(count[i])})"))
+    if not starts:
+        z = np.zeros(0, np.int64)
+        return z, z, z, z, bpos[~broken]
+    rpos, rbody, rend, rown = (np.concatenate(x) for x in (starts, bodies, ends, owner))
+    keep = ~broken[rown]
+    order = np.argsort(rpos[keep], kind="stable")  # file order
+    rpos, rbody, rend, rown = (x[keep][order] for x in (rpos, rbody, rend, rown))
+    # renumber batches densely over the kept ones
+    kept = np.flatnonzero(~broken)
+    remap = np.full(len(bpos), -1, np.int64)
+    remap[kept] = np.arange(len(kept))
+    return rpos, rbody, rend, remap[rown], bpos[kept]
+
+
+def decode_window(buf, a: np.ndarray, batches: list[int], file: str, base: int, bad: list[Quarantine]) -> DecodedChunk:
+    """Decode the given (CRC-valid) batches of a window into a chunk."""
+    chunk = DecodedChunk(file=file, quarantine=bad, batches=0)
+    if not batches:
+        return chunk
+    rpos, body, rend, rbatch, bpos = _record_positions(buf, a, batches, file, base, bad)
+    chunk.batches = len(bpos)
+    if len(bpos) == 0:
+        return chunk
+    hdr = V.fixed(a, bpos, B.HEADER_SIZE)
+    b_base = hdr[:, 0:8].copy().view(">i8").ravel().astype(np.int64)
+    b_epoch = hdr[:, 12:16].copy().view(">i4").ravel().astype(np.int32)
+    b_attr = hdr[:, 21:23].copy().view(">i2").ravel()
+    b_ts = hdr[:, 27:35].copy().view(">i8").ravel().astype(np.int64)
+    b_ctl = (b_attr & B.ATTR_CONTROL) != 0
+
+    # Record framing, vectorized: attributes(1) tsDelta(varlong) offsetDelta key value headers
+    ok = np.ones(len(rpos), bool)
+    p = body + 1
+    ts_delta, p, o = V.varint(a, p, 10)
+    ok &= o
+    off_delta, p, o = V.varint(a, p)
+    ok &= o
+    klen, p, o = V.varint(a, p)
+    ok &= o
+    kpos = p
+    p = p + np.maximum(klen, 0)
+    vlen, p, o = V.varint(a, p)
+    ok &= o
+    vpos = p
+    p = p + np.maximum(vlen, 0)
+    nhdr, p, o = V.varint(a, p)
+    ok &= o & (vlen >= 0)
+    # Headers are never written in metadata logs; records that carry them go to the scalar reader.
+    scalar = ~ok | (nhdr != 0) | (p != rend)
+
+    ctl = b_ctl[rbatch]
+    vend = vpos + np.maximum(vlen, 0)
+    # Metadata framing: frameVersion, apiKey, version (unsigned varints)
+    frame, q, o1 = V.uvarint(a, vpos)
+    api, q, o2 = V.uvarint(a, q)
+    ver, q, o3 = V.uvarint(a, q)
+    # Control framing: key = (int16 version, int16 type); the value starts with the message's Version
+    ctype = V.be(a, kpos + 2, "int16").astype(np.int64)
+    cver = V.be(a, vpos, "int16").astype(np.int64)
+    type_code = np.where(ctl, CONTROL_CODE_BASE + ctype, api.astype(np.int64))
+    version = np.where(ctl, cver, ver.astype(np.int64))
+    bstart = np.where(ctl, vpos, q)
+    scalar |= np.where(ctl, (klen != 4) | (vlen < 2), ~(o1 & o2 & o3) | (frame != B.METADATA_FRAME_VERSION))
+
+    chunk.offset = b_base[rbatch] + off_delta
+    chunk.position = rpos + base
+    chunk.timestamp = b_ts[rbatch] + ts_delta
+    chunk.batch_base_offset = b_base[rbatch]
+    chunk.batch_position = bpos[rbatch] + base
+    chunk.batch_timestamp = b_ts[rbatch]
+    chunk.batch_leader_epoch = b_epoch[rbatch]
+    chunk.is_control = ctl
+    chunk.type_code = type_code.astype(np.int32)
+    chunk.version = version.astype(np.int16)
+
+    keys = type_code * 256 + np.clip(version, 0, 255)
+    keep = np.ones(len(rpos), bool)
+    for key in np.unique(keys[~scalar]).tolist():
+        rows = np.flatnonzero((keys == key) & ~scalar)
+        code, v = divmod(key, 256)
+        rdef = TYPE_NAMES.get(code) and (BY_CONTROL_TYPE.get(code - CONTROL_CODE_BASE) if code >= CONTROL_CODE_BASE
+                                         else BY_API_KEY.get(code))
+        if rdef is None or v not in rdef.valid_versions:
+            scalar[rows] = True
+            continue
+        cur = V.Cursor(a, bstart[rows].copy(), vend[rows], np.ones(len(rows), bool))
+        cols = V.decode_struct(cur, rdef.fields, v)
+        fine = cur.ok & (cur.pos == cur.end)
+        if not fine.all():
+            scalar[rows[~fine]] = True
+            sel = pa.array(np.flatnonzero(fine))
+            cols = {k: c.take(sel) for k, c in cols.items()}
+            rows = rows[fine]
+        chunk.groups.append(Group(rdef, v, rows, cols))
+
+    # The scalar reader names the error of every record the vectorized path could not take.
+    for i in np.flatnonzero(scalar).tolist():
+        keep[i] = False
+        err = _scalar_error(buf, bool(ctl[i]), int(kpos[i]), int(klen[i]), int(vpos[i]), int(vlen[i]), int(rpos[i]),
+                            int(rend[i]))
+        bad.append(Quarantine(file, base + int(rpos[i]), int(rend[i] - rpos[i]), err.reason,
+                              f"{file} at byte {base + int(rpos[i])} (offset {int(chunk.offset[i])}): {err.detail}"))
+    if not keep.all():
+        _drop_rows(chunk, keep)
+    return chunk
+
+
+def _scalar_error(buf, ctl, kpos, klen, vpos, vlen, rpos, rend) -> DecodeError:
+    try:
+        if vlen < 0 or vpos + vlen > rend:
+            raise DecodeError(E.MALFORMED_RECORD, "record value overruns the record", rpos)
+        B.decode_value(buf, ctl, kpos, klen, vpos, vlen, rpos)
+    except DecodeError as exc:
+        return exc
+    return DecodeError(E.MALFORMED_RECORD, "record framing (headers or length) is not what KRaft writes", rpos)
+
+
+def _drop_rows(chunk: DecodedChunk, keep: np.ndarray) -> None:
+    remap = np.cumsum(keep) - 1
+    for name in ("offset", "position", "timestamp", "batch_base_offset", "batch_position", "batch_timestamp",
+                 "batch_leader_epoch", "is_control", "type_code", "version"):
+        setattr(chunk, name, getattr(chunk, name)[keep])
+    for g in chunk.groups:
+        g.rows = remap[g.rows]
+
+
+# ------------------------------------------------------------------------------------- file level
+def iter_chunks(path: str, label: str | None = None, start: int = 0, end: int | None = None,
+                chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> Iterator[DecodedChunk]:
+    """Decode the batches of a file that start in [start, end), window by window.
+
+    Memory is bounded by about ``chunk_bytes`` (or one batch, if a batch is larger).  ``start`` must
+    be a batch boundary: 0, or a position from :func:`split_points`.
+    """
+    label = label or path
+    size = os.path.getsize(path)
+    end = size if end is None else min(end, size)
+    if size == 0:
+        yield DecodedChunk(file=label, quarantine=[Quarantine(
+            label, 0, 0, E.EMPTY_FILE, f"{label} at byte 0: the file is empty (a segment is empty only while it "
+                                       "is the freshly rolled active segment; a snapshot never is)")])
+        return
+    with open(path, "rb") as fh:
+        pos = start
+        while pos < end:
+            fh.seek(pos)
+            buf = fh.read(max(chunk_bytes, B.HEADER_SIZE))
+            if len(buf) >= B.LOG_OVERHEAD:  # a window always holds its whole first batch
+                blen = struct.unpack_from(">i", buf, 8)[0]
+                if len(buf) < blen + B.LOG_OVERHEAD <= MAX_BATCH_BYTES:
+                    fh.seek(pos)
+                    buf = fh.read(blen + B.LOG_OVERHEAD)
+            at_eof = pos + len(buf) >= size
+            a = V.padded(buf)
+            good, bad, stop = walk_batches(buf, len(buf), at_eof, label, pos, a)
+            good = [g for g in good if pos + g < end]
+            bad = [q for q in bad if q.position < end]
+            if pos == 0 and at_eof and not good and bad and all(q.position + q.length >= size or q.reason != E.CRC_MISMATCH
+                                                                 for q in bad):
+                first = bad[0].message.split(": ", 1)[1]
+                yield DecodedChunk(file=label, quarantine=[Quarantine(
+                    label, 0, size, E.NOT_A_LOG,
+                    f"{label} at byte 0: not a Kafka log: no intact record batch anywhere in its {size} bytes "
+                    f"(first problem: {first})")])
+                return
+            yield decode_window(buf, a, good, label, pos, bad)
+            pos += max(stop, 1)
+
+
+def split_points(path: str, target_bytes: int) -> list[int]:
+    """Batch-boundary positions that cut a file into ranges of about ``target_bytes``.
+
+    Only batch headers are read (a seek per batch).  If the header chain is broken the rest of the
+    file stays in one range, whose reader resynchronises by itself.
+    """
+    size = os.path.getsize(path)
+    points = [0]
+    if size <= target_bytes:
+        return points
+    with open(path, "rb") as fh:
+        pos = 0
+        nxt = target_bytes
+        while pos + 12 <= size:
+            fh.seek(pos + 8)
+            raw = fh.read(4)
+            blen = struct.unpack(">i", raw)[0]
+            if blen < B.HEADER_SIZE - B.LOG_OVERHEAD or blen > MAX_BATCH_BYTES:
+                break
+            pos += blen + 12
+            if pos >= nxt and pos < size:
+                points.append(pos)
+                nxt = pos + target_bytes
+    return points
