@@ -1,0 +1,196 @@
+"""The bronze rows of decoded records: framing, typed columns for replay and audit, full JSON.
+
+Pure Arrow (runs inside Spark executors and in Spark-free CLIs).  Typed column names are Kafka's
+field names in snake case; values are as recorded (e.g. a PartitionChangeRecord's ``leader`` = -2 and
+``isr`` = null mean "unchanged"), except the broker state flags, which are normalised across the
+three record types that set them (see ``fenced``).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from controller_core.codec.jsonout import struct_json
+from controller_core.codec.logfile import TYPE_NAMES, DecodedChunk, Quarantine
+
+INT_LIST = pa.list_(pa.int32())
+STR_LIST = pa.list_(pa.string())
+TS = pa.timestamp("ms", tz="UTC")
+
+FRAMING = [
+    pa.field("cluster", pa.string(), nullable=False),
+    pa.field("source_file", pa.string(), nullable=False),  # relative to the data directory
+    pa.field("source_kind", pa.string(), nullable=False),  # segment | snapshot | bootstrap
+    pa.field("offset", pa.int64(), nullable=False),
+    pa.field("position", pa.int64(), nullable=False),  # byte position of the record in the file
+    pa.field("batch_position", pa.int64(), nullable=False),
+    pa.field("batch_base_offset", pa.int64(), nullable=False),
+    pa.field("batch_timestamp", TS, nullable=False),
+    pa.field("timestamp", TS, nullable=False),
+    pa.field("batch_leader_epoch", pa.int32(), nullable=False),
+    pa.field("is_control", pa.bool_(), nullable=False),
+    pa.field("record_type", pa.string(), nullable=False),  # kafka-dump-log's "type"
+    pa.field("record_version", pa.int16(), nullable=False),
+]
+TYPED = [
+    pa.field("topic_id", pa.string()),
+    pa.field("topic_name", pa.string()),
+    pa.field("partition_id", pa.int32()),
+    pa.field("replicas", INT_LIST),
+    pa.field("isr", INT_LIST),
+    pa.field("removing_replicas", INT_LIST),
+    pa.field("adding_replicas", INT_LIST),
+    pa.field("leader", pa.int32()),
+    pa.field("leader_epoch", pa.int32()),
+    pa.field("partition_epoch", pa.int32()),
+    pa.field("leader_recovery_state", pa.int8()),
+    pa.field("directories", STR_LIST),
+    pa.field("eligible_leader_replicas", INT_LIST),
+    pa.field("last_known_elr", INT_LIST),
+    pa.field("broker_id", pa.int32()),
+    pa.field("broker_epoch", pa.int64()),
+    pa.field("incarnation_id", pa.string()),
+    pa.field("fenced", pa.bool_()),  # state after the record; null = unchanged
+    pa.field("in_controlled_shutdown", pa.bool_()),  # state after the record; null = unchanged
+    pa.field("log_dirs", STR_LIST),  # null = unchanged
+    pa.field("rack", pa.string()),
+    pa.field("controller_id", pa.int32()),  # RegisterControllerRecord
+    pa.field("leader_id", pa.int32()),  # LeaderChange: the Raft leader (active controller)
+    pa.field("config_resource_type", pa.int8()),
+    pa.field("config_resource_name", pa.string()),
+    pa.field("config_name", pa.string()),
+    pa.field("config_value", pa.string()),
+    pa.field("feature_name", pa.string()),
+    pa.field("feature_level", pa.int16()),
+    pa.field("data_json", pa.string(), nullable=False),  # the record's "data" exactly as kafka-dump-log prints it
+]
+SCHEMA = pa.schema(FRAMING + TYPED)
+PARTITION_BY = ["cluster"]
+
+QUARANTINE_SCHEMA = pa.schema([
+    pa.field("cluster", pa.string(), nullable=False),
+    pa.field("source_file", pa.string(), nullable=False),
+    pa.field("source_kind", pa.string(), nullable=False),
+    pa.field("position", pa.int64(), nullable=False),
+    pa.field("length", pa.int64(), nullable=False),
+    pa.field("reason", pa.string(), nullable=False),
+    pa.field("message", pa.string(), nullable=False),
+])
+
+
+def _same(key):
+    return lambda cols: cols.get(key)
+
+
+def _fence_flag(cols):
+    # BrokerRegistrationChangeRecord.fenced: 1 fence, -1 unfence, 0 no change
+    v = cols["fenced"]
+    return pc.if_else(pc.equal(v, 1), True, pc.if_else(pc.equal(v, -1), False, pa.scalar(None, pa.bool_())))
+
+
+def _cs_flag(cols):
+    v = cols.get("inControlledShutdown")
+    if v is None:
+        return None
+    return pc.if_else(pc.equal(v, 1), True, pa.scalar(None, pa.bool_()))
+
+
+def _nonempty(key):
+    def f(cols):
+        v = cols.get(key)
+        if v is None:
+            return None
+        return pc.if_else(pc.greater(pc.list_value_length(v), 0), v, pa.scalar(None, v.type))
+    return f
+
+
+def _const(value, typ):
+    return lambda cols: pa.array(np.full(len(next(iter(cols.values()))), value), typ) if cols else None
+
+
+_PARTITION = {
+    "topic_id": _same("topicId"), "partition_id": _same("partitionId"), "replicas": _same("replicas"),
+    "isr": _same("isr"), "removing_replicas": _same("removingReplicas"), "adding_replicas": _same("addingReplicas"),
+    "leader": _same("leader"), "leader_recovery_state": _same("leaderRecoveryState"),
+    "directories": _same("directories"), "eligible_leader_replicas": _same("eligibleLeaderReplicas"),
+    "last_known_elr": _same("lastKnownElr"),
+}
+# record type -> bronze column -> how to get it from the decoded columns
+COLUMN_MAP = {
+    "PARTITION_RECORD": {**_PARTITION, "leader_epoch": _same("leaderEpoch"), "partition_epoch": _same("partitionEpoch")},
+    "PARTITION_CHANGE_RECORD": _PARTITION,
+    "TOPIC_RECORD": {"topic_id": _same("topicId"), "topic_name": _same("name")},
+    "REMOVE_TOPIC_RECORD": {"topic_id": _same("topicId")},
+    "CLEAR_ELR_RECORD": {"topic_name": _same("topicName")},
+    "REGISTER_BROKER_RECORD": {
+        "broker_id": _same("brokerId"), "broker_epoch": _same("brokerEpoch"), "incarnation_id": _same("incarnationId"),
+        "fenced": _same("fenced"), "in_controlled_shutdown": _same("inControlledShutdown"),
+        "log_dirs": _same("logDirs"), "rack": _same("rack"),
+    },
+    "BROKER_REGISTRATION_CHANGE_RECORD": {
+        "broker_id": _same("brokerId"), "broker_epoch": _same("brokerEpoch"), "fenced": _fence_flag,
+        "in_controlled_shutdown": _cs_flag, "log_dirs": _nonempty("logDirs"),
+    },
+    "FENCE_BROKER_RECORD": {"broker_id": _same("id"), "broker_epoch": _same("epoch"), "fenced": _const(True, pa.bool_())},
+    "UNFENCE_BROKER_RECORD": {"broker_id": _same("id"), "broker_epoch": _same("epoch"),
+                              "fenced": _const(False, pa.bool_())},
+    "UNREGISTER_BROKER_RECORD": {"broker_id": _same("brokerId"), "broker_epoch": _same("brokerEpoch")},
+    "REGISTER_CONTROLLER_RECORD": {"controller_id": _same("controllerId"), "incarnation_id": _same("incarnationId")},
+    "LEADER_CHANGE": {"leader_id": _same("leaderId")},
+    "CONFIG_RECORD": {"config_resource_type": _same("resourceType"), "config_resource_name": _same("resourceName"),
+                      "config_name": _same("name"), "config_value": _same("value")},
+    "FEATURE_LEVEL_RECORD": {"feature_name": _same("name"), "feature_level": _same("featureLevel")},
+}
+
+
+def records_table(chunk: DecodedChunk, cluster: str, source_file: str, source_kind: str) -> pa.Table:
+    """Bronze rows for every decoded record of a chunk, in file order."""
+    n = len(chunk)
+    if n == 0:
+        return SCHEMA.empty_table()
+    typed: dict[str, list] = {f.name: [] for f in TYPED}
+    order = []
+    for g in chunk.groups:
+        m = len(g.rows)
+        order.append(g.rows)
+        mapping = COLUMN_MAP.get(g.rdef.type_name, {})
+        for f in TYPED:
+            if f.name == "data_json":
+                arr = struct_json(g.columns, g.rdef.fields, g.version, m)
+            else:
+                get = mapping.get(f.name)
+                arr = get(g.columns) if get else None
+            typed[f.name].append(pa.nulls(m, f.type) if arr is None else arr.cast(f.type))
+    rows = np.concatenate(order)
+    inverse = np.empty(n, np.int64)
+    inverse[rows] = np.arange(n)
+    inv = pa.array(inverse)
+    present = np.unique(chunk.type_code)
+    type_names = pa.array([TYPE_NAMES[int(c)] for c in present])
+    codes = np.searchsorted(present, chunk.type_code)
+    columns = {
+        "cluster": pa.array(np.full(n, cluster, object), pa.string()),
+        "source_file": pa.array(np.full(n, source_file, object), pa.string()),
+        "source_kind": pa.array(np.full(n, source_kind, object), pa.string()),
+        "offset": pa.array(chunk.offset),
+        "position": pa.array(chunk.position),
+        "batch_position": pa.array(chunk.batch_position),
+        "batch_base_offset": pa.array(chunk.batch_base_offset),
+        "batch_timestamp": pa.array(chunk.batch_timestamp).cast(TS),
+        "timestamp": pa.array(chunk.timestamp).cast(TS),
+        "batch_leader_epoch": pa.array(chunk.batch_leader_epoch),
+        "is_control": pa.array(chunk.is_control),
+        "record_type": type_names.take(pa.array(codes)),
+        "record_version": pa.array(chunk.version),
+    }
+    for f in TYPED:
+        columns[f.name] = pa.concat_arrays(typed[f.name]).take(inv)
+    return pa.Table.from_pydict(columns, schema=SCHEMA)
+
+
+def quarantine_table(entries: list[Quarantine], cluster: str, source_kind: str) -> pa.Table:
+    return pa.Table.from_pylist(
+        [{"cluster": cluster, "source_file": q.file, "source_kind": source_kind, "position": q.position,
+          "length": q.length, "reason": q.reason, "message": q.message} for q in entries],
+        schema=QUARANTINE_SCHEMA)

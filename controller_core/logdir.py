@@ -1,0 +1,121 @@
+"""Find and classify the files of a KRaft metadata log directory.
+
+Users point kraft-audit at a ``__cluster_metadata-0`` folder or at the data directory holding it (and
+its ``bootstrap.checkpoint``), often copied off a dead machine.  Only three kinds of file hold metadata
+records; everything else Kafka keeps beside them is recognised and left alone, so an index or a
+producer-state ``.snapshot`` is never mistaken for record data.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+METADATA_DIR = "__cluster_metadata-0"
+BOOTSTRAP = "bootstrap.checkpoint"
+SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
+SNAPSHOT_RE = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
+
+SEGMENT, SNAPSHOT, BOOTSTRAP_KIND = "segment", "snapshot", "bootstrap"
+
+# Files Kafka keeps next to the records, and what they are (never decoded as records).
+OTHER_FILES = {
+    ".index": "offset index of a segment",
+    ".timeindex": "time index of a segment",
+    ".txnindex": "aborted-transaction index",
+    ".snapshot": "producer-state snapshot (not a metadata snapshot)",
+    ".deleted": "segment scheduled for deletion",
+    ".cleaned": "log cleaner temporary file",
+    ".swap": "log cleaner swap file",
+    ".part": "snapshot still being written",
+}
+OTHER_NAMES = {
+    "quorum-state": "Raft election state (JSON)",
+    "leader-epoch-checkpoint": "Raft epochs of the metadata log",
+    "partition.metadata": "topic id of the folder",
+    "meta.properties": "node and cluster id",
+}
+
+
+@dataclass(frozen=True)
+class LogFile:
+    path: Path
+    kind: str  # segment | snapshot | bootstrap
+    label: str  # path relative to the data directory: stable across copies of the same directory
+    offset: int  # segment base offset / snapshot end offset / -1 for bootstrap
+    epoch: int = -1  # snapshot epoch
+
+    @property
+    def sort_key(self):
+        # bootstrap first; then by offset, a snapshot before a segment starting where it ends
+        return (self.offset, 0 if self.kind == SNAPSHOT else 1)
+
+
+def classify(path: Path, root: Path | None = None) -> LogFile | None:
+    """The LogFile for a record-bearing file, None for anything else."""
+    name = path.name
+    root = root or path.parent
+    try:
+        label = str(path.relative_to(root))
+    except ValueError:
+        label = name
+    if name == BOOTSTRAP:
+        return LogFile(path, BOOTSTRAP_KIND, label, -1)
+    m = SEGMENT_RE.match(name)
+    if m:
+        return LogFile(path, SEGMENT, label, int(m.group(1)))
+    m = SNAPSHOT_RE.match(name)
+    if m:
+        return LogFile(path, SNAPSHOT, label, int(m.group(1)), int(m.group(2)))
+    return None
+
+
+def describe_other(path: Path) -> str | None:
+    """What a non-record file is, if Kafka keeps such files beside the log."""
+    if path.name in OTHER_NAMES:
+        return OTHER_NAMES[path.name]
+    for suffix, what in OTHER_FILES.items():
+        if path.name.endswith(suffix):
+            return what
+    return None
+
+
+def resolve_log_dir(path: Path) -> tuple[Path, Path]:
+    """(data directory, metadata folder) for a path naming either of them."""
+    path = Path(path)
+    if (path / METADATA_DIR).is_dir():
+        return path, path / METADATA_DIR
+    if path.is_dir() and (path.name == METADATA_DIR or any(classify(p) for p in path.iterdir())):
+        return path.parent, path
+    raise FileNotFoundError(f"{path}: neither a {METADATA_DIR} folder nor a data directory holding one")
+
+
+def discover(path: Path) -> list[LogFile]:
+    """Every record-bearing file of a log directory, in the order a replay reads them:
+    bootstrap.checkpoint, then segments and snapshots by offset."""
+    data_dir, meta = resolve_log_dir(Path(path))
+    files = []
+    boot = data_dir / BOOTSTRAP
+    if boot.is_file():
+        files.append(classify(boot, data_dir))
+    for p in sorted(meta.iterdir()):
+        lf = classify(p, data_dir)
+        if lf is not None and lf.kind != BOOTSTRAP_KIND and p.is_file():
+            files.append(lf)
+    boots = [f for f in files if f.kind == BOOTSTRAP_KIND]
+    return boots + sorted((f for f in files if f.kind != BOOTSTRAP_KIND), key=lambda f: f.sort_key)
+
+
+def expand(paths: list[str]) -> list[LogFile]:
+    """Files named on a command line: folders expand to their log files; a file is taken as given
+    (its kind guessed from its name, a segment if unknown, so decoding it names what is wrong)."""
+    out: list[LogFile] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            out.extend(discover(p))
+        elif p.exists():
+            out.append(classify(p) or LogFile(p, SEGMENT, p.name, -1))
+        else:
+            raise FileNotFoundError(f"{raw}: no such file or directory")
+    return out
