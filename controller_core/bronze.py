@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from controller_core.codec.arrowutil import from_numpy, repeat_str, strings
 from controller_core.codec.jsonout import struct_json
 from controller_core.codec.logfile import TYPE_NAMES, DecodedChunk, Quarantine
 
@@ -83,30 +84,35 @@ def _same(key):
     return lambda cols: cols.get(key)
 
 
+# (Arrays, not Python scalars, are combined below: see jsonout._concat on why.)
 def _fence_flag(cols):
     # BrokerRegistrationChangeRecord.fenced: 1 fence, -1 unfence, 0 no change
-    v = cols["fenced"]
-    return pc.if_else(pc.equal(v, 1), True, pc.if_else(pc.equal(v, -1), False, pa.scalar(None, pa.bool_())))
+    v = cols["fenced"].to_numpy()
+    return from_numpy(v == 1, valid=v != 0)
 
 
 def _cs_flag(cols):
+    # BrokerRegistrationChangeRecord.inControlledShutdown: 1 enter, 0 no change (nothing leaves it)
     v = cols.get("inControlledShutdown")
     if v is None:
         return None
-    return pc.if_else(pc.equal(v, 1), True, pa.scalar(None, pa.bool_()))
+    v = v.to_numpy()
+    return from_numpy(v == 1, valid=v == 1)
 
 
 def _nonempty(key):
+    # an empty list means "unchanged" in BrokerRegistrationChangeRecord.logDirs
     def f(cols):
         v = cols.get(key)
         if v is None:
             return None
-        return pc.if_else(pc.greater(pc.list_value_length(v), 0), v, pa.scalar(None, v.type))
+        keep = pc.list_value_length(v).to_numpy(zero_copy_only=False) > 0
+        return pc.if_else(from_numpy(keep), v, pa.nulls(len(v), v.type))
     return f
 
 
 def _const(value, typ):
-    return lambda cols: pa.array(np.full(len(next(iter(cols.values()))), value), typ) if cols else None
+    return lambda cols: from_numpy(np.full(len(next(iter(cols.values()))), value)).cast(typ) if cols else None
 
 
 _PARTITION = {
@@ -165,24 +171,24 @@ def records_table(chunk: DecodedChunk, cluster: str, source_file: str, source_ki
     rows = np.concatenate(order)
     inverse = np.empty(n, np.int64)
     inverse[rows] = np.arange(n)
-    inv = pa.array(inverse)
+    inv = from_numpy(inverse)
     present = np.unique(chunk.type_code)
-    type_names = pa.array([TYPE_NAMES[int(c)] for c in present])
+    type_names = strings([TYPE_NAMES[int(c)] for c in present])
     codes = np.searchsorted(present, chunk.type_code)
     columns = {
-        "cluster": pa.array(np.full(n, cluster, object), pa.string()),
-        "source_file": pa.array(np.full(n, source_file, object), pa.string()),
-        "source_kind": pa.array(np.full(n, source_kind, object), pa.string()),
-        "offset": pa.array(chunk.offset),
-        "position": pa.array(chunk.position),
-        "batch_position": pa.array(chunk.batch_position),
-        "batch_base_offset": pa.array(chunk.batch_base_offset),
-        "batch_timestamp": pa.array(chunk.batch_timestamp).cast(TS),
-        "timestamp": pa.array(chunk.timestamp).cast(TS),
-        "batch_leader_epoch": pa.array(chunk.batch_leader_epoch),
-        "is_control": pa.array(chunk.is_control),
-        "record_type": type_names.take(pa.array(codes)),
-        "record_version": pa.array(chunk.version),
+        "cluster": repeat_str(cluster, n),
+        "source_file": repeat_str(source_file, n),
+        "source_kind": repeat_str(source_kind, n),
+        "offset": from_numpy(chunk.offset),
+        "position": from_numpy(chunk.position),
+        "batch_position": from_numpy(chunk.batch_position),
+        "batch_base_offset": from_numpy(chunk.batch_base_offset),
+        "batch_timestamp": from_numpy(chunk.batch_timestamp).cast(TS),
+        "timestamp": from_numpy(chunk.timestamp).cast(TS),
+        "batch_leader_epoch": from_numpy(chunk.batch_leader_epoch),
+        "is_control": from_numpy(chunk.is_control),
+        "record_type": type_names.take(from_numpy(codes)),
+        "record_version": from_numpy(chunk.version),
     }
     for f in TYPED:
         columns[f.name] = pa.concat_arrays(typed[f.name]).take(inv)

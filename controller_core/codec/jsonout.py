@@ -16,17 +16,31 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from controller_core.codec.arrowutil import from_numpy, repeat_str, strings
 from controller_core.schema import Field
 
 _STR = pa.string()
 
 
 def _lit(text: str, n: int) -> pa.Array:
-    return pa.array([text] * n, _STR)
+    return repeat_str(text, n)
 
 
-def _concat(*parts) -> pa.Array:
-    return pc.binary_join_element_wise(*parts, "")
+def concat(*parts) -> pa.Array:
+    """Element-wise concatenation; str parts are literals.  (Literals are passed as arrays, never as
+    Python scalars: converting a Python value makes pyarrow import pandas, ~0.4 s of start-up.)"""
+    parts = [p.combine_chunks() if isinstance(p, pa.ChunkedArray) else p for p in parts]
+    n = next(len(p) for p in parts if not isinstance(p, str))
+    cols = [repeat_str(p, n) if isinstance(p, str) else p for p in parts]
+    return pc.binary_join_element_wise(*cols, repeat_str("", n))
+
+
+def _fill(arr: pa.Array, text: str) -> pa.Array:
+    return pc.fill_null(arr, repeat_str(text, len(arr))) if arr.null_count else arr
+
+
+def choose(cond: pa.Array, yes: str, no: str) -> pa.Array:
+    return pc.if_else(cond, repeat_str(yes, len(cond)), repeat_str(no, len(cond)))
 
 
 def java_double(x: float) -> str:
@@ -48,26 +62,27 @@ def _scalar_json(arr: pa.Array, t: str) -> pa.Array:
     if t in ("int8", "int16", "uint16", "int32", "int64"):
         out = pc.cast(arr, _STR)
     elif t == "bool":
-        out = pc.if_else(arr, "true", "false")
+        out = choose(arr, "true", "false")
     elif t == "uuid":
-        out = _concat('"', arr, '"')
+        out = concat('"', arr, '"')
     elif t == "string":
         out = _string_json(arr)
     elif t == "bytes":
-        out = pa.array([None if v is None else '"' + base64.b64encode(v).decode() + '"' for v in arr.to_pylist()], _STR)
+        out = strings([None if v is None else '"' + base64.b64encode(v).decode() + '"' for v in arr.to_pylist()])
     elif t == "float64":
-        out = pa.array([None if v is None else java_double(v) for v in arr.to_pylist()], _STR)
+        out = strings([None if v is None else java_double(v) for v in arr.to_pylist()])
     else:
         raise AssertionError(t)
-    return pc.fill_null(out, "null") if out.null_count else out
+    return _fill(out, "null")
 
 
 def _string_json(arr: pa.Array) -> pa.Array:
     if len(arr) == 0:
-        return pa.array([], _STR)
-    special = pc.fill_null(pc.match_substring_regex(arr, r"[\x00-\x1f]"), False)
+        return strings([])
+    special = pc.match_substring_regex(arr, r"[\x00-\x1f]")
+    special = pc.fill_null(special, from_numpy(np.zeros(len(arr), bool))) if special.null_count else special
     esc = pc.replace_substring(pc.replace_substring(arr, "\\", "\\\\"), '"', '\\"')
-    out = _concat('"', esc, '"')
+    out = concat('"', esc, '"')
     if pc.any(special).as_py():
         # control characters: let json.dumps apply the exact escapes (\n, \t, \u0001, ...)
         idx = np.flatnonzero(special.to_numpy(zero_copy_only=False))
@@ -75,7 +90,7 @@ def _string_json(arr: pa.Array) -> pa.Array:
         raw = arr.to_pylist()
         for i in idx.tolist():
             vals[i] = json.dumps(raw[i], ensure_ascii=False)
-        out = pa.array(vals, _STR)
+        out = strings(vals)
     return out
 
 
@@ -90,8 +105,8 @@ def value_json(arr: pa.Array, f: Field, version: int) -> pa.Array:
             elems = _scalar_json(arr.values, f.element_type)
         rebuilt = pa.ListArray.from_arrays(arr.offsets, elems, mask=arr.is_null() if arr.null_count else None)
         # .offsets ignores the slice offset of `arr.values`; from_arrays takes care via absolute offsets
-        joined = _concat("[", pc.binary_join(rebuilt, ","), "]")
-        return pc.fill_null(joined, "null") if arr.null_count else joined
+        joined = concat("[", pc.binary_join(rebuilt, repeat_str(",", len(rebuilt))), "]")
+        return _fill(joined, "null")
     if f.is_struct:
         return struct_json(_struct_columns(arr), f.fields, version, len(arr))
     return _scalar_json(arr, f.type)
@@ -107,9 +122,14 @@ def _is_default(arr: pa.Array, f: Field) -> pa.Array:
     d = f.default_value()
     if d is None:
         return arr.is_null()
+    n = len(arr)
     if f.is_array:
-        return pc.and_(arr.is_valid(), pc.equal(pc.list_value_length(arr), 0))
-    return pc.fill_null(pc.equal(arr, pa.scalar(d, arr.type)), False)
+        return pc.and_(arr.is_valid(), pc.equal(pc.list_value_length(arr), from_numpy(np.zeros(n, np.int32))))
+    if isinstance(d, str):
+        same = pc.equal(arr, repeat_str(d, n))
+    else:
+        same = pc.equal(arr, from_numpy(np.full(n, d, dtype=arr.type.to_pandas_dtype())))
+    return pc.fill_null(same, from_numpy(np.zeros(n, bool))) if same.null_count else same
 
 
 def struct_json(cols: dict[str, pa.Array], fields, version: int, n: int) -> pa.Array:
@@ -119,11 +139,11 @@ def struct_json(cols: dict[str, pa.Array], fields, version: int, n: int) -> pa.A
         if not f.present_in(version):
             continue
         arr = cols[f.json_name]
-        piece = _concat(f',"{f.json_name}":', value_json(arr, f, version))
+        piece = concat(f',"{f.json_name}":', value_json(arr, f, version))
         if f.is_tagged_in(version):
-            piece = pc.if_else(_is_default(arr, f), "", piece)
+            piece = pc.if_else(_is_default(arr, f), repeat_str("", n), piece)
         pieces.append(piece)
     if not pieces:
         return _lit("{}", n)
-    body = _concat(*pieces) if len(pieces) > 1 else pieces[0]
-    return _concat("{", pc.utf8_slice_codeunits(body, 1), "}")
+    body = concat(*pieces) if len(pieces) > 1 else pieces[0]
+    return concat("{", pc.utf8_slice_codeunits(body, 1), "}")

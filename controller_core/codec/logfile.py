@@ -19,6 +19,7 @@ import pyarrow as pa
 from controller_core.codec import batch as B
 from controller_core.codec import errors as E
 from controller_core.codec import vector as V
+from controller_core.codec.arrowutil import from_numpy
 from controller_core.codec.errors import DecodeError
 from controller_core.records import BY_API_KEY, BY_CONTROL_TYPE, RecordDef
 
@@ -381,7 +382,7 @@ def decode_window(buf, a: np.ndarray, batches: list[int], file: str, base: int, 
         fine = cur.ok & (cur.pos == cur.end)
         if not fine.all():
             scalar[rows[~fine]] = True
-            sel = pa.array(np.flatnonzero(fine))
+            sel = from_numpy(np.flatnonzero(fine))
             cols = {k: c.take(sel) for k, c in cols.items()}
             rows = rows[fine]
         chunk.groups.append(Group(rdef, v, rows, cols))

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from controller_core.codec.arrowutil import from_numpy, strings
 from controller_core.schema import Field
 
 PAD = 32  # zero bytes appended to every buffer so fixed-width gathers near the end stay in bounds
@@ -241,7 +242,7 @@ def _assemble(n: int, pieces: list, f: Field, version: int) -> pa.Array:
         take[rows] = base + np.arange(len(rows))
         base += len(rows)
         arrays.append(arr)
-    return pa.concat_arrays([x.cast(default.type) for x in arrays]).take(pa.array(take))
+    return pa.concat_arrays([x.cast(default.type) for x in arrays]).take(from_numpy(take))
 
 
 def arrow_type(f: Field, version: int) -> pa.DataType:
@@ -258,10 +259,12 @@ def _default_array(f: Field, version: int, n: int) -> pa.Array:
     if d is None:
         return pa.nulls(n, t)
     if f.is_array:
-        return pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, np.int32)), pa.array([], t.value_type))
+        return pa.ListArray.from_arrays(from_numpy(np.zeros(n + 1, np.int32)), pa.nulls(0, t.value_type))
     if f.is_struct:
         return pa.array([d] * n, t)
-    return pa.array(np.full(n, d) if isinstance(d, (int, float)) and not isinstance(d, bool) else [d] * n, t)
+    if isinstance(d, str):
+        return strings([d] * n)
+    return from_numpy(np.full(n, d, dtype=t.to_pandas_dtype()))
 
 
 def _decode_value(c: Cursor, f: Field, version: int) -> pa.Array:
@@ -303,8 +306,8 @@ def _decode_scalar(c: Cursor, t: str, nullable: bool) -> pa.Array:
     if t == "uuid":
         return uuid_array(fixed(c.a, p, 16))
     if t == "bool":
-        return pa.array(c.a[p] != 0)
-    return pa.array(be(c.a, p, t))
+        return from_numpy(c.a[p] != 0)
+    return from_numpy(be(c.a, p, t))
 
 
 def _decode_array(c: Cursor, f: Field, version: int, nullable: bool) -> pa.Array:
@@ -332,13 +335,13 @@ def _decode_array(c: Cursor, f: Field, version: int, nullable: bool) -> pa.Array
         if et == "uuid":
             values = uuid_array(fixed(c.a, epos, 16))
         elif et == "bool":
-            values = pa.array(c.a[epos] != 0)
+            values = from_numpy(c.a[epos] != 0)
         else:
-            values = pa.array(be(c.a, epos, et))
+            values = from_numpy(be(c.a, epos, et))
     else:
         values = _decode_elements(c, f, version, cnt, offsets)
-    mask = None if valid.all() else pa.array(~valid)
-    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), values, mask=mask)
+    mask = None if valid.all() else from_numpy(~valid)
+    return pa.ListArray.from_arrays(from_numpy(offsets.astype(np.int32)), values, mask=mask)
 
 
 def _decode_elements(c: Cursor, f: Field, version: int, cnt: np.ndarray, offsets: np.ndarray) -> pa.Array:
@@ -364,7 +367,7 @@ def _decode_elements(c: Cursor, f: Field, version: int, cnt: np.ndarray, offsets
         active = active[(cnt[active] > k) & c.ok[active]]
     vtype = arrow_type(f, version).value_type
     if not parts:
-        return pa.array([], vtype)
+        return pa.nulls(0, vtype)
     flat = pa.concat_arrays(parts)
     pos_of = np.concatenate(order)
     if len(pos_of) != total:  # records that went bad mid-array: pad so offsets stay consistent
@@ -373,4 +376,4 @@ def _decode_elements(c: Cursor, f: Field, version: int, cnt: np.ndarray, offsets
         pos_of = np.concatenate([pos_of, fill])
     inverse = np.empty(total, np.int64)
     inverse[pos_of] = np.arange(total)
-    return flat.take(pa.array(inverse))
+    return flat.take(from_numpy(inverse))
