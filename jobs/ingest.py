@@ -1,0 +1,96 @@
+"""``kraft-audit ingest``: a metadata log directory -> bronze Delta tables.
+
+Tables (partitioned by cluster, so several clusters share one lake):
+  metadata_records -- one row per record (controller_core.bronze.SCHEMA)
+  quarantine       -- one row per span that could not be decoded (file, position, length, reason)
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyspark import StorageLevel
+from pyspark.sql import functions as F
+
+from controller_core.bronze import PARTITION_BY
+from controller_core.codec.logfile import split_points
+from controller_core.logdir import discover
+from jobs.config import load_config
+from jobs.lake import Lake
+from jobs.spark import get_spark
+from transforms import bronze as T
+
+RECORDS_TABLE = "metadata_records"
+QUARANTINE_TABLE = "quarantine"
+
+
+@dataclass
+class IngestResult:
+    files: int = 0
+    records_seen: int = 0
+    records_added: int = 0
+    types_added: dict[str, int] = field(default_factory=dict)
+    quarantined: list[dict] = field(default_factory=list)  # every span quarantined in this run
+    quarantine_added: int = 0  # of which new to the quarantine table
+
+
+def plan_splits(log_dir: str, cluster: str, split_bytes: int) -> list[tuple]:
+    """(path, source_file, source_kind, start, end, cluster) rows: each file cut at batch boundaries."""
+    rows = []
+    for lf in discover(Path(log_dir)):
+        path = str(lf.path.resolve())
+        size = lf.path.stat().st_size
+        points = split_points(path, split_bytes) + [size]
+        for start, end in zip(points, points[1:]):  # an empty file still gets a (0, 0) split
+            rows.append((path, lf.label, lf.kind, start, end, cluster))
+    return rows
+
+
+def ingest(spark, lake: Lake, cluster: str, log_dir: str, split_bytes: int) -> IngestResult:
+    splits = plan_splits(log_dir, cluster, split_bytes)
+    result = IngestResult(files=len({s[1] for s in splits}))
+    df = spark.createDataFrame(splits, T.SPLIT_DDL).repartition(max(1, len(splits)))
+    decoded = T.decode_splits(df).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        records = T.records(decoded)
+        existing = (lake.read(RECORDS_TABLE).where(F.col("cluster") == cluster)
+                    if lake.exists(RECORDS_TABLE) else None)
+        new = T.only_new(records, existing, T.RECORD_KEY).persist(StorageLevel.MEMORY_AND_DISK)
+        result.types_added = {r["record_type"]: r["count"] for r in new.groupBy("record_type").count().collect()}
+        result.records_added = sum(result.types_added.values())
+        result.records_seen = records.count()
+        if result.records_added or existing is None:
+            lake.append(RECORDS_TABLE, new, partition_by=PARTITION_BY)
+        new.unpersist()
+
+        quarantine = T.quarantine(decoded)
+        existing_q = (lake.read(QUARANTINE_TABLE).where(F.col("cluster") == cluster)
+                      if lake.exists(QUARANTINE_TABLE) else None)
+        result.quarantined = [r.asDict() for r in quarantine.orderBy("source_file", "position").collect()]
+        new_q = T.only_new(quarantine, existing_q, T.QUARANTINE_KEY).persist(StorageLevel.MEMORY_AND_DISK)
+        result.quarantine_added = new_q.count()
+        if result.quarantine_added or existing_q is None:
+            lake.append(QUARANTINE_TABLE, new_q, partition_by=PARTITION_BY)
+        new_q.unpersist()
+    finally:
+        decoded.unpersist()
+    return result
+
+
+def main(args) -> int:
+    overrides = {"lake": args.lake} if args.lake else None
+    config = load_config(args.conf, overrides)
+    spark = get_spark(config)
+    lake = Lake.from_config(config, spark)
+    res = ingest(spark, lake, args.cluster, args.log_dir, int(config["ingest"]["split_bytes"]))
+    print(f"kraft-audit ingest: cluster {args.cluster!r} from {args.log_dir} into {lake.root}")
+    print(f"  {res.files} files, {res.records_seen} records decoded, {res.records_added} new rows in "
+          f"{RECORDS_TABLE}")
+    for t, n in sorted(res.types_added.items(), key=lambda kv: (-kv[1], kv[0])):
+        print(f"    {t:<36} {n:>10}")
+    for q in res.quarantined:
+        print(f"kraft-audit ingest: quarantined {q['message']} [{q['reason']}]", file=sys.stderr)
+    if res.quarantined:
+        print(f"  {len(res.quarantined)} spans quarantined ({res.quarantine_added} new rows in {QUARANTINE_TABLE})")
+    return 2 if (args.strict and res.quarantined) else 0
