@@ -46,6 +46,14 @@ class LogFile:
     epoch: int = -1  # snapshot epoch
 
     @property
+    def first_offset(self) -> int | None:
+        """The offset the file's first batch must start at: a segment's base offset (unknown for a
+        file not named like one); snapshots and bootstrap.checkpoint number their records from 0."""
+        if self.kind == SEGMENT:
+            return self.offset if self.offset >= 0 else None
+        return 0
+
+    @property
     def sort_key(self):
         # bootstrap first; then by offset, a snapshot before a segment starting where it ends
         return (self.offset, 0 if self.kind == SNAPSHOT else 1)

@@ -45,7 +45,7 @@ def run(paths: list[str], summary: bool = False, strict: bool = False, out=None,
         batches = records = 0
         types: dict[str, int] = {}
         errors = []
-        for chunk in iter_chunks(str(lf.path), name):
+        for chunk in iter_chunks(str(lf.path), name, first_offset=lf.first_offset):
             batches += chunk.batches
             records += len(chunk)
             for q in chunk.quarantine:

@@ -36,14 +36,15 @@ class IngestResult:
 
 
 def plan_splits(log_dir: str, cluster: str, split_bytes: int) -> list[tuple]:
-    """(path, source_file, source_kind, start, end, cluster) rows: each file cut at batch boundaries."""
+    """Rows of transforms.bronze.SPLIT_DDL: each file cut at batch boundaries.  Only a file's first
+    split knows which offset its first batch must carry (for the offset-sequence check)."""
     rows = []
     for lf in discover(Path(log_dir)):
         path = str(lf.path.resolve())
         size = lf.path.stat().st_size
         points = split_points(path, split_bytes) + [size]
         for start, end in zip(points, points[1:]):  # an empty file still gets a (0, 0) split
-            rows.append((path, lf.label, lf.kind, start, end, cluster))
+            rows.append((path, lf.label, lf.kind, start, end, cluster, lf.first_offset if start == 0 else None))
     return rows
 
 

@@ -13,7 +13,8 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from controller_core import bronze as B
 
-SPLIT_DDL = "path string, source_file string, source_kind string, start long, end long, cluster string"
+SPLIT_DDL = ("path string, source_file string, source_kind string, start long, end long, cluster string, "
+             "first_offset long")
 
 # Executors emit one schema for both kinds of row; `row_kind` tells them apart.
 _TS_US = pa.timestamp("us", tz="UTC")
@@ -47,7 +48,8 @@ def _decode_partition(batches):
 
     for split in batches:
         for row in split.to_pylist():
-            for chunk in iter_chunks(row["path"], row["source_file"], row["start"], row["end"]):
+            for chunk in iter_chunks(row["path"], row["source_file"], row["start"], row["end"],
+                                     first_offset=row["first_offset"]):
                 if len(chunk):
                     yield _conform(B.records_table(chunk, row["cluster"], row["source_file"], row["source_kind"]),
                                    "record")

@@ -71,6 +71,7 @@ class DecodedChunk:
     version: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int16))
     groups: list[Group] = field(default_factory=list)
     quarantine: list[Quarantine] = field(default_factory=list)
+    last_offset: int | None = None  # last offset of the window's batches (offset sequence check)
 
     def __len__(self) -> int:
         return len(self.offset)
@@ -94,23 +95,36 @@ def _plausible(buf, p: int, end: int) -> bool:
 def _find_next_batch(buf, start: int, end: int, at_eof: bool) -> int:
     """Position of the next batch at or after ``start`` whose CRC verifies (or -1).
 
-    In a window that is not the file's last, a candidate that runs past the window cannot be verified
-    here: it is returned so the next window (which starts there) judges it.
+    In a window that is not the file's last, a candidate running past the window cannot be verified
+    here.  It is returned (for the next window, which starts there, to judge) only if no batch that
+    does verify starts inside the span it claims: batches never overlap, so such a batch proves the
+    candidate is garbage that merely has a 2 where a magic byte would be.
     """
     arr = np.frombuffer(buf, np.uint8, count=end)
+    pending = -1  # an unverifiable candidate
+    pending_end = -1
     for p in (np.flatnonzero(arr[start + 16:end] == B.MAGIC_V2) + start).tolist():
+        if pending >= 0 and p >= pending_end:
+            break
         if p + B.HEADER_SIZE > end:
-            return -1 if at_eof else p
+            break
         blen = struct.unpack_from(">i", buf, p + 8)[0]
         if blen < B.HEADER_SIZE - B.LOG_OVERHEAD or blen > MAX_BATCH_BYTES:
             continue
         if p + B.LOG_OVERHEAD + blen > end:
-            if at_eof:
-                continue
-            return p
+            if not at_eof and pending < 0:
+                pending, pending_end = p, p + B.LOG_OVERHEAD + blen
+            continue
         crc = struct.unpack_from(">I", buf, p + 17)[0]
         if B.crc32c(memoryview(buf)[p + B.CRC_START:p + B.LOG_OVERHEAD + blen]) == crc:
             return p
+    if pending >= 0:
+        return pending
+    if not at_eof and end - start > B.HEADER_SIZE:
+        # a batch may start in the last bytes of the window, beyond what could be checked
+        tail = np.flatnonzero(arr[max(start, end - B.HEADER_SIZE) + 16:end] == B.MAGIC_V2)
+        if len(tail):
+            return max(start, end - B.HEADER_SIZE) + int(tail[0])
     return -1
 
 
@@ -306,9 +320,50 @@ def _record_positions(buf, a: np.ndarray, batches: list[int], file: str, base: i
     return rpos, rbody, rend, remap[rown], bpos[kept]
 
 
-def decode_window(buf, a: np.ndarray, batches: list[int], file: str, base: int, bad: list[Quarantine]) -> DecodedChunk:
+def check_offsets(a: np.ndarray, batches: list[int], prev_last: int | None, file: str, base: int,
+                  bad: list[Quarantine]) -> tuple[list[int], int | None]:
+    """Drop batches whose baseOffset was damaged.
+
+    The batch CRC does not cover baseOffset (nor batchLength and partitionLeaderEpoch), so a flipped
+    bit there passes the CRC.  A Raft log's offsets are contiguous, so a batch that breaks the
+    sequence while its neighbours agree with each other (once its own offset count is accounted
+    for) carries a bad baseOffset.  Returns the kept batches and the last offset they reach.
+    """
+    if not batches:
+        return batches, prev_last
+    bp = np.array(batches, np.int64)
+    first = V.be(a, bp, "int64").astype(np.int64)
+    last = first + V.be(a, bp + 23, "int32").astype(np.int64)
+    before = np.empty(len(bp), np.int64)  # last offset of the previous batch
+    before[1:] = last[:-1]
+    before[0] = prev_last if prev_last is not None else first[0] - 1
+    breaks = first != before + 1
+    nxt = np.empty(len(bp), np.int64)
+    nxt[:-1] = first[1:]
+    has_next = np.arange(len(bp)) < len(bp) - 1
+    # In the middle: the batch agrees with neither neighbour (a quarantined batch before it leaves a
+    # gap, but then the batch still leads into the next one).  At the end of a window nothing
+    # follows, so only an impossible jump (backwards, or beyond what any batches could span) counts.
+    damaged = breaks & np.where(has_next, nxt != last + 1, (first <= before) | (first - before > (1 << 31)))
+    if damaged.any():
+        for i in np.flatnonzero(damaged).tolist():
+            end = int(V.be(a, bp[i:i + 1] + 8, "int32")[0]) + B.LOG_OVERHEAD
+            bad.append(Quarantine(file, base + int(bp[i]), end, E.BAD_BATCH_HEADER,
+                                  f"{file} at byte {base + int(bp[i])}: baseOffset {int(first[i])} breaks the log's "
+                                  f"offset sequence (the previous batch ends at {int(before[i])}); the field is "
+                                  f"not covered by the batch CRC"))
+        bad.sort(key=lambda q: q.position)
+        keep = ~damaged
+        batches = bp[keep].tolist()
+        last = last[keep]
+    return batches, int(last[-1]) if len(batches) else prev_last
+
+
+def decode_window(buf, a: np.ndarray, batches: list[int], file: str, base: int, bad: list[Quarantine],
+                  prev_last: int | None = None) -> DecodedChunk:
     """Decode the given (CRC-valid) batches of a window into a chunk."""
     chunk = DecodedChunk(file=file, quarantine=bad, batches=0)
+    batches, chunk.last_offset = check_offsets(a, batches, prev_last, file, base, bad)
     if not batches:
         return chunk
     rpos, body, rend, rbatch, bpos = _record_positions(buf, a, batches, file, base, bad)
@@ -420,12 +475,14 @@ def _drop_rows(chunk: DecodedChunk, keep: np.ndarray) -> None:
 
 # ------------------------------------------------------------------------------------- file level
 def iter_chunks(path: str, label: str | None = None, start: int = 0, end: int | None = None,
-                chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> Iterator[DecodedChunk]:
+                chunk_bytes: int = DEFAULT_CHUNK_BYTES, first_offset: int | None = None) -> Iterator[DecodedChunk]:
     """Decode the batches of a file that start in [start, end), window by window.
 
     Memory is bounded by about ``chunk_bytes`` (or one batch, if a batch is larger).  ``start`` must
-    be a batch boundary: 0, or a position from :func:`split_points`.
+    be a batch boundary: 0, or a position from :func:`split_points`.  ``first_offset``, when known
+    (a segment's base offset, 0 for a snapshot), is the offset the first batch must start at.
     """
+    prev_last = None if first_offset is None else first_offset - 1
     label = label or path
     size = os.path.getsize(path)
     end = size if end is None else min(end, size)
@@ -434,6 +491,7 @@ def iter_chunks(path: str, label: str | None = None, start: int = 0, end: int | 
             label, 0, 0, E.EMPTY_FILE, f"{label} at byte 0: the file is empty (a segment is empty only while it "
                                        "is the freshly rolled active segment; a snapshot never is)")])
         return
+    carry: Quarantine | None = None  # a garbage span reaching the window's end may go on in the next
     with open(path, "rb") as fh:
         pos = start
         while pos < end:
@@ -449,6 +507,14 @@ def iter_chunks(path: str, label: str | None = None, start: int = 0, end: int | 
             good, bad, stop = walk_batches(buf, len(buf), at_eof, label, pos, a)
             good = [g for g in good if pos + g < end]
             bad = [q for q in bad if q.position < end]
+            if carry is not None:
+                if bad and bad[0].position == carry.position + carry.length and bad[0].reason in _SKIPPED:
+                    bad[0] = _merge(carry, bad[0])
+                else:
+                    bad.insert(0, carry)
+                carry = None
+            if not at_eof and bad and bad[-1].reason in _SKIPPED and bad[-1].position + bad[-1].length == pos + stop:
+                carry = bad.pop()
             if pos == 0 and at_eof and not good and bad and all(q.position + q.length >= size or q.reason != E.CRC_MISMATCH
                                                                  for q in bad):
                 first = bad[0].message.split(": ", 1)[1]
@@ -457,8 +523,22 @@ def iter_chunks(path: str, label: str | None = None, start: int = 0, end: int | 
                     f"{label} at byte 0: not a Kafka log: no intact record batch anywhere in its {size} bytes "
                     f"(first problem: {first})")])
                 return
-            yield decode_window(buf, a, good, label, pos, bad)
+            chunk = decode_window(buf, a, good, label, pos, bad, prev_last)
+            prev_last = chunk.last_offset
+            yield chunk
             pos += max(stop, 1)
+    if carry is not None:
+        yield DecodedChunk(file=label, quarantine=[carry])
+
+
+_SKIPPED = (E.GARBAGE, E.BAD_BATCH_HEADER, E.UNSUPPORTED_MAGIC)
+
+
+def _merge(a: Quarantine, b: Quarantine) -> Quarantine:
+    """One quarantine entry for two adjacent skipped spans (split only by a read window)."""
+    n = a.length + b.length
+    head = a.message.rsplit("; skipped", 1)[0]
+    return Quarantine(a.file, a.position, n, a.reason, f"{head}; skipped {n} bytes to the next valid batch")
 
 
 def split_points(path: str, target_bytes: int) -> list[int]:

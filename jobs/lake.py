@@ -1,0 +1,379 @@
+"""The one module through which every job reads and writes Delta tables.
+
+Two interchangeable backends, chosen once per `Lake`:
+
+* ``delta-spark`` -- Delta's own Spark data source. Needs Delta's JVM jars on the
+  classpath (a cluster / Databricks). Not available on the dev/CI machines: the jars
+  cannot be downloaded there (no Maven access), see docs/stack-notes section 3.
+* ``delta-rs`` -- Spark does the compute, the ``deltalake`` Python package (delta-rs)
+  owns the transaction log. Works with a plain pip-installed pyspark.
+
+Rules the delta-rs backend enforces, each learnt the hard way (stack-notes sections 4, 7):
+
+* Reads go through the table's *current file list* (``DeltaTable.file_uris()``), never a
+  directory read: a directory read also returns files an overwrite/delete logically
+  removed (old rows "come back").
+* Writes check the frame against the table schema *before* writing, because delta-rs
+  silently casts on append (string "3" -> 3, float 1.7 -> 1).
+* Timestamps are tz-aware UTC. One naive timestamp column makes delta-rs create the
+  table at protocol 3/7 (``timestampNtz``), which older readers cannot open; new tables
+  are checked to be at reader 1 / writer 2.
+* Spark frames are handed over through a staging parquet directory and streamed into
+  ``write_deltalake`` batch by batch, so the driver never holds the whole frame.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+
+import pyarrow as pa
+import pyarrow.dataset as pads
+from deltalake import DeltaTable, write_deltalake
+from deltalake import Schema as DeltaSchema
+
+from jobs.spark import delta_jvm_available
+
+if TYPE_CHECKING:  # Spark is optional for read_arrow/append_arrow callers.
+    from pyspark.sql import DataFrame, SparkSession
+
+BACKENDS = ("auto", "delta-spark", "delta-rs")
+STAGING_DIR = "_staging"
+# Table names are relative paths under the lake root ("records", "bronze/records").
+# Leading "_" / "." are reserved (staging dir, hidden files), ".." cannot escape the root.
+_TABLE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]*(/[A-Za-z0-9][A-Za-z0-9_\-]*)*")
+# Integer widening is the only type change accepted on write (e.g. a Spark literal 1 is
+# an int but the column is a long). It is lossless; everything else must match exactly.
+_INT_LADDER = ("byte", "short", "integer", "long")
+# Batch size for streaming staged parquet into delta-rs: bounded driver memory.
+_STREAM_BATCH_ROWS = 65_536
+
+
+class SchemaMismatchError(ValueError):
+    """A frame does not match the schema of the table it is written to."""
+
+
+class ProtocolError(RuntimeError):
+    """A table was (or would be) created with an unexpected Delta protocol."""
+
+
+class Lake:
+    """Delta tables under one root directory, ``<root>/<table>``.
+
+    ``spark`` may be None for callers that only use the Arrow methods
+    (``read_arrow``, ``append_arrow``, ``version``, ``history``, ``exists``).
+    """
+
+    def __init__(self, root: str | Path, spark: SparkSession | None = None, backend: str = "auto"):
+        self.spark = spark
+        self.root, self._local = _normalize_root(root)
+        self.backend = _choose_backend(backend, spark)
+
+    @classmethod
+    def from_config(cls, config: dict, spark: SparkSession | None = None) -> Lake:
+        """Lake at ``config["lake"]`` with backend ``config["delta"]["backend"]``."""
+        return cls(config["lake"], spark, backend=config["delta"]["backend"])
+
+    def __repr__(self) -> str:
+        return f"Lake({self.root!r}, backend={self.backend!r})"
+
+    # ------------------------------------------------------------------ metadata
+
+    def path(self, table: str) -> str:
+        if not isinstance(table, str) or not _TABLE_NAME.fullmatch(table):
+            raise ValueError(
+                f"invalid table name {table!r}: use letters, digits, '_' and '-', "
+                "optionally nested with '/', not starting with '_' or '.'"
+            )
+        return f"{self.root}/{table}"
+
+    def exists(self, table: str) -> bool:
+        if self.backend == "delta-spark":
+            from delta.tables import DeltaTable as SparkDeltaTable
+
+            return bool(SparkDeltaTable.isDeltaTable(self.spark, self.path(table)))
+        return DeltaTable.is_deltatable(self.path(table))
+
+    def version(self, table: str) -> int:
+        """Latest committed version (0 for a freshly created table)."""
+        if self.backend == "delta-spark":
+            return int(self._spark_delta_table(table).history(1).first()["version"])
+        return DeltaTable(self.path(table)).version()
+
+    def history(self, table: str) -> list[dict[str, Any]]:
+        """Commit info dicts, newest first (each has at least "version" and "operation")."""
+        if self.backend == "delta-spark":
+            rows = self._spark_delta_table(table).history().collect()
+            return [r.asDict(recursive=True) for r in rows]
+        return DeltaTable(self.path(table)).history()
+
+    # ------------------------------------------------------------------ reads
+
+    def read(self, table: str, version: int | None = None) -> DataFrame:
+        """The table (or a past ``version`` of it) as a Spark DataFrame."""
+        spark = self._require_spark()
+        path = self.path(table)
+        if self.backend == "delta-spark":
+            reader = spark.read.format("delta")
+            if version is not None:
+                reader = reader.option("versionAsOf", version)
+            return reader.load(path)
+
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        dt = DeltaTable(path, version=version)
+        schema = from_arrow_schema(pa.schema(dt.schema().to_arrow()))
+        files = dt.file_uris()  # exactly the files of that version
+        if not files:
+            return spark.createDataFrame([], schema)
+        # Explicit schema: no type inference from partition folder names.
+        # basePath: otherwise the partition columns (only in folder names) are dropped.
+        df = spark.read.schema(schema).option("basePath", path).parquet(*files)
+        return df.select(*schema.fieldNames())  # Spark moves partition columns last
+
+    def read_arrow(
+        self,
+        table: str,
+        version: int | None = None,
+        columns: Sequence[str] | None = None,
+        filters: Any = None,
+    ) -> pa.Table:
+        """The table as a pyarrow Table via delta-rs; no Spark needed.
+
+        ``filters`` uses the deltalake/pyarrow DNF form, e.g. ``[("part", "=", "a")]``.
+        """
+        dt = DeltaTable(self.path(table), version=version)
+        return dt.to_pyarrow_table(columns=list(columns) if columns else None, filters=filters)
+
+    # ------------------------------------------------------------------ writes
+
+    def append(self, table: str, df: DataFrame, partition_by: str | Sequence[str] | None = None) -> int:
+        """Append a Spark DataFrame (creating the table if needed); returns the new version."""
+        return self._write_spark(table, df, "append", partition_by)
+
+    def overwrite(self, table: str, df: DataFrame, partition_by: str | Sequence[str] | None = None) -> int:
+        """Replace the table's rows (schema and partitioning are kept); returns the new version.
+
+        Older versions stay readable via ``read(table, version=...)`` until vacuumed.
+        """
+        return self._write_spark(table, df, "overwrite", partition_by)
+
+    def append_arrow(
+        self,
+        table: str,
+        data: pa.Table | pa.RecordBatchReader,
+        partition_by: str | Sequence[str] | None = None,
+    ) -> int:
+        """Append Arrow data without Spark (always through delta-rs); returns the new version."""
+        if isinstance(data, pa.Table):
+            reader = data.to_reader()
+        elif isinstance(data, pa.RecordBatchReader):
+            reader = data
+        else:
+            reader = pa.RecordBatchReader.from_stream(data)  # any Arrow C stream producer
+        target, parts, is_new = self._plan(table, reader.schema, _as_list(partition_by))
+        return self._commit(table, target, parts, is_new, reader, "append")
+
+    # ------------------------------------------------------------------ internals
+
+    def _require_spark(self) -> SparkSession:
+        if self.spark is None:
+            raise RuntimeError("this Lake was created without a SparkSession; use read_arrow/append_arrow")
+        return self.spark
+
+    def _spark_delta_table(self, table: str):
+        from delta.tables import DeltaTable as SparkDeltaTable  # lazy: delta-spark backend only
+
+        return SparkDeltaTable.forPath(self._require_spark(), self.path(table))
+
+    def _write_spark(self, table: str, df: DataFrame, mode: str, partition_by) -> int:
+        self._require_spark()
+        parts = _as_list(partition_by)
+        if self.backend == "delta-spark":
+            writer = df.write.format("delta").mode(mode)
+            if parts:
+                writer = writer.partitionBy(*parts)
+            writer.save(self.path(table))
+            return self.version(table)
+
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        if not self._local:
+            raise NotImplementedError(
+                f"the delta-rs backend stages Spark output on the local filesystem; {self.root!r} "
+                "is not local (use the delta-spark backend for remote lakes)"
+            )
+        # Schema check first: fail before Spark spends time writing anything.
+        # TimestampType -> timestamp[us, tz=UTC]: Delta timestamps are UTC instants.
+        source = to_arrow_schema(df.schema, timezone="UTC")
+        target, parts, is_new = self._plan(table, source, parts)
+
+        staging = Path(self.root) / STAGING_DIR / uuid.uuid4().hex
+        try:
+            df.write.parquet(str(staging))
+            if any(p.suffix == ".parquet" for p in staging.iterdir()):
+                dataset = pads.dataset(staging, format="parquet")  # skips _SUCCESS, .crc
+                batches: Iterable[pa.RecordBatch] = dataset.to_batches(
+                    batch_size=_STREAM_BATCH_ROWS, batch_readahead=2, fragment_readahead=1
+                )
+            else:
+                batches = ()
+            return self._commit(table, target, parts, is_new, batches, mode)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+            try:
+                staging.parent.rmdir()  # only succeeds when no other write is staging
+            except OSError:
+                pass
+
+    def _plan(
+        self, table: str, source: pa.Schema, partition_by: list[str]
+    ) -> tuple[pa.Schema, list[str], bool]:
+        """Decide the target schema/partitioning and reject incompatible frames early."""
+        path = self.path(table)
+        if DeltaTable.is_deltatable(path):
+            dt = DeltaTable(path)
+            target = pa.schema(dt.schema().to_arrow())
+            existing_parts = list(dt.metadata().partition_columns)
+            if partition_by and partition_by != existing_parts:
+                raise SchemaMismatchError(
+                    f"table {table!r} is partitioned by {existing_parts}, not {partition_by}"
+                )
+            _check_compatible(source, target, table)
+            return target, existing_parts, False
+
+        types = _delta_types(source)
+        naive = [n for n, t in types.items() if "timestamp_ntz" in json.dumps(t)]
+        if naive:
+            raise ProtocolError(
+                f"cannot create table {table!r}: column(s) {naive} hold timezone-naive timestamps, "
+                "which would create the table at protocol 3/7 (timestampNtz). Use UTC "
+                "timestamps: Spark TimestampType with session TZ UTC, or pa.timestamp('us', tz='UTC')."
+            )
+        missing = [c for c in partition_by if c not in source.names]
+        if missing:
+            raise SchemaMismatchError(f"partition column(s) {missing} not in the frame's columns {source.names}")
+        return source, partition_by, True
+
+    def _commit(
+        self,
+        table: str,
+        target: pa.Schema,
+        parts: list[str],
+        is_new: bool,
+        batches: Iterable[pa.RecordBatch],
+        mode: str,
+    ) -> int:
+        path = self.path(table)
+        errors: list[BaseException] = []
+
+        def conform() -> Iterator[pa.RecordBatch]:
+            # Reorder by name and cast: only representation changes are left at this point
+            # (list child names, int widening, timestamp unit); safe=True rejects any loss.
+            try:
+                for batch in batches:
+                    yield batch.select(target.names).cast(target, safe=True)
+            except BaseException as exc:  # surfaced through delta-rs as a generic error
+                errors.append(exc)
+                raise
+
+        reader = pa.RecordBatchReader.from_batches(target, conform())
+        try:
+            write_deltalake(path, reader, mode=mode, partition_by=parts or None)
+        except Exception as exc:
+            if errors:  # re-raise the real cause (e.g. ArrowInvalid), not delta-rs' wrapper
+                raise errors[0] from exc
+            raise
+        dt = DeltaTable(path)
+        if is_new:
+            proto = dt.protocol()
+            if (proto.min_reader_version, proto.min_writer_version) != (1, 2):
+                raise ProtocolError(
+                    f"table {table!r} was created with protocol {proto}; expected reader 1 / writer 2"
+                )
+        return dt.version()
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _normalize_root(root: str | Path) -> tuple[str, bool]:
+    """Absolute local path (so Spark and delta-rs agree regardless of cwd) or a remote URI."""
+    root = str(root)
+    if root.startswith("file://"):
+        root = root[len("file://") :]
+    elif "://" in root:
+        return root.rstrip("/"), False
+    return str(Path(root).expanduser().resolve()), True
+
+
+def _choose_backend(backend: str, spark: SparkSession | None) -> str:
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if backend == "delta-rs":
+        return backend
+    available = spark is not None and delta_jvm_available(spark)
+    if backend == "delta-spark" and not available:
+        raise RuntimeError(
+            "delta backend 'delta-spark' requested but "
+            + ("no SparkSession was given" if spark is None else "Delta's JVM classes are not on the classpath")
+            + " (pass the delta-spark jars via spark.conf 'spark.jars', or use backend 'auto'/'delta-rs')"
+        )
+    return "delta-spark" if available else "delta-rs"
+
+
+def _as_list(cols: str | Sequence[str] | None) -> list[str]:
+    if cols is None:
+        return []
+    return [cols] if isinstance(cols, str) else list(cols)
+
+
+def _delta_types(schema: pa.Schema) -> dict[str, Any]:
+    """Column name -> Delta type (as parsed JSON) with nullability/metadata stripped.
+
+    Comparing *Delta* types rather than Arrow types ignores pure representation
+    differences (string vs large_string, list child names, timestamp units) and
+    nothing else.
+    """
+    names = schema.names
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise SchemaMismatchError(f"duplicate column name(s) {dupes}")
+    fields = json.loads(DeltaSchema.from_arrow(schema).to_json())["fields"]
+    return {f["name"]: _strip(f["type"]) for f in fields}
+
+
+def _strip(t: Any) -> Any:
+    if isinstance(t, str):
+        return "timestamp" if t == "timestamp_nanos" else t  # delta-rs stores ns as us
+    if isinstance(t, dict):
+        return {
+            k: _strip(v)
+            for k, v in t.items()
+            if k not in ("nullable", "containsNull", "valueContainsNull", "metadata")
+        }
+    if isinstance(t, list):
+        return [_strip(v) for v in t]
+    return t
+
+
+def _check_compatible(source: pa.Schema, target: pa.Schema, table: str) -> None:
+    src, tgt = _delta_types(source), _delta_types(target)
+    problems = []
+    missing = [n for n in tgt if n not in src]
+    extra = [n for n in src if n not in tgt]
+    if missing:
+        problems.append(f"missing column(s) {missing}")
+    if extra:
+        problems.append(f"unexpected column(s) {extra}")
+    for name in (n for n in tgt if n in src):
+        s, t = src[name], tgt[name]
+        widening = s in _INT_LADDER and t in _INT_LADDER and _INT_LADDER.index(s) <= _INT_LADDER.index(t)
+        if s != t and not widening:
+            problems.append(f"column {name!r} is {json.dumps(s)} in the frame but {json.dumps(t)} in the table")
+    if problems:
+        raise SchemaMismatchError(f"cannot write to table {table!r}: " + "; ".join(problems))

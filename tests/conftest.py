@@ -1,0 +1,67 @@
+"""Suite-wide fixtures.
+
+There is exactly ONE SparkSession for the whole run (JVM start costs 10-15 s here);
+it is built through jobs.spark.get_spark so the suite exercises the same session
+settings the jobs use (UTC, Arrow, TIMESTAMP_MICROS ...), only sized for tests.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata"
+
+
+@pytest.fixture(scope="session")
+def spark_config(tmp_path_factory):
+    from jobs.config import load_config
+
+    return load_config(
+        overrides={
+            "lake": str(tmp_path_factory.mktemp("lake-default")),
+            "spark": {
+                "master": "local[2]",
+                "app_name": "kraft-audit-tests",
+                "driver_memory": "2g",
+                "shuffle_partitions": 2,
+                "warehouse_dir": str(tmp_path_factory.mktemp("warehouse")),
+                "conf": {"spark.default.parallelism": "2"},
+            },
+        }
+    )
+
+
+@pytest.fixture(scope="session")
+def spark(spark_config):
+    from jobs.spark import get_spark
+
+    session = get_spark(spark_config)
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def lake(tmp_path, spark):
+    """A fresh, empty lake per test, backend chosen as in production ("auto")."""
+    from jobs.lake import Lake
+
+    return Lake(tmp_path / "lake", spark)
+
+
+@pytest.fixture(scope="session")
+def realdata() -> Path:
+    """Real KRaft metadata logs shared beside the checkout (../shared/realdata).
+
+    Fails instead of skipping: silently skipping the real-data tests would make a
+    broken CI checkout look green.
+    """
+    if not REALDATA.is_dir():
+        pytest.fail(
+            f"real-data directory not found: {REALDATA}\n"
+            "The tests expect the shared data set checked out beside this repository "
+            "(<parent>/shared/realdata next to <parent>/<this checkout>).",
+            pytrace=False,
+        )
+    return REALDATA
