@@ -238,7 +238,7 @@ def walk_batches(buf, end: int, at_eof: bool, file: str, base: int = 0, a: np.nd
 
 
 # ----------------------------------------------------------------------------------- record walk
-LOCKSTEP_MIN = 16  # below this many batches still walking, a plain Python loop is cheaper
+LOCKSTEP_MIN = 128  # below this many batches still walking, a plain Python loop is cheaper
 
 
 def _record_positions(buf, a: np.ndarray, batches: list[int], file: str, base: int, bad: list[Quarantine]):
@@ -276,30 +276,43 @@ def _record_positions(buf, a: np.ndarray, batches: list[int], file: str, base: i
         cur[act] = e[fine]
         k += 1
         active = act[count[act] > k]
-    # the stragglers: same chain walk, one record at a time
-    ts, tb, te, to = [], [], [], []
+    # The stragglers (a few long batches, as in snapshots): the chain in plain Python, collecting
+    # only record starts; lengths and bodies are re-read vectorized below.
+    tail_starts: list[int] = []
+    tail_owner: list[int] = []
     for i in active.tolist():
         p, end_i = int(cur[i]), int(bend[i])
+        n0 = len(tail_starts)
+        append = tail_starts.append
         for _ in range(int(count[i]) - k):
-            b = buf[p]
-            if b < 0x80:
-                ln, q = b, p + 1
-            else:
-                try:
-                    ln, q = B.read_uvarint(buf, p, end_i)
-                except DecodeError:
-                    broken[i] = True
-                    break
-            e = q + ((ln >> 1) ^ -(ln & 1))
-            if e < q or e > end_i:
+            if p >= end_i:
                 broken[i] = True
                 break
-            ts.append(p); tb.append(q); te.append(e); to.append(i)
-            p = e
+            append(p)
+            b = buf[p]
+            if b < 0x80:
+                p += 1 + ((b >> 1) ^ -(b & 1))
+                continue
+            b2 = buf[p + 1] if p + 1 < end_i else 0x80
+            if b2 < 0x80:
+                ln = (b & 0x7F) | (b2 << 7)
+                p += 2 + ((ln >> 1) ^ -(ln & 1))
+                continue
+            try:
+                ln, q = B.read_uvarint(buf, p, end_i)
+            except DecodeError:
+                broken[i] = True
+                break
+            p = q + ((ln >> 1) ^ -(ln & 1))
+        tail_owner.extend([i] * (len(tail_starts) - n0))
         cur[i] = p
-    if ts:
-        starts.append(np.array(ts, np.int64)); bodies.append(np.array(tb, np.int64))
-        ends.append(np.array(te, np.int64)); owner.append(np.array(to, np.int64))
+    if tail_starts:
+        ts = np.array(tail_starts, np.int64)
+        to = np.array(tail_owner, np.int64)
+        ln, q, ok = V.uvarint(a, ts)
+        e = q + V.zigzag(ln)
+        broken[to[~ok | (e < q) | (e > bend[to])]] = True
+        starts.append(ts); bodies.append(q); ends.append(e); owner.append(to)
     # the records must fill their batch exactly
     broken |= (cur != bend) & (count >= 0)
     for i in np.flatnonzero(broken & ((attrs & B.ATTR_COMPRESSION_MASK) == 0)).tolist():
