@@ -134,16 +134,16 @@ def read_records(buf, h: BatchHeader) -> list[Record]:
         off_delta, pos = read_varint(buf, pos, rend)
         klen, pos = read_varint(buf, pos, rend)
         kpos = pos
-        pos += max(klen, 0)
+        pos = _skip(pos, klen, rend, start, "key")
         vlen, pos = read_varint(buf, pos, rend)
         vpos = pos
-        pos += max(vlen, 0)
+        pos = _skip(pos, vlen, rend, start, "value")
         nheaders, pos = read_varint(buf, pos, rend)
         for _ in range(max(nheaders, 0)):
             hk, pos = read_varint(buf, pos, rend)
-            pos += max(hk, 0)
+            pos = _skip(pos, hk, rend, start, "header key")
             hv, pos = read_varint(buf, pos, rend)
-            pos += max(hv, 0)
+            pos = _skip(pos, hv, rend, start, "header value")
         if pos != rend:
             raise DecodeError(E.MALFORMED_RECORD, f"record framing ends at {pos}, declared end {rend}", start)
         rtype, version, data = decode_value(buf, h.is_control, kpos, klen, vpos, vlen, start)
@@ -152,6 +152,14 @@ def read_records(buf, h: BatchHeader) -> list[Record]:
     if pos != end:
         raise DecodeError(E.MALFORMED_RECORD, f"{end - pos} bytes after the last record of the batch", pos)
     return out
+
+
+def _skip(pos: int, length: int, rend: int, rpos: int, what: str) -> int:
+    """Step over a length-prefixed part of a record (-1 = null), which must end inside the record."""
+    end = pos + max(length, 0)
+    if end > rend:
+        raise DecodeError(E.MALFORMED_RECORD, f"record {what} of {length} bytes overruns the record's end", rpos)
+    return end
 
 
 def decode_value(buf, is_control: bool, kpos: int, klen: int, vpos: int, vlen: int, rpos: int):

@@ -58,7 +58,6 @@ def java_double(x: float) -> str:
 
 def _scalar_json(arr: pa.Array, t: str) -> pa.Array:
     """JSON text of a primitive column; nulls become ``null``."""
-    n = len(arr)
     if t in ("int8", "int16", "uint16", "int32", "int64"):
         out = pc.cast(arr, _STR)
     elif t == "bool":

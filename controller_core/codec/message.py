@@ -9,6 +9,8 @@ base64url strings, bytes as base64 strings, null as ``None``.
 from __future__ import annotations
 
 import base64
+import binascii
+import re
 import struct
 
 from controller_core.codec import errors as E
@@ -89,11 +91,14 @@ def uuid_to_str(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 
+_UUID_TEXT = re.compile(r"[A-Za-z0-9_-]{21}[AQgw]")  # 22 base64url chars; the last holds 2 bits
+
+
 def uuid_from_str(text: str) -> bytes:
-    raw = base64.urlsafe_b64decode(text + "==")
-    if len(raw) != 16:
-        raise ValueError(f"not a Kafka uuid: {text!r}")
-    return raw
+    """Inverse of uuid_to_str; refuses anything Kafka's Uuid.fromString would refuse."""
+    if not isinstance(text, str) or not _UUID_TEXT.fullmatch(text):
+        raise ValueError(f"not a Kafka uuid (22 base64url characters): {text!r}")
+    return base64.urlsafe_b64decode(text + "==")
 
 
 # ------------------------------------------------------------------------------------------ reader
@@ -220,7 +225,13 @@ def decode_body(buf, start: int, end: int, fields, version: int) -> dict:
 
 # ------------------------------------------------------------------------------------------ writer
 def write_struct(out: bytearray, fields, version: int, data: dict) -> None:
-    """Write one struct at ``version``; keys missing from ``data`` take the field's default."""
+    """Write one struct at ``version``; keys missing from ``data`` take the field's default.
+
+    A key the declaration does not have is an error: silently writing the default instead would
+    turn a typo in a test or the simulator into a wrong record."""
+    unknown = set(data) - {f.json_name for f in fields}
+    if unknown:
+        raise ValueError(f"unknown field(s) {sorted(unknown)}; declared: {[f.json_name for f in fields]}")
     tagged = []
     for f in fields:
         if not f.present_in(version):
@@ -267,7 +278,10 @@ def _write_primitive_or_string(out: bytearray, t: str, value) -> None:
         write_uvarint(out, len(raw) + 1)
         out += raw
     elif t == "bytes":
-        raw = base64.b64decode(value)
+        try:
+            raw = base64.b64decode(value, validate=True)
+        except binascii.Error as exc:
+            raise ValueError(f"not base64: {value!r}") from exc
         write_uvarint(out, len(raw) + 1)
         out += raw
     elif t == "uuid":
