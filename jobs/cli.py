@@ -21,6 +21,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--summary", action="store_true", help="one JSON object per file: batches, records, types, errors")
     p.add_argument("--strict", action="store_true", help="exit 1 if any input could not be decoded")
 
+    p = sub.add_parser("verify", help="replay a log, recompute every controller decision, check invariants (no Spark)")
+    _add_log_dir(p)
+    p.add_argument("--json", action="store_true", help='{"records","partitionChanges","divergences","invariantBreaches"}')
+    p.add_argument("--elr", choices=["auto", "on", "off"], default="auto",
+                   help="was eligible.leader.replicas.enable on? (only needed at MV >= 4.0-IV1 without the feature record)")
+
     p = sub.add_parser("ingest", help="decode a log directory into the bronze Delta tables (Spark)")
     p.add_argument("--cluster", required=True, help="cluster name: several clusters share one lake")
     _add_log_dir(p)
@@ -44,6 +50,10 @@ def main(argv: list[str] | None = None) -> int:
             _without_pandas()
             from jobs import decode
             return decode.run(args.paths, summary=args.summary, strict=args.strict)
+        if args.command == "verify":
+            _without_pandas()
+            from jobs import verify
+            return verify.run(args.log_dir, as_json=args.json, elr=args.elr)
         if args.command == "ingest":
             from jobs import ingest
             return ingest.main(args)

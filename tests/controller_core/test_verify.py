@@ -1,0 +1,130 @@
+"""Recomputation of every controller decision: silent on logs real Kafka wrote, loud on logs whose
+decisions are not the controller's."""
+from __future__ import annotations
+
+import pytest
+
+from controller_core.codec.batch import encode_batch
+from controller_core.verify import verify_log_dir
+from realdata_facts import CLUSTERS, REALDATA
+
+T = "AAAAAAAAAAAAAAAAAAAAAQ"
+
+
+@pytest.mark.parametrize("cluster", sorted(CLUSTERS))
+def test_real_logs_have_no_divergence(cluster):
+    rep = verify_log_dir(REALDATA / CLUSTERS[cluster])
+    assert rep.divergences == []
+    assert rep.partition_changes > 0
+    assert sum(rep.triggers.values()) == rep.partition_changes  # every change was explained
+
+
+def test_real_log_triggers_are_the_broker_events_around_them():
+    rep = verify_log_dir(REALDATA / CLUSTERS["induswargods"])
+    # 3594 fence of broker 1 (ELR on), 3599 its unclean restart, 3602 the last-known-leader election at unfence
+    assert rep.triggers == {"fence(1)": 1, "unclean_shutdown(1)": 1, "unfence(1)": 1}
+    rep = verify_log_dir(REALDATA / CLUSTERS["vasifvortex"])  # pre-3.3: FenceBroker / UnfenceBroker records
+    assert {k.split("(")[0] for k in rep.triggers} == {"fence", "unfence", "alter_partition"}
+
+
+def test_embedded_default_cluster_verifies():
+    rep = verify_log_dir("data/default-cluster")
+    assert rep.divergences == [] and rep.partition_changes == 27
+
+
+# ------------------------------------------------------------------------- encoder-built logs
+def _register(b, epoch):
+    return ("REGISTER_BROKER_RECORD", 3, {"brokerId": b, "incarnationId": "AAAAAAAAAAAAAAAAAAAA" + "AQgw"[b % 4] + "A",
+                                         "brokerEpoch": epoch, "endPoints": [], "features": [], "rack": None,
+                                         "fenced": True, "inControlledShutdown": False, "logDirs": []})
+
+
+def _log(tmp_path, batches, mv=21, elr=None):
+    """A data dir whose log holds: features, 3 registered unfenced brokers, topic t with partition 0
+    (replicas 1,2,3), then ``batches`` (lists of (type, version, data))."""
+    head = [[("FEATURE_LEVEL_RECORD", 0, {"name": "metadata.version", "featureLevel": mv})]
+            + ([("FEATURE_LEVEL_RECORD", 0, {"name": "eligible.leader.replicas.version", "featureLevel": elr})]
+               if elr is not None else [])
+            + [("CONFIG_RECORD", 0, {"resourceType": 4, "resourceName": "", "name": "min.insync.replicas",
+                                      "value": "2"})]]
+    head += [[_register(b, 10 + b)] for b in (1, 2, 3)]
+    head += [[("BROKER_REGISTRATION_CHANGE_RECORD", 0, {"brokerId": b, "brokerEpoch": 10 + b, "fenced": -1})]
+             for b in (1, 2, 3)]
+    pv = 2 if mv >= 23 else 1
+    head += [[("TOPIC_RECORD", 0, {"name": "t", "topicId": T}),
+              ("PARTITION_RECORD", pv, {"partitionId": 0, "topicId": T, "replicas": [1, 2, 3], "isr": [1, 2, 3],
+                                        "removingReplicas": [], "addingReplicas": [], "leader": 1, "leaderEpoch": 0,
+                                        "partitionEpoch": 0})]]
+    meta = tmp_path / "__cluster_metadata-0"
+    meta.mkdir()
+    raw, offset = b"", 0
+    for recs in head + batches:
+        recs = [(t, pv if t == "PARTITION_CHANGE_RECORD" else v, d) for t, v, d in recs]
+        raw += encode_batch(offset, recs, timestamp=1_700_000_000_000 + offset)
+        offset += len(recs)
+    (meta / "00000000000000000000.log").write_bytes(raw)
+    return tmp_path, offset - sum(len(b) for b in batches)
+
+
+def _change(**fields):
+    return ("PARTITION_CHANGE_RECORD", 0, {"partitionId": 0, "topicId": T, **fields})
+
+
+def _fence(b):
+    return ("BROKER_REGISTRATION_CHANGE_RECORD", 0, {"brokerId": b, "brokerEpoch": 10 + b, "fenced": 1})
+
+
+def test_fence_electing_the_next_replica_in_order_verifies(tmp_path):
+    d, _ = _log(tmp_path, [[_change(isr=[2, 3], leader=2), _fence(1)]])
+    rep = verify_log_dir(d)
+    assert rep.divergences == [] and rep.triggers == {"fence(1)": 1}
+
+
+def test_fence_electing_out_of_replica_order_is_an_election_order_divergence(tmp_path):
+    d, first = _log(tmp_path, [[_change(isr=[2, 3], leader=3), _fence(1)]])
+    rep = verify_log_dir(d)
+    assert [(x.offset, x.field, x.recorded, x.expected, x.rule, x.trigger) for x in rep.divergences] == [
+        (first, "leader", 3, 2, "INV-ELECTION-ORDER", "fence(1)")]
+
+
+def test_isr_shrink_with_a_leader_bump_at_3_6_or_later_diverges(tmp_path):
+    d, first = _log(tmp_path, [[_change(isr=[1, 2], leader=1)]], mv=21)
+    rep = verify_log_dir(d)
+    assert [(x.offset, x.field, x.recorded, x.expected) for x in rep.divergences] == [(first, "leader", 1, None)]
+
+
+def test_isr_shrink_with_a_leader_bump_before_3_6_verifies(tmp_path):
+    d, _ = _log(tmp_path, [[_change(isr=[1, 2], leader=1)]], mv=11)
+    assert verify_log_dir(d).divergences == []
+
+
+def test_fence_below_min_isr_without_elr_diverges_when_elr_is_on(tmp_path):
+    # ISR [1, 2] (min ISR 2), then broker 2 is fenced: ELR must receive 2
+    batches = [[_change(isr=[1, 2])], [_change(isr=[1]), _fence(2)]]
+    d, first = _log(tmp_path, batches, mv=26, elr=1)
+    rep = verify_log_dir(d)
+    assert [(x.offset, x.field, x.recorded, x.expected) for x in rep.divergences] == [
+        (first + 1, "eligibleLeaderReplicas", None, [2])]
+
+
+def test_the_same_fence_with_elr_written_verifies(tmp_path):
+    batches = [[_change(isr=[1, 2])], [_change(isr=[1], eligibleLeaderReplicas=[2]), _fence(2)]]
+    d, _ = _log(tmp_path, batches, mv=26, elr=1)
+    rep = verify_log_dir(d)
+    assert rep.divergences == [] and rep.triggers == {"alter_partition": 1, "fence(2)": 1}
+
+
+def test_split_fence_batches_are_explained_by_the_fence_that_follows(tmp_path):
+    # a large fence may be written over several batches: partition changes first, the fence record last
+    d, _ = _log(tmp_path, [[_change(isr=[2, 3], leader=2)], [_fence(1)]])
+    assert verify_log_dir(d).triggers == {"fence(1)": 1}
+
+
+def test_created_partition_must_start_with_the_active_replicas(tmp_path):
+    bad = [("TOPIC_RECORD", 0, {"name": "u", "topicId": "AAAAAAAAAAAAAAAAAAAAAg"}),
+           ("PARTITION_RECORD", 1, {"partitionId": 0, "topicId": "AAAAAAAAAAAAAAAAAAAAAg", "replicas": [2, 1],
+                                    "isr": [1, 2], "removingReplicas": [], "addingReplicas": [], "leader": 1,
+                                    "leaderEpoch": 0, "partitionEpoch": 0})]
+    d, first = _log(tmp_path, [bad])
+    rep = verify_log_dir(d)
+    assert {(x.offset, x.field) for x in rep.divergences} == {(first + 1, "isr"), (first + 1, "leader")}
