@@ -22,8 +22,7 @@ from controller_core.replay import Rec, iter_batches
 from controller_core.state import (
     ELR_FEATURE, MIN_ISR, MV_4_0_IV1, NO_LEADER, Cluster, Partition, ReplayError,
 )
-
-MV_4_0_IV0 = 22  # logs written by Kafka 4.0+ follow the [LATER] rules (last known leader must be acceptable)
+from controller_core.triggers import MV_4_0_IV0, acceptable
 
 
 @dataclass(frozen=True)
@@ -103,15 +102,6 @@ class Candidate:
     inputs: Inputs
 
 
-def _acceptable(c: Cluster, p: Partition, exclude: int | None = None, include: int | None = None):
-    def ok(b: int) -> bool:
-        if b == exclude:
-            return False
-        alive = b == include or c.active(b)
-        return alive and c.dir_online(b, c.partition_dir(p, b))
-    return ok
-
-
 def candidates(c: Cluster, p: Partition, rec: Rec, events: list[tuple[str, int]]) -> list[Candidate]:
     """The triggers that could have produced ``rec`` for partition ``p``, most plausible first."""
     mv = c.metadata_version
@@ -136,7 +126,7 @@ def candidates(c: Cluster, p: Partition, rec: Rec, events: list[tuple[str, int]]
             for mm in mins:
                 for chk in lkl_checks:
                     out.append(Candidate(trigger, Inputs(
-                        acceptable=kw.pop("acceptable", None) or _acceptable(c, p), min_isr=mm, elr_enabled=elr,
+                        acceptable=kw.pop("acceptable", None) or acceptable(c, p), min_isr=mm, elr_enabled=elr,
                         metadata_version=mv, election=election, check_last_known_leader=chk, **kw)))
                     kw = dict(kw)
         return out
@@ -152,15 +142,15 @@ def candidates(c: Cluster, p: Partition, rec: Rec, events: list[tuple[str, int]]
     for kind, b in events:
         name = f"{kind}({b})"
         if kind in (FENCE, CONTROLLED_SHUTDOWN, UNREGISTER, DIRS_OFFLINE):
-            add(name, topic_mode, target_isr=[x for x in p.isr if x != b], acceptable=_acceptable(c, p, exclude=b))
+            add(name, topic_mode, target_isr=[x for x in p.isr if x != b], acceptable=acceptable(c, p, exclude=b))
         elif kind == UNCLEAN_SHUTDOWN:
-            add(name, topic_mode, target_isr=[x for x in p.isr if x != b], acceptable=_acceptable(c, p, exclude=b),
+            add(name, topic_mode, target_isr=[x for x in p.isr if x != b], acceptable=acceptable(c, p, exclude=b),
                 unclean_shutdown=frozenset({b}))
             # [LATER] a clean restart (previous epoch matches) is handled like a fence
             add(name + "[clean restart]", topic_mode, target_isr=[x for x in p.isr if x != b],
-                acceptable=_acceptable(c, p, exclude=b))
+                acceptable=acceptable(c, p, exclude=b))
         elif kind == UNFENCE:
-            add(name, topic_mode, acceptable=_acceptable(c, p, include=b))
+            add(name, topic_mode, acceptable=acceptable(c, p, include=b))
     # 2. triggers that leave no broker record
     isr = d.get("isr")
     lrs = d.get("leaderRecoveryState", -1)

@@ -27,6 +27,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--elr", choices=["auto", "on", "off"], default="auto",
                    help="was eligible.leader.replicas.enable on? (only needed at MV >= 4.0-IV1 without the feature record)")
 
+    p = sub.add_parser("whatif", help="the records the controller would write for a hypothetical event (no Spark)")
+    p.add_argument("file", help="JSON: cluster image + event ('-' for stdin)")
+
+    p = sub.add_parser("describe", help="kafka-topics.sh --describe at any offset or time of a log (no Spark)")
+    p.add_argument("--log-dir", help="a __cluster_metadata-0 folder, or the data directory holding it")
+    p.add_argument("--lake", help="lake root, with --cluster (not available yet: needs the silver tables)")
+    p.add_argument("--cluster", help="cluster name in the lake, with --lake")
+    at = p.add_mutually_exclusive_group()
+    at.add_argument("--at-offset", type=int, metavar="N", help="state after every record up to offset N (default: end)")
+    at.add_argument("--at-time", metavar="T", help="state after every batch written at or before T: ISO 8601 "
+                    "(2025-09-22T12:00:00Z, +02:00; UTC without an offset) or epoch milliseconds")
+    p.add_argument("--topic", action="append", metavar="NAME", help="only these topics (repeatable or comma list)")
+    p.add_argument("--under-min-isr-partitions", action="store_true", help="|ISR| < effective min ISR")
+    p.add_argument("--at-min-isr-partitions", action="store_true", help="|ISR| = effective min ISR")
+    p.add_argument("--under-replicated-partitions", action="store_true", help="|ISR| < replication factor")
+    p.add_argument("--unavailable-partitions", action="store_true",
+                   help="no leader, or the leader is not a registered unfenced broker")
+    p.add_argument("--elr-partitions", action="store_true", help="non-empty eligible leader replicas")
+    p.add_argument("--json", action="store_true", help="a JSON array, one object per partition")
+
     p = sub.add_parser("ingest", help="decode a log directory into the bronze Delta tables (Spark)")
     p.add_argument("--cluster", required=True, help="cluster name: several clusters share one lake")
     _add_log_dir(p)
@@ -54,6 +74,14 @@ def main(argv: list[str] | None = None) -> int:
             _without_pandas()
             from jobs import verify
             return verify.run(args.log_dir, as_json=args.json, elr=args.elr)
+        if args.command == "whatif":
+            _without_pandas()
+            from jobs import whatif
+            return whatif.run(args.file)
+        if args.command == "describe":
+            _without_pandas()
+            from jobs import describe
+            return describe.run(args)
         if args.command == "ingest":
             from jobs import ingest
             return ingest.main(args)
