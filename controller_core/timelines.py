@@ -1,0 +1,115 @@
+"""Cluster timelines: the state of every broker and the resolved settings of every topic, as rows
+valid from one offset to the next (silver ``broker_state_history`` and ``topic_config_history``).
+
+Broker, config, feature and topic records are a tiny share of a metadata log, so these are built by
+replaying them in order with the scalar image; the partition history (the bulk) is folded with
+NumPy in :mod:`controller_core.fold`.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+import pyarrow as pa
+
+from controller_core.replay import Rec
+from controller_core.state import MIN_ISR, UNCLEAN, Cluster, ReplayError
+
+TS = pa.timestamp("ms", tz="UTC")
+BROKER_SCHEMA = pa.schema([
+    ("broker_id", pa.int32()), ("offset", pa.int64()), ("timestamp", TS), ("event", pa.string()),
+    ("registered", pa.bool_()), ("broker_epoch", pa.int64()), ("incarnation_id", pa.string()),
+    ("fenced", pa.bool_()), ("in_controlled_shutdown", pa.bool_()), ("log_dirs", pa.list_(pa.string())),
+    ("rack", pa.string()), ("valid_to_offset", pa.int64()),
+])
+TOPIC_SCHEMA = pa.schema([
+    ("topic_id", pa.string()), ("topic_name", pa.string()), ("offset", pa.int64()), ("timestamp", TS),
+    ("deleted", pa.bool_()), ("min_insync_replicas", pa.int32()), ("effective_min_isr", pa.int32()),
+    ("min_isr_resolved_from_log", pa.bool_()), ("unclean_leader_election_enable", pa.bool_()),
+    ("metadata_version", pa.int16()), ("elr_enabled", pa.bool_()), ("active_controller", pa.int32()),
+    ("valid_to_offset", pa.int64()),
+])
+BROKER_RECORDS = {"REGISTER_BROKER_RECORD", "BROKER_REGISTRATION_CHANGE_RECORD", "FENCE_BROKER_RECORD",
+                  "UNFENCE_BROKER_RECORD", "UNREGISTER_BROKER_RECORD"}
+TOPIC_INPUTS = {"TOPIC_RECORD", "REMOVE_TOPIC_RECORD", "CONFIG_RECORD", "FEATURE_LEVEL_RECORD", "LEADER_CHANGE",
+                "PARTITION_RECORD", "PARTITION_CHANGE_RECORD"}
+
+
+def _broker_id(rec: Rec) -> int:
+    d = rec.data
+    return d["id"] if "id" in d else d["brokerId"]
+
+
+def _topic_row(c: Cluster, tid: str, name: str, rec: Rec, deleted: bool) -> dict:
+    configured = c.topic_config(name, MIN_ISR)
+    return {"topic_id": tid, "topic_name": name, "offset": rec.offset, "timestamp": rec.timestamp,
+            "deleted": deleted, "min_insync_replicas": int(configured or 1),
+            "effective_min_isr": c.min_isr(tid) if not deleted else None,
+            "min_isr_resolved_from_log": configured is not None,
+            "unclean_leader_election_enable": c.unclean_enabled(tid), "metadata_version": c.metadata_version,
+            "elr_enabled": c.elr_enabled, "active_controller": c.controller_id}
+
+
+def build(records: Iterable[Rec]) -> tuple[pa.Table, pa.Table]:
+    """(broker_state_history, topic_config_history) for records in log order.
+
+    A topic row is written whenever something its resolved settings depend on may have changed:
+    its creation or deletion, any config, feature or controller change (cluster-wide inputs), and
+    a change to the replica set of its partition 0 (it caps the effective min ISR)."""
+    c = Cluster()
+    brokers: list[dict] = []
+    topics: list[dict] = []
+    last_topic: dict[str, tuple] = {}
+
+    def emit_topics(rec, only: str | None = None, deleted: tuple[str, str] | None = None):
+        if deleted:
+            row = _topic_row(c, deleted[0], deleted[1], rec, True)
+            topics.append(row)
+            last_topic.pop(deleted[0], None)
+        for tid, name in list(c.topics.items()):
+            if only is not None and tid != only:
+                continue
+            row = _topic_row(c, tid, name, rec, False)
+            key = tuple(v for k, v in row.items() if k not in ("offset", "timestamp"))
+            if last_topic.get(tid) != key:
+                last_topic[tid] = key
+                topics.append(row)
+
+    for rec in records:
+        removed = None
+        if rec.type == "REMOVE_TOPIC_RECORD":
+            tid = rec.data["topicId"]
+            removed = (tid, c.topics.get(tid))
+        p0_before = None
+        if rec.type in ("PARTITION_RECORD", "PARTITION_CHANGE_RECORD"):
+            p0 = c.partitions.get((rec.data["topicId"], 0))
+            p0_before = None if p0 is None else (tuple(p0.replicas), tuple(p0.adding), tuple(p0.removing))
+        try:
+            c.apply(rec.type, rec.data, rec.offset)
+        except ReplayError:
+            continue
+        if rec.type in BROKER_RECORDS:
+            b = _broker_id(rec)
+            br = c.brokers.get(b)
+            brokers.append({"broker_id": b, "offset": rec.offset, "timestamp": rec.timestamp, "event": rec.type,
+                            "registered": br is not None, "broker_epoch": br.epoch if br else None,
+                            "incarnation_id": br.incarnation_id if br else None, "fenced": br.fenced if br else None,
+                            "in_controlled_shutdown": br.in_controlled_shutdown if br else None,
+                            "log_dirs": list(br.log_dirs) if br else None, "rack": br.rack if br else None})
+        elif rec.type in ("PARTITION_RECORD", "PARTITION_CHANGE_RECORD"):
+            if rec.data["partitionId"] == 0:
+                p0 = c.partitions[(rec.data["topicId"], 0)]
+                if p0_before != (tuple(p0.replicas), tuple(p0.adding), tuple(p0.removing)):
+                    emit_topics(rec, only=rec.data["topicId"])
+        elif rec.type == "REMOVE_TOPIC_RECORD" and removed and removed[1] is not None:
+            emit_topics(rec, deleted=removed)
+        elif rec.type in TOPIC_INPUTS:
+            emit_topics(rec)
+    return _with_valid_to(brokers, "broker_id", BROKER_SCHEMA), _with_valid_to(topics, "topic_id", TOPIC_SCHEMA)
+
+
+def _with_valid_to(rows: list[dict], key: str, schema: pa.Schema) -> pa.Table:
+    nxt: dict = {}
+    for row in reversed(rows):
+        row["valid_to_offset"] = nxt.get(row[key])
+        nxt[row[key]] = row["offset"]
+    return pa.Table.from_pylist(rows, schema=schema)
