@@ -79,9 +79,10 @@ def iter_file_records(lf: LogFile, min_offset: int = 0, include_skipped: bool = 
             yield Rec(int(off[i]), int(ts[i]), int(batch[i]), rtype, int(version[i]), json.loads(data[i]), lf.label)
 
 
-def iter_batches(log_dir: str | Path, include_skipped: bool = False) -> Iterator[tuple[LogFile, list[Rec]]]:
-    """The replay as (file, records of one batch) in order, following :func:`plan`."""
-    p = plan(log_dir)
+def iter_batches(log_dir: str | Path, include_skipped: bool = False,
+                 chosen: Plan | None = None) -> Iterator[tuple[LogFile, list[Rec]]]:
+    """The replay as (file, records of one batch) in order, following :func:`plan` (or ``chosen``)."""
+    p = chosen or plan(log_dir)
     for lf in p.files:
         min_offset = p.start_offset if lf.kind == SEGMENT else 0
         current: list[Rec] = []

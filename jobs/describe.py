@@ -37,10 +37,9 @@ import sys
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Iterator
 
 from controller_core.logdir import SEGMENT, SNAPSHOT, LogFile, discover
-from controller_core.replay import Rec, iter_file_records, plan
+from controller_core.replay import Plan, Rec, iter_batches, iter_file_records, plan
 from controller_core.state import MIGRATING, NO_LEADER, Cluster, Partition, ReplayError
 
 PROG = "kraft-audit describe"
@@ -138,20 +137,6 @@ def _files(log_dir, at_offset: int | None, at_time: int | None) -> tuple[list[Lo
                         f"{since}; no earlier state can be rebuilt")
 
 
-def _batches(files: list[LogFile], start: int) -> Iterator[tuple[LogFile, list[Rec]]]:
-    """(file, records of one batch) in replay order, control and no-op records included (as
-    :func:`controller_core.replay.iter_batches`, over a chosen file list)."""
-    for lf in files:
-        current: list[Rec] = []
-        for rec in iter_file_records(lf, start if lf.kind == SEGMENT else 0, include_skipped=True):
-            if current and rec.batch != current[0].batch:
-                yield lf, current
-                current = []
-            current.append(rec)
-        if current:
-            yield lf, current
-
-
 def replay(log_dir, at_offset: int | None = None, at_time: int | None = None, err=None) -> tuple[Cluster, Reached]:
     """The cluster image at the requested point (``at_time`` in epoch microseconds).  Records the
     image rejects (:class:`ReplayError`) are reported on ``err`` and skipped."""
@@ -171,7 +156,7 @@ def replay(log_dir, at_offset: int | None = None, at_time: int | None = None, er
             except ReplayError as exc:
                 print(f"{PROG}: {r.file} offset {r.offset} ({r.type}): {exc}; record skipped", file=err)
 
-    for lf, batch in _batches(files, start):
+    for lf, batch in iter_batches(log_dir, include_skipped=True, chosen=Plan(files, None, start)):
         if lf.kind != SEGMENT:  # bootstrap.checkpoint, snapshot: the starting image, whole
             apply(batch)
             continue
