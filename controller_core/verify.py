@@ -45,6 +45,8 @@ class Report:
     divergences: list[Divergence] = field(default_factory=list)
     breaches: list = field(default_factory=list)
     triggers: dict[str, int] = field(default_factory=dict)  # how often each trigger explained a record
+    # (offset, topic id, partition, trigger) per PartitionChangeRecord; "?" marks an unexplained one
+    explained: list[tuple[int, str, int, str]] = field(default_factory=list)
     start_offset: int = 0
 
     def to_json(self) -> dict:
@@ -236,6 +238,8 @@ def verify_batches(batches: Iterable[list[Rec]], checker=None, elr_override: boo
             else:
                 ahead.append(nxt)
         if not ahead:
+            if checker is not None:
+                rep.breaches.extend(checker.finish(c))  # findings held back for a possible continuation
             return rep
         batch = ahead.popleft()
         context = list(behind) + [batch] + list(ahead)
@@ -273,8 +277,10 @@ def _check_change(c: Cluster, rep: Report, p: Partition, rec: Rec, events) -> No
             first = (cand, expected)
         if expected == recorded:
             rep.triggers[cand.trigger] = rep.triggers.get(cand.trigger, 0) + 1
+            rep.explained.append((rec.offset, p.topic_id, p.partition_id, cand.trigger))
             return
     cand, expected = first
+    rep.explained.append((rec.offset, p.topic_id, p.partition_id, cand.trigger + "?"))
     topic = c.topics.get(p.topic_id, p.topic_id)
     for k, got, want in diff(recorded, expected):
         rep.divergences.append(Divergence(rec.offset, topic, p.partition_id, k, got, want, cand.trigger,

@@ -92,13 +92,11 @@ def _validate(config: dict) -> None:
     backend = config["delta"]["backend"]
     if backend not in BACKENDS:
         raise ConfigError(f"delta.backend must be one of {BACKENDS}, got {backend!r}")
-    split = config["ingest"]["split_bytes"]
-    # bool is an int subclass: reject `split_bytes: yes`.
-    if not isinstance(split, int) or isinstance(split, bool) or split <= 0:
-        raise ConfigError(f"ingest.split_bytes must be a positive integer, got {split!r}")
-    shuffle = config["spark"]["shuffle_partitions"]
-    if not isinstance(shuffle, int) or isinstance(shuffle, bool) or shuffle <= 0:
-        raise ConfigError(f"spark.shuffle_partitions must be a positive integer, got {shuffle!r}")
+    for section, key in (("ingest", "split_bytes"), ("spark", "shuffle_partitions"), ("replay", "buckets")):
+        value = config[section][key]
+        # bool is an int subclass: reject `split_bytes: yes`.
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ConfigError(f"{section}.{key} must be a positive integer, got {value!r}")
     # Spark confs are strings on the JVM side; YAML gives bools/ints. Normalise once here
     # (YAML `true` -> "true", not Python's "True").
     config["spark"]["conf"] = {

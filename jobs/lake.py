@@ -155,12 +155,23 @@ class Lake:
         """Append a Spark DataFrame (creating the table if needed); returns the new version."""
         return self._write_spark(table, df, "append", partition_by)
 
-    def overwrite(self, table: str, df: DataFrame, partition_by: str | Sequence[str] | None = None) -> int:
+    def overwrite(self, table: str, df: DataFrame, partition_by: str | Sequence[str] | None = None,
+                  where: dict[str, str] | None = None) -> int:
         """Replace the table's rows (schema and partitioning are kept); returns the new version.
 
-        Older versions stay readable via ``read(table, version=...)`` until vacuumed.
+        ``where`` ({partition column: value}) replaces only those rows, e.g. one cluster's, leaving
+        the other clusters sharing the table untouched.  Older versions stay readable via
+        ``read(table, version=...)`` until vacuumed.
         """
-        return self._write_spark(table, df, "overwrite", partition_by)
+        predicate = None
+        if where:
+            if any("'" in str(v) for v in where.values()):
+                raise ValueError(f"quote in a partition value: {where}")
+            predicate = " AND ".join(f"{k} = '{v}'" for k, v in where.items())
+            df = df.where(predicate)  # only rows of the replaced partition may be written
+            if not self.exists(table):
+                predicate = None  # a new table: a plain write creates it
+        return self._write_spark(table, df, "overwrite", partition_by, predicate)
 
     def append_arrow(
         self,
@@ -190,11 +201,13 @@ class Lake:
 
         return SparkDeltaTable.forPath(self._require_spark(), self.path(table))
 
-    def _write_spark(self, table: str, df: DataFrame, mode: str, partition_by) -> int:
+    def _write_spark(self, table: str, df: DataFrame, mode: str, partition_by, predicate: str | None = None) -> int:
         self._require_spark()
         parts = _as_list(partition_by)
         if self.backend == "delta-spark":
             writer = df.write.format("delta").mode(mode)
+            if predicate:
+                writer = writer.option("replaceWhere", predicate)
             if parts:
                 writer = writer.partitionBy(*parts)
             writer.save(self.path(table))
@@ -222,7 +235,7 @@ class Lake:
                 )
             else:
                 batches = ()
-            return self._commit(table, target, parts, is_new, batches, mode)
+            return self._commit(table, target, parts, is_new, batches, mode, predicate)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
             try:
@@ -267,6 +280,7 @@ class Lake:
         is_new: bool,
         batches: Iterable[pa.RecordBatch],
         mode: str,
+        predicate: str | None = None,
     ) -> int:
         path = self.path(table)
         errors: list[BaseException] = []
@@ -283,7 +297,7 @@ class Lake:
 
         reader = pa.RecordBatchReader.from_batches(target, conform())
         try:
-            write_deltalake(path, reader, mode=mode, partition_by=parts or None)
+            write_deltalake(path, reader, mode=mode, partition_by=parts or None, predicate=predicate)
         except Exception as exc:
             if errors:  # re-raise the real cause (e.g. ArrowInvalid), not delta-rs' wrapper
                 raise errors[0] from exc

@@ -184,3 +184,12 @@ def test_delta_spark_backend_round_trip(spark, tmp_path):
     assert ids(lake.read("t")) == [9]
     assert lake.version("t") == 1
     assert lake.read_arrow("t").column("id").to_pylist() == [9]
+
+
+def test_overwrite_where_replaces_only_that_partition(spark, lake):
+    df = spark.createDataFrame([("a", 1), ("a", 2), ("b", 3)], "cluster string, v long")
+    lake.overwrite("t", df, partition_by="cluster", where={"cluster": "a"})  # new table: only a's rows
+    assert sorted(r.v for r in lake.read("t").collect()) == [1, 2]
+    lake.append("t", spark.createDataFrame([("b", 3)], "cluster string, v long"))
+    lake.overwrite("t", spark.createDataFrame([("a", 9)], "cluster string, v long"), where={"cluster": "a"})
+    assert sorted((r.cluster, r.v) for r in lake.read("t").collect()) == [("a", 9), ("b", 3)]

@@ -1,0 +1,841 @@
+"""The invariants of a KRaft metadata log (controller-rules.md §4), checked while the log is replayed.
+
+The verify loop drives an :class:`InvariantChecker` batch by batch::
+
+    for rec in batch:
+        breaches += checker.before_record(cluster, rec)   # the image BEFORE rec is applied
+        cluster.apply(rec.type, rec.data, rec.offset)      # skipped by the caller if it raises
+    breaches += checker.after_batch(cluster, batch)        # "at write time" = right after the batch
+    ...
+    breaches += checker.finish(cluster)                     # once, after the last batch
+
+``finish`` reports what was still waiting for later batches: a controlled shutdown's partition records
+may be split over several batches (see ``_check_fences``).  :func:`check_log` is this loop.
+
+Record-level rules (structure of the state a record leaves, epoch steps, bumps, LRS transitions,
+broker epochs) are evaluated in ``before_record`` on the state the record produces, computed with
+:func:`controller_core.state.merge`.  Rules that speak about the state *after a batch* (min ISR,
+fencing, unclean-shutdown handling, availability windows) are evaluated in ``after_batch``.
+
+Not here (they need the trigger of a record, i.e. the recomputation of the controller's decision):
+INV-ELECTION-ORDER, INV-LEADER-ACTIVE, INV-UNCLEAN-CONFIG, INV-UNCLEAN-ELECTION.  For those,
+:func:`is_unclean_election` classifies one PartitionChangeRecord as §2.6-5 does.
+
+One id not in the §4 table: INV-TOPIC-UNIQUE (E) for a TopicRecord naming a live topic (§1.4), which
+``Cluster.apply`` refuses like the records of INV-TOPIC-EXISTS.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from controller_core.state import (
+    ELR_FEATURE, LEADER_UNCHANGED, METADATA_VERSION, MIN_ISR, MV_3_2_IV0, MV_3_6_IV0, MV_4_0_IV1, NO_LEADER,
+    RECOVERED, RECOVERING, Cluster, Partition, merge,
+)
+
+if TYPE_CHECKING:
+    from controller_core.replay import Rec
+
+ERROR, WARN, INFO = "ERROR", "WARN", "INFO"
+
+# id -> severity as written in the §4 table ("E/W" rules list their stricter severity)
+RULES: dict[str, str] = {
+    "INV-TOPIC-EXISTS": ERROR,
+    "INV-TOPIC-UNIQUE": ERROR,
+    "INV-REPLICAS-DISTINCT": ERROR,
+    "INV-DIRS-LENGTH": ERROR,
+    "INV-ISR-SUBSET-REPLICAS": ERROR,
+    "INV-LEADER-IN-ISR": ERROR,
+    "INV-LEADER-IN-REPLICAS": ERROR,
+    "INV-ELR-DISJOINT": ERROR,
+    "INV-ELR-DISABLED-EMPTY": ERROR,
+    "INV-ISR-EMPTY-NEEDS-ELR": ERROR,
+    "INV-ELR-BELOW-MINISR": ERROR,
+    "INV-ELR-SUBSET-REPLICAS": WARN,
+    "INV-ELR-UNCLEAN-REMOVED": ERROR,
+    "INV-LKE-SINGLETON": ERROR,
+    "INV-LKE-LEADERLESS": ERROR,
+    "INV-LKE-NEGATIVE": WARN,
+    "INV-LEADER-EPOCH-STEP": ERROR,
+    "INV-PARTITION-EPOCH-STEP": ERROR,
+    "INV-EPOCH-MONOTONIC": ERROR,
+    "INV-BUMP-ON-REPLICA-LOSS": ERROR,
+    "INV-BUMP-ON-SHRINK-OLDMV": ERROR,
+    "INV-NO-SPURIOUS-BUMP": INFO,
+    "INV-RECORD-NOOP": ERROR,
+    "INV-LRS-ENTRY": ERROR,
+    "INV-LRS-SINGLE-ISR": ERROR,
+    "INV-LRS-EXIT": ERROR,
+    "INV-ISR-EXPAND-ACTIVE": ERROR,
+    "INV-FENCE-REMOVES-ISR": ERROR,
+    "INV-OFFLINE-NO-CANDIDATE": WARN,
+    "INV-UNDER-MINISR": INFO,
+    "INV-BROKER-EPOCH-MATCH": ERROR,
+    "INV-CS-STICKY": ERROR,
+    "INV-REGISTER-UNCLEAN-BATCH": WARN,
+}
+
+# §4 rules evaluated elsewhere (the lead's recomputation of each trigger)
+NOT_HERE = ("INV-ELECTION-ORDER", "INV-LEADER-ACTIVE", "INV-UNCLEAN-CONFIG", "INV-UNCLEAN-ELECTION")
+
+
+@dataclass(frozen=True)
+class Breach:
+    offset: int
+    rule: str  # "INV-LEADER-IN-ISR", ...
+    severity: str  # "ERROR" | "WARN" | "INFO"
+    topic: str | None  # topic name (or id if unknown)
+    partition: int | None
+    recorded: object  # JSON-able: what the log holds
+    expected: object  # JSON-able: what the rule wants
+    message: str  # one sentence an operator understands
+
+
+# --------------------------------------------------------------------------------------------- helpers
+def _written(rtype: str, d: dict) -> frozenset[str]:
+    """The partition fields a record writes (a PartitionRecord writes all of them; a change record only
+    the fields not in their "unchanged" encoding, §1.3)."""
+    if rtype == "PARTITION_RECORD":
+        return _ALL_FIELDS
+    w = set()
+    if d.get("isr") is not None:
+        w.add("isr")
+    if d.get("leader", LEADER_UNCHANGED) != LEADER_UNCHANGED:
+        w.add("leader")
+    for key, name in (("replicas", "replicas"), ("removingReplicas", "removing"), ("addingReplicas", "adding"),
+                      ("directories", "directories"), ("eligibleLeaderReplicas", "elr"),
+                      ("lastKnownElr", "lke")):
+        if d.get(key) is not None:
+            w.add(name)
+    if d.get("leaderRecoveryState", -1) != -1:
+        w.add("lrs")
+    return frozenset(w)
+
+
+_ALL_FIELDS = frozenset({"isr", "leader", "replicas", "removing", "adding", "directories", "elr", "lke", "lrs"})
+
+
+def _from_partition_record(d: dict) -> Partition:
+    reps = list(d.get("replicas") or [])
+    return Partition(
+        topic_id=d["topicId"], partition_id=d["partitionId"], replicas=reps, isr=list(d.get("isr") or []),
+        leader=d.get("leader", NO_LEADER), leader_epoch=d.get("leaderEpoch", -1),
+        partition_epoch=d.get("partitionEpoch", -1), removing=list(d.get("removingReplicas") or []),
+        adding=list(d.get("addingReplicas") or []), elr=list(d.get("eligibleLeaderReplicas") or []),
+        last_known_elr=list(d.get("lastKnownElr") or []), lrs=d.get("leaderRecoveryState", RECOVERED),
+        directories=list(d.get("directories") or []))
+
+
+def _dups(xs) -> list[int]:
+    seen, out = set(), []
+    for x in xs:
+        if x in seen and x not in out:
+            out.append(x)
+        seen.add(x)
+    return out
+
+
+def _min_isr_known(c: Cluster, topic_id: str) -> bool:
+    """Whether the log determines m: a min.insync.replicas ConfigRecord resolves (§1.7 sources 1-3), or
+    partition 0 has a single replica (m is capped at 1).  Otherwise the controller's static config, which
+    the log does not hold, may set it."""
+    if c.topic_config(c.topics.get(topic_id, ""), MIN_ISR) is not None:
+        return True
+    p0 = c.partitions.get((topic_id, 0))
+    return p0 is not None and len(set(p0.replicas) | set(p0.adding) | set(p0.removing)) <= 1
+
+
+def _is_snapshot(rec: Rec) -> bool:
+    return str(rec.file).endswith(".checkpoint")
+
+
+def _elected_from_elr(before: Partition, d: dict) -> bool:
+    """B4 with the winner taken from ELR: a new leader from the previous ELR that becomes the sole ISR member."""
+    leader = d.get("leader", LEADER_UNCHANGED)
+    return (leader >= 0 and leader != before.leader and leader in before.elr and d.get("isr") == [leader]
+            and d.get("leaderRecoveryState", -1) != RECOVERING)
+
+
+def _elected_last_known_leader(before: Partition, d: dict) -> bool:
+    """§2.3 step 3: the single LastKnownElr member elected (unclean) while ISR and ELR are empty."""
+    leader = d.get("leader", LEADER_UNCHANGED)
+    return leader >= 0 and leader != before.leader and before.last_known_elr == [leader] and d.get("isr") == [leader]
+
+
+def is_unclean_election(before: Partition, change: dict) -> bool:
+    """§2.6-5: does this PartitionChangeRecord (Kafka JSON form) record an unclean election?
+
+    An unclean election writes a leader >= 0 and ``isr = [leader]`` where the new leader was not in the
+    previous ISR.  A leader taken from the previous ELR also lands in ISR ``[leader]`` (B4 + B7) but is a
+    clean election, unless the record also sets RECOVERING, which clean elections never do (§2.6-5): that
+    is §2.3 step 4 picking an acceptable replica that happened to sit in ELR.  The last-known-leader
+    election (§2.3 step 3) is unclean.  Kafka's own ``electionWasClean`` ignores ELR; do not use it.
+    """
+    leader = change.get("leader", LEADER_UNCHANGED)
+    if leader < 0 or change.get("isr") != [leader]:
+        return False
+    if leader in before.isr:
+        return False
+    if leader in before.elr and change.get("leaderRecoveryState", -1) != RECOVERING:
+        return False
+    return True
+
+
+@dataclass
+class _Touch:
+    """One partition record of the current batch."""
+
+    offset: int
+    before: Partition | None
+    after: Partition
+    data: dict
+
+
+@dataclass
+class _BatchState:
+    touched: dict[tuple[str, int], list[_Touch]] = field(default_factory=dict)
+    m_before: dict[str, int] = field(default_factory=dict)  # topic id -> m before the batch touched it
+    # (broker, offset, "fence" | "controlled shutdown")
+    fences: list[tuple[int, int, str]] = field(default_factory=list)
+    registrations: list[tuple[int, int]] = field(default_factory=list)  # new incarnations: (broker, offset)
+    reevaluate_at: int | None = None  # offset of a record that may change m of partitions not written
+
+    def reevaluate(self, offset: int) -> None:
+        if self.reevaluate_at is None:
+            self.reevaluate_at = offset
+
+
+class InvariantChecker:
+    """Evaluates the §4 invariants over a replay (see the module docstring for the calling protocol)."""
+
+    def __init__(self) -> None:
+        self._b = _BatchState()
+        self._pending_epochs: list[tuple[tuple[str, int], int, int, int]] = []  # key, offset, LE', PE'
+        self._m_at_record: dict[tuple[str, int], int] = {}  # m right after the partition's last batch
+        self._under: set[tuple[str, int]] = set()  # partitions inside an INV-UNDER-MINISR window
+        self._offline: set[tuple[str, int]] = set()  # partitions inside an INV-OFFLINE-NO-CANDIDATE window
+        self._zk_import = False  # a ZooKeeper migration is importing partitions (their epochs come from ZK)
+        # controlled shutdowns whose partition records may continue in later batches (non-atomic results
+        # are split into batches of at most 10000 records): broker -> (offset, partitions still offending)
+        self._pending_cs: dict[int, tuple[int, set]] = {}
+
+    # ------------------------------------------------------------------------------------- protocol
+    def before_record(self, c: Cluster, rec: Rec) -> list[Breach]:
+        out: list[Breach] = []
+        self._verify_epochs(c, out)
+        handler = self._RECORD_CHECKS.get(rec.type)
+        if handler is not None:
+            handler(self, c, rec, out)
+        return out
+
+    def after_batch(self, c: Cluster, batch: list[Rec]) -> list[Breach]:
+        out: list[Breach] = []
+        self._verify_epochs(c, out)
+        b = self._b
+        self._check_elr_below_min_isr(c, out)
+        self._check_windows(c, out)
+        self._check_fences(c, out)
+        self._check_unclean_shutdowns(c, out)
+        for key in [k for k in self._m_at_record if k not in c.partitions]:
+            del self._m_at_record[key]
+        for key in b.touched:
+            if key in c.partitions:
+                self._m_at_record[key] = c.min_isr(key[0])
+        self._b = _BatchState()
+        return out
+
+    # ------------------------------------------------------------------------------------- utilities
+    @staticmethod
+    def _breach(c: Cluster, offset: int, rule: str, severity: str | None, key, recorded, expected,
+                message: str) -> Breach:
+        topic, part = (None, None) if key is None else (c.topics.get(key[0], key[0]), key[1])
+        return Breach(offset, rule, severity or RULES[rule], topic, part, recorded, expected, message)
+
+    def _verify_epochs(self, c: Cluster, out: list[Breach]) -> None:
+        """INV-LEADER-EPOCH-STEP / INV-PARTITION-EPOCH-STEP: a change record carries no epochs, so the rule
+        is checked on the image the record produced (guards the applier: fold, merge)."""
+        if not self._pending_epochs:
+            return
+        for key, offset, le, pe in self._pending_epochs:
+            p = c.partitions.get(key)
+            if p is None:
+                continue
+            if p.leader_epoch != le:
+                out.append(self._breach(c, offset, "INV-LEADER-EPOCH-STEP", None, key, p.leader_epoch, le,
+                                        f"leader epoch became {p.leader_epoch} after this change record, "
+                                        f"the record's leader field makes it {le}"))
+            if p.partition_epoch != pe:
+                out.append(self._breach(c, offset, "INV-PARTITION-EPOCH-STEP", None, key, p.partition_epoch, pe,
+                                        f"partition epoch became {p.partition_epoch} after this change record, "
+                                        f"every change record adds exactly 1 (expected {pe})"))
+        self._pending_epochs = []
+
+    def _touch(self, c: Cluster, key, offset: int, before: Partition | None, after: Partition, d: dict) -> None:
+        b = self._b
+        if key[0] not in b.m_before:
+            b.m_before[key[0]] = c.min_isr(key[0])
+        b.touched.setdefault(key, []).append(_Touch(offset, before, after, d))
+        # m of every partition of the topic is capped by partition 0's replica count (§1.7)
+        if key[1] == 0 and before is not None and (
+                set(before.replicas) | set(before.adding) | set(before.removing)
+                != set(after.replicas) | set(after.adding) | set(after.removing)):
+            b.reevaluate(offset)
+
+    @staticmethod
+    def _elr_flag(c: Cluster) -> tuple[bool, str | None]:
+        """(ELR in effect?, severity of an ELR-only state if not): §1.8 auditor rule.  When MV >= 4.0-IV1,
+        no eligible.leader.replicas.version record and no override, the flag is only inferred from
+        evidence; the first evidence is then WARN (the property may well have been on)."""
+        mv = c.metadata_version
+        if mv < MV_4_0_IV1:
+            return False, ERROR
+        if ELR_FEATURE in c.features:
+            return (True, None) if c.features[ELR_FEATURE] >= 1 else (False, ERROR)
+        if c.elr_override is not None:
+            return (True, None) if c.elr_override else (False, ERROR)
+        return (True, None) if c.elr_evidence else (False, WARN)
+
+    # ------------------------------------------------------------------------------------- topics
+    def _on_topic(self, c: Cluster, rec: Rec, out: list[Breach]) -> None:
+        name = rec.data.get("name")
+        if name in c.topic_ids:
+            out.append(self._breach(c, rec.offset, "INV-TOPIC-UNIQUE", None, None,
+                                    {"name": name, "topicId": rec.data.get("topicId")},
+                                    {"liveTopicId": c.topic_ids[name]},
+                                    f"TopicRecord creates topic {name!r} while a topic of that name is live "
+                                    f"(id {c.topic_ids[name]}); the name must be deleted first"))
+
+    def _on_remove_topic(self, c: Cluster, rec: Rec, out: list[Breach]) -> None:
+        tid = rec.data.get("topicId")
+        if tid not in c.topics:
+            out.append(self._breach(c, rec.offset, "INV-TOPIC-EXISTS", None, None, {"topicId": tid}, "a live topic id",
+                                    f"RemoveTopicRecord deletes topic id {tid}, which is not a live topic"))
+
+    def _on_clear_elr(self, c: Cluster, rec: Rec, out: list[Breach]) -> None:
+        name = rec.data.get("topicName") or ""
+        if name and name not in c.topic_ids:
+            out.append(self._breach(c, rec.offset, "INV-TOPIC-EXISTS", None, None, {"topicName": name},
+                                    "a live topic name",
+                                    f"ClearElrRecord names topic {name!r}, which is not a live topic"))
+            return
+        tids = {c.topic_ids[name]} if name else set(c.topics)
+        for key, p in c.partitions.items():
+            if key[0] in tids and (p.elr or p.last_known_elr):
+                d = {"topicId": key[0], "partitionId": key[1], "eligibleLeaderReplicas": [], "lastKnownElr": []}
+                self._touch(c, key, rec.offset, p, merge(p, d), d)
+
+    def _on_zk_migration(self, c: Cluster, rec: Rec, out: list[Breach]) -> None:
+        # ZkMigrationState: NONE 0, MIGRATION 1, POST_MIGRATION 2, PRE_MIGRATION 3, ZK 4.  While the controller
+        # imports ZooKeeper's metadata, PartitionRecords carry ZooKeeper's epochs and ISRs.
+        self._zk_import = rec.data.get("zkMigrationState") in (1, 3)
+
+    def _on_config(self, c: Cluster, rec: Rec, out: list[Breach]) -> None:
+        if rec.data.get("name") == MIN_ISR:
+            self._b.reevaluate(rec.offset)
+
+    def _on_leader_change(self, c: Cluster, rec: Rec, out: list[Breach]) -> None:
+        # the active controller's node-level config takes part in the resolution of m (§1.7)
+        if rec.data.get("leaderId") != c.controller_id:
+            self._b.reevaluate(rec.offset)
+
+    # ------------------------------------------------------------------------------------- partitions
+    def _on_partition(self, c: Cluster, rec: Rec, out: list[Breach]) -> None:
+        d = rec.data
+        tid, pid = d.get("topicId"), d.get("partitionId")
+        key = (tid, pid)
+        if tid not in c.topics:
+            out.append(self._breach(c, rec.offset, "INV-TOPIC-EXISTS", None, key, {"topicId": tid}, "a live topic id",
+                                    f"PartitionRecord for partition {pid} of topic id {tid}, which is not a live "
+                                    "topic"))
+            return
+        before = c.partitions.get(key)
+        after = _from_partition_record(d)
+        snapshot = _is_snapshot(rec) or self._zk_import  # not a creation by this controller
+        if before is not None:
+            if after.leader_epoch < before.leader_epoch or after.partition_epoch < before.partition_epoch:
+                out.append(self._breach(
+                    c, rec.offset, "INV-EPOCH-MONOTONIC", None, key,
+                    {"leaderEpoch": after.leader_epoch, "partitionEpoch": after.partition_epoch},
+                    {"leaderEpoch>=": before.leader_epoch, "partitionEpoch>=": before.partition_epoch},
+                    f"PartitionRecord for an existing partition lowers its epochs from "
+                    f"{before.leader_epoch}/{before.partition_epoch} to {after.leader_epoch}/{after.partition_epoch} "
+                    "(leader/partition)"))
+        elif not snapshot:
+            if after.leader_epoch != 0 or after.partition_epoch != 0:
+                out.append(self._breach(
+                    c, rec.offset, "INV-EPOCH-MONOTONIC", None, key,
+                    {"leaderEpoch": after.leader_epoch, "partitionEpoch": after.partition_epoch},
+                    {"leaderEpoch": 0, "partitionEpoch": 0},
+                    f"new partition created with leader/partition epochs {after.leader_epoch}/"
+                    f"{after.partition_epoch}; the controller creates partitions at 0/0"))
+            if after.lrs == RECOVERING:
+                out.append(self._breach(c, rec.offset, "INV-LRS-ENTRY", None, key, RECOVERING, RECOVERED,
+                                        "new partition created in leader recovery state RECOVERING; the controller "
+                                        "creates partitions RECOVERED"))
+        self._check_state(c, rec, key, after, _ALL_FIELDS, d, out)
+        if before is None and not snapshot:
+            self._check_isr_expand(c, rec, key, None, after, d, out)
+        self._touch(c, key, rec.offset, before, after, d)
+
+    def _on_partition_change(self, c: Cluster, rec: Rec, out: list[Breach]) -> None:
+        d = rec.data
+        tid, pid = d.get("topicId"), d.get("partitionId")
+        key = (tid, pid)
+        before = c.partitions.get(key)
+        if before is None:
+            what = "topic id" if tid not in c.topics else f"partition {pid} of topic"
+            out.append(self._breach(c, rec.offset, "INV-TOPIC-EXISTS", None, key, {"topicId": tid, "partitionId": pid},
+                                    "a live partition", f"PartitionChangeRecord for a {what} that does not exist "
+                                    f"({c.topics.get(tid, tid)}-{pid})"))
+            return
+        w = _written("PARTITION_CHANGE_RECORD", d)
+        if not w:
+            out.append(self._breach(c, rec.offset, "INV-RECORD-NOOP", None, key, d, "at least one field changed",
+                                    "PartitionChangeRecord with every field \"unchanged\"; the controller never "
+                                    "writes an empty change"))
+        after = merge(before, d)
+        bump = 1 if "leader" in w else 0
+        self._pending_epochs.append((key, rec.offset, before.leader_epoch + bump, before.partition_epoch + 1))
+        self._check_state(c, rec, key, after, w, d, out)
+        self._check_change(c, rec, key, before, after, w, d, out)
+        self._check_isr_expand(c, rec, key, before, after, d, out)
+        self._touch(c, key, rec.offset, before, after, d)
+
+    def _check_state(self, c: Cluster, rec: Rec, key, p: Partition, w: frozenset[str], d: dict,
+                     out: list[Breach]) -> None:
+        """Structural rules on the state a partition record leaves, for the fields it wrote."""
+        o = rec.offset
+        R, I, E, K, L = p.replicas, p.isr, p.elr, p.last_known_elr, p.leader
+        add = out.append
+        if w & {"replicas", "removing", "adding"}:
+            bad = []
+            if _dups(R):
+                bad.append(f"duplicate replicas {_dups(R)}")
+            if any(x < 0 for x in R):
+                bad.append("negative replica ids")
+            if set(p.removing) - set(R):
+                bad.append(f"removing replicas {sorted(set(p.removing) - set(R))} not in the replica set")
+            if set(p.adding) - set(R):
+                bad.append(f"adding replicas {sorted(set(p.adding) - set(R))} not in the replica set")
+            if set(p.removing) & set(p.adding):
+                bad.append(f"replicas {sorted(set(p.removing) & set(p.adding))} both removing and adding")
+            if bad:
+                add(self._breach(c, o, "INV-REPLICAS-DISTINCT", None, key,
+                                 {"replicas": R, "removingReplicas": p.removing, "addingReplicas": p.adding},
+                                 "distinct non-negative replicas; removing, adding ⊆ replicas and disjoint",
+                                 "replica assignment is invalid: " + "; ".join(bad)))
+        if "directories" in w:
+            dirs = d.get("directories") or []
+            if dirs and len(dirs) != len(R):
+                add(self._breach(c, o, "INV-DIRS-LENGTH", None, key, {"directories": len(dirs), "replicas": len(R)},
+                                 f"0 or {len(R)} directories",
+                                 f"{len(dirs)} directories written for {len(R)} replicas; each replica needs one"))
+        if w & {"isr", "replicas"}:
+            bad = []
+            if _dups(I):
+                bad.append(f"duplicate members {_dups(I)}")
+            if any(x < 0 for x in I):
+                bad.append("negative ids")
+            if set(I) - set(R):
+                bad.append(f"members {sorted(set(I) - set(R))} that are not replicas")
+            if bad:
+                add(self._breach(c, o, "INV-ISR-SUBSET-REPLICAS", None, key, {"isr": I, "replicas": R},
+                                 "ISR ⊆ replicas, distinct, non-negative", "ISR has " + "; ".join(bad)))
+        if w & {"leader", "isr"} and L != NO_LEADER and L not in I:
+            add(self._breach(c, o, "INV-LEADER-IN-ISR", None, key, {"leader": L, "isr": I}, "leader ∈ ISR",
+                             f"leader {L} is not in the ISR {I}"))
+        if w & {"leader", "replicas"} and L != NO_LEADER and L not in R:
+            add(self._breach(c, o, "INV-LEADER-IN-REPLICAS", None, key, {"leader": L, "replicas": R},
+                             "leader = -1 or leader ∈ replicas", f"leader {L} is not a replica of the partition {R}"))
+        if w & {"elr", "isr"} and set(E) & set(I):
+            add(self._breach(c, o, "INV-ELR-DISJOINT", None, key, {"isr": I, "elr": E}, "ELR ∩ ISR = ∅",
+                             f"brokers {sorted(set(E) & set(I))} are in both the ISR and the ELR"))
+        if ("elr" in w and E) or ("lke" in w and K):
+            on, sev = self._elr_flag(c)
+            if not on:
+                why = (f"metadata.version {c.metadata_version} < 4.0-IV1" if c.metadata_version < MV_4_0_IV1 else
+                       f"{ELR_FEATURE} is {c.features[ELR_FEATURE]}" if ELR_FEATURE in c.features else
+                       "ELR was declared off" if c.elr_override is False else
+                       "no earlier evidence of ELR; the auditor now infers ELR on from this record")
+                add(self._breach(c, o, "INV-ELR-DISABLED-EMPTY", sev, key, {"elr": E, "lastKnownElr": K},
+                                 {"elr": [], "lastKnownElr": []},
+                                 f"ELR state written while ELR is not in effect ({why})"))
+        if "isr" in w and not I:
+            on, sev = self._elr_flag(c)
+            if not on:
+                add(self._breach(c, o, "INV-ISR-EMPTY-NEEDS-ELR", sev, key, I, "a non-empty ISR",
+                                 "ISR written as [] while ELR is not in effect; without ELR the last ISR member "
+                                 "stays in the ISR"))
+        if w & {"elr", "replicas"} and set(E) - set(R):
+            add(self._breach(c, o, "INV-ELR-SUBSET-REPLICAS", None, key, {"elr": E, "replicas": R}, "ELR ⊆ replicas",
+                             f"ELR members {sorted(set(E) - set(R))} are no longer replicas (a reassignment "
+                             "removed them)"))
+        if "lke" in w:
+            if len(K) > 1:
+                add(self._breach(c, o, "INV-LKE-SINGLETON", None, key, K, "at most one member",
+                                 f"LastKnownElr {K} holds more than the last known leader"))
+            if any(x < 0 for x in K):
+                add(self._breach(c, o, "INV-LKE-NEGATIVE", None, key, K, "a broker id",
+                                 f"LastKnownElr is {K}: the ISR emptied on a partition that already had no leader "
+                                 "(Kafka quirk), so no last leader is known"))
+        if w & {"lke", "leader"} and K and L != NO_LEADER:
+            add(self._breach(c, o, "INV-LKE-LEADERLESS", None, key, {"lastKnownElr": K, "leader": L},
+                             {"lastKnownElr": [], "leader": L},
+                             f"LastKnownElr {K} kept while the partition has leader {L}"))
+        if p.lrs == RECOVERING and w & {"lrs", "isr", "leader"} and (
+                len(I) > 1 or (L != NO_LEADER and I != [L])):
+            add(self._breach(c, o, "INV-LRS-SINGLE-ISR", None, key, {"leader": L, "isr": I},
+                             "ISR = [leader] or (leader = -1 and |ISR| <= 1)",
+                             f"partition in leader recovery (RECOVERING) has ISR {I} with leader {L}; recovery "
+                             "allows only the leader in the ISR"))
+
+    def _check_change(self, c: Cluster, rec: Rec, key, before: Partition, after: Partition, w: frozenset[str],
+                      d: dict, out: list[Breach]) -> None:
+        """Rules on the transition a PartitionChangeRecord makes."""
+        o = rec.offset
+        mv = c.metadata_version
+        add = out.append
+        lost_replicas = "replicas" in w and bool(set(before.replicas) - set(after.replicas))
+        lost_isr = "isr" in w and bool(set(before.isr) - set(after.isr))
+        if lost_replicas and "leader" not in w:
+            add(self._breach(c, o, "INV-BUMP-ON-REPLICA-LOSS", None, key,
+                             {"replicas": after.replicas, "leader": LEADER_UNCHANGED}, {"leader": before.leader},
+                             f"replicas {sorted(set(before.replicas) - set(after.replicas))} removed without a leader "
+                             "epoch bump; the controller re-writes the leader when the replica set loses a member"))
+        if mv < MV_3_6_IV0 and lost_isr and "leader" not in w:
+            add(self._breach(c, o, "INV-BUMP-ON-SHRINK-OLDMV", None, key,
+                             {"isr": after.isr, "leader": LEADER_UNCHANGED}, {"leader": before.leader},
+                             f"ISR shrank from {before.isr} to {after.isr} without a leader epoch bump, which "
+                             "metadata.version < 3.6-IV0 always carries (KAFKA-15021)"))
+        if "leader" in w and d["leader"] == before.leader:
+            b8 = mv < MV_3_6_IV0 and (lost_isr or ("isr" not in w and before.leader == NO_LEADER))
+            if not lost_replicas and not b8:
+                add(self._breach(c, o, "INV-NO-SPURIOUS-BUMP", None, key, {"leader": d["leader"]},
+                                 {"leader": LEADER_UNCHANGED},
+                                 f"leader field re-writes the current leader {before.leader} (leader epoch bump) "
+                                 "although no replica was removed"
+                                 + ("" if mv >= MV_3_6_IV0 else " and no ISR member was dropped")))
+        if before.lrs == RECOVERED and after.lrs == RECOVERING:
+            known_mv = METADATA_VERSION in c.features
+            if not is_unclean_election(before, d):
+                add(self._breach(c, o, "INV-LRS-ENTRY", None, key,
+                                 {k: d[k] for k in ("leader", "isr", "leaderRecoveryState") if k in d},
+                                 "an unclean election: leader >= 0 not in the previous ISR/ELR, isr = [leader]",
+                                 "partition entered leader recovery (RECOVERING) without an unclean election"))
+            elif known_mv and mv < MV_3_2_IV0:
+                add(self._breach(c, o, "INV-LRS-ENTRY", None, key, {"metadata.version": mv}, ">= 3.2-IV0",
+                                 f"unclean election set RECOVERING at metadata.version {mv}, below 3.2-IV0 where the "
+                                 "controller does not"))
+        if "lrs" in w and d["leaderRecoveryState"] == RECOVERED:
+            completes = bool(before.removing or before.adding) and not after.removing and not after.adding
+            if before.leader == NO_LEADER:
+                add(self._breach(c, o, "INV-LRS-EXIT", None, key, {"leader": before.leader}, "a sitting leader",
+                                 "leader recovery ended (RECOVERED) on a partition without a leader; only the "
+                                 "leader's AlterPartition ends it"))
+            elif "leader" in w and d["leader"] != before.leader and not completes:
+                add(self._breach(c, o, "INV-LRS-EXIT", None, key, {"leader": d["leader"]}, {"leader": before.leader},
+                                 f"leader recovery ended in a record that also moves leadership from {before.leader} "
+                                 f"to {d['leader']}; the sitting leader's AlterPartition keeps the leader"))
+
+    def _check_isr_expand(self, c: Cluster, rec: Rec, key, before: Partition | None, after: Partition, d: dict,
+                          out: list[Breach]) -> None:
+        """INV-ISR-EXPAND-ACTIVE: brokers newly added to the ISR were active when the record was written."""
+        new = [b for b in after.isr if before is None or b not in before.isr]
+        if not new:
+            return
+        if before is not None:
+            leader = d.get("leader", LEADER_UNCHANGED)
+            if leader >= 0 and leader != before.leader:  # a leader chosen by an election
+                new = [b for b in new if b != leader]
+            # §2.7-4: a reassignment cancel whose reverted ISR is empty takes [R[0]]
+            if before.adding and not after.adding and after.replicas and after.isr == [after.replicas[0]]:
+                new = [b for b in new if b != after.replicas[0]]
+        inactive = [b for b in new if not c.active(b)]
+        if not inactive:
+            return
+        if METADATA_VERSION in c.features:
+            sev, tail = ERROR, "AlterPartition only admits active brokers (KIP-841)"
+        else:
+            sev, tail = INFO, ("normal before Kafka 3.3 (no metadata.version record), whose controller admitted "
+                               "fenced brokers")
+        states = {b: ("unregistered" if b not in c.brokers else
+                      "fenced" if c.brokers[b].fenced else "in controlled shutdown") for b in inactive}
+        out.append(self._breach(c, rec.offset, "INV-ISR-EXPAND-ACTIVE", sev, key,
+                                {str(b): s for b, s in states.items()},
+                                "active (registered, unfenced, not in controlled shutdown)",
+                                f"brokers {inactive} joined the ISR while "
+                                + ", ".join(f"{b} was {s}" for b, s in states.items()) + f"; {tail}"))
+
+    # ------------------------------------------------------------------------------------- brokers
+    def _epoch_match(self, c: Cluster, rec: Rec, bid, epoch, what: str, out: list[Breach]) -> None:
+        br = c.brokers.get(bid)
+        if br is None:
+            out.append(self._breach(c, rec.offset, "INV-BROKER-EPOCH-MATCH", None, None,
+                                    {"brokerId": bid, "brokerEpoch": epoch}, "a registered broker",
+                                    f"{what} for broker {bid}, which is not registered"))
+        elif br.epoch != epoch:
+            out.append(self._breach(c, rec.offset, "INV-BROKER-EPOCH-MATCH", None, None,
+                                    {"brokerId": bid, "brokerEpoch": epoch}, {"brokerEpoch": br.epoch},
+                                    f"{what} for broker {bid} carries epoch {epoch}, but its registration has "
+                                    f"epoch {br.epoch}"))
+
+    def _on_fence(self, c: Cluster, rec: Rec, out: list[Breach]) -> None:
+        d = rec.data
+        self._epoch_match(c, rec, d.get("id"), d.get("epoch"), "FenceBrokerRecord", out)
+        self._b.fences.append((d.get("id"), rec.offset, "fence"))
+
+    def _on_unfence(self, c: Cluster, rec: Rec, out: list[Breach]) -> None:
+        d = rec.data
+        self._epoch_match(c, rec, d.get("id"), d.get("epoch"), "UnfenceBrokerRecord", out)
+
+    def _on_unregister(self, c: Cluster, rec: Rec, out: list[Breach]) -> None:
+        d = rec.data
+        self._epoch_match(c, rec, d.get("brokerId"), d.get("brokerEpoch"), "UnregisterBrokerRecord", out)
+
+    def _on_registration_change(self, c: Cluster, rec: Rec, out: list[Breach]) -> None:
+        d = rec.data
+        bid = d.get("brokerId")
+        self._epoch_match(c, rec, bid, d.get("brokerEpoch"), "BrokerRegistrationChangeRecord", out)
+        cs = d.get("inControlledShutdown", 0)
+        if cs not in (0, 1):
+            out.append(self._breach(c, rec.offset, "INV-CS-STICKY", None, None, {"inControlledShutdown": cs}, [0, 1],
+                                    f"BrokerRegistrationChangeRecord for broker {bid} writes "
+                                    f"inControlledShutdown={cs}; "
+                                    "only 1 (enter) and 0 (no change) exist, controlled shutdown ends only with a new "
+                                    "registration"))
+        if d.get("fenced", 0) == 1:
+            self._b.fences.append((bid, rec.offset, "fence"))
+        if cs == 1:
+            self._b.fences.append((bid, rec.offset, "controlled shutdown"))
+
+    def _on_register(self, c: Cluster, rec: Rec, out: list[Breach]) -> None:
+        d = rec.data
+        bid = d.get("brokerId")
+        cur = c.brokers.get(bid)
+        if cur is not None and cur.incarnation_id == d.get("incarnationId"):
+            # an amended registration keeps epoch, fencing and controlled shutdown (§1.5-2)
+            if cur.in_controlled_shutdown and not d.get("inControlledShutdown", False):
+                out.append(self._breach(c, rec.offset, "INV-CS-STICKY", None, None, {"inControlledShutdown": False},
+                                        {"inControlledShutdown": True},
+                                        f"RegisterBrokerRecord re-registering the same incarnation of broker {bid} "
+                                        "clears its controlled shutdown; an amended registration keeps it"))
+            return
+        self._b.registrations.append((bid, rec.offset))
+        if c.metadata_version < MV_4_0_IV1:
+            return
+        # INV-REGISTER-UNCLEAN-BATCH: the unclean-shutdown records must precede the registration (§1.6)
+        elr_on = c.elr_enabled
+        lkl = self._lkl_elected(bid)
+        for key, p in c.partitions.items():
+            in_isr = bid in p.isr and key not in lkl and not (not elr_on and p.isr == [bid] and p.leader == NO_LEADER)
+            in_elr = bid in p.elr
+            if not (in_isr or in_elr):
+                continue
+            where = " and ".join(x for x, f in (("ISR", in_isr), ("ELR", in_elr)) if f)
+            out.append(self._breach(
+                c, rec.offset, "INV-REGISTER-UNCLEAN-BATCH", None, key, {"isr": p.isr, "elr": p.elr},
+                {"isr": [x for x in p.isr if x != bid], "elr": [x for x in p.elr if x != bid]},
+                f"broker {bid} registers a new incarnation while still in the {where}; at metadata.version >= "
+                "4.0-IV1 its batch should first remove it (unclean-shutdown handling"
+                + ("; Kafka 4.1+ keeps ELR membership on a clean restart)" if in_elr and not in_isr else ")")))
+
+    def _lkl_elected(self, bid: int) -> set:
+        """Partitions whose records in this batch elected ``bid`` as last known leader (§2.3 step 3)."""
+        return {key for key, touches in self._b.touched.items()
+                for t in touches if t.before is not None and t.data.get("leader") == bid
+                and _elected_last_known_leader(t.before, t.data)}
+
+    # ------------------------------------------------------------------------------------- after the batch
+    def _check_elr_below_min_isr(self, c: Cluster, out: list[Breach]) -> None:
+        b = self._b
+        if not c.elr_enabled:
+            return  # a non-empty ELR is then INV-ELR-DISABLED-EMPTY's business
+        for key, touches in b.touched.items():
+            p = c.partitions.get(key)
+            if p is None or not p.elr:
+                continue
+            m = c.min_isr(key[0])
+            if len(p.isr) < m:
+                continue
+            last = touches[-1]
+            # B4 then B6: a winner from ELR becomes the sole ISR member and the other ELR members stay,
+            # which reaches |ISR| >= m when m is 1 (§2.3)
+            if last.before is not None and _elected_from_elr(last.before, last.data) and len(p.isr) == 1:
+                continue
+            prev = self._m_at_record.get(key)
+            stale = (prev is not None and prev != m) or b.m_before.get(key[0], m) != m
+            known = _min_isr_known(c, key[0])
+            sev = WARN if stale or not known else ERROR
+            note = (f" (min ISR changed to {m} since the partition's previous record; ELR is only re-evaluated "
+                    "when the partition is rebuilt)" if stale else
+                    " (no min.insync.replicas in the log: the controller's static config may set a higher value)"
+                    if not known else "")
+            out.append(self._breach(c, last.offset, "INV-ELR-BELOW-MINISR", sev, key,
+                                    {"elr": p.elr, "isr": p.isr, "minIsr": m}, f"ELR = [] while |ISR| >= {m}",
+                                    f"ELR {p.elr} kept while the ISR {p.isr} has at least min ISR {m} members" + note))
+
+    def _check_windows(self, c: Cluster, out: list[Breach]) -> None:
+        """INV-UNDER-MINISR and INV-OFFLINE-NO-CANDIDATE, reported when a partition enters the state."""
+        b = self._b
+        for s in (self._under, self._offline):
+            for key in [k for k in s if k not in c.partitions]:
+                s.discard(key)
+        offsets = {k: t[-1].offset for k, t in b.touched.items()}
+        if b.reevaluate_at is not None:  # m may have changed for partitions the batch did not write
+            keys = list(c.partitions)
+        else:
+            keys = [k for k in b.touched if k in c.partitions]
+        m_cache: dict[str, int] = {}
+        for key in keys:
+            p = c.partitions[key]
+            o = offsets.get(key, b.reevaluate_at)
+            m = m_cache.get(key[0])
+            if m is None:
+                m = m_cache[key[0]] = c.min_isr(key[0])
+            if len(p.isr) < m:
+                if key not in self._under:
+                    self._under.add(key)
+                    out.append(self._breach(c, o, "INV-UNDER-MINISR", None, key, {"isr": p.isr, "minIsr": m},
+                                            f"|ISR| >= {m}", f"ISR {p.isr} is below min ISR {m}: producers with "
+                                            "acks=all are rejected until it grows back"))
+            else:
+                self._under.discard(key)
+            if p.leader == NO_LEADER and not p.isr and not p.elr:
+                if key not in self._offline:
+                    self._offline.add(key)
+                    out.append(self._breach(c, o, "INV-OFFLINE-NO-CANDIDATE", None, key,
+                                            {"leader": p.leader, "isr": p.isr, "elr": p.elr},
+                                            "a leader, an ISR member or an ELR member",
+                                            "partition is offline with an empty ISR and ELR: only an unclean (or "
+                                            "recovery) election can bring it back"))
+            else:
+                self._offline.discard(key)
+
+    @staticmethod
+    def _still_in_isr(c: Cluster, bid: int, keys=None) -> set:
+        """Partitions whose ISR still holds ``bid`` although a fence / controlled shutdown removes it: all but,
+        with ELR off, the last member of a leaderless ISR (last replica standing, §2.4-9)."""
+        elr_on = c.elr_enabled
+        items = c.partitions.items() if keys is None else ((k, c.partitions[k]) for k in keys if k in c.partitions)
+        return {key for key, p in items
+                if bid in p.isr and (elr_on or not (p.isr == [bid] and p.leader == NO_LEADER))}
+
+    def _fence_breaches(self, c: Cluster, bid: int, offset: int, kind: str, keys) -> list[Breach]:
+        elr_on = c.elr_enabled
+        out = []
+        for key in sorted(keys, key=lambda k: (c.topics.get(k[0], k[0]), k[1])):
+            p = c.partitions[key]
+            out.append(self._breach(
+                c, offset, "INV-FENCE-REMOVES-ISR", None, key, {"isr": p.isr, "leader": p.leader},
+                {"isr": [x for x in p.isr if x != bid]},
+                f"broker {bid} is still in the ISR {p.isr} after its {kind}; the controller removes it "
+                + ("(ELR on: even the last member)" if elr_on else "unless it is the last member of a leaderless ISR")))
+        return out
+
+    def _check_fences(self, c: Cluster, out: list[Breach]) -> None:
+        """INV-FENCE-REMOVES-ISR.  A fence record follows its partition records, so the state after its batch
+        is final.  A controlled-shutdown record precedes them and a large result may be split over several
+        batches: offenders are re-checked after each following batch that still removes the broker from
+        ISRs, and reported once a batch makes no more progress (or at :meth:`finish`)."""
+        b = self._b
+        for bid in list(self._pending_cs):
+            offset, keys = self._pending_cs.pop(bid)
+            if bid not in c.brokers or c.active(bid) or any(bid == f[0] for f in b.fences):
+                continue  # re-registered, back in service, or fenced (checked below)
+            progress = any(t.before is not None and bid in t.before.isr and bid not in t.after.isr
+                           for touches in b.touched.values() for t in touches)
+            left = self._still_in_isr(c, bid, keys)
+            if left and progress:
+                self._pending_cs[bid] = (offset, left)
+            elif left:
+                out += self._fence_breaches(c, bid, offset, "controlled shutdown", left)
+        done = set()
+        for bid, offset, kind in reversed(b.fences):  # a fence supersedes a controlled shutdown before it
+            if bid in done or bid not in c.brokers or c.active(bid):
+                continue
+            done.add(bid)
+            left = self._still_in_isr(c, bid)
+            if not left:
+                continue
+            if kind == "fence":
+                out += self._fence_breaches(c, bid, offset, kind, left)
+            else:
+                self._pending_cs[bid] = (offset, left)
+
+    def finish(self, c: Cluster) -> list[Breach]:
+        """Call once after the last batch: reports what was still waiting for more batches."""
+        out: list[Breach] = []
+        for bid, (offset, keys) in sorted(self._pending_cs.items()):
+            if bid in c.brokers and not c.active(bid):
+                left = self._still_in_isr(c, bid, keys)
+                out += self._fence_breaches(c, bid, offset, "controlled shutdown", left)
+        self._pending_cs = {}
+        return out
+
+    def _check_unclean_shutdowns(self, c: Cluster, out: list[Breach]) -> None:
+        """INV-ELR-UNCLEAN-REMOVED: after a batch that handled an unclean shutdown of B (§1.6-4), B is in no ELR
+        and in no ISR (except as a last known leader elected by that batch)."""
+        b = self._b
+        if not b.registrations or not c.elr_enabled:
+            return
+        for bid, reg_offset in b.registrations:
+            unclean = False
+            for key, touches in b.touched.items():
+                for t in touches:
+                    if t.before is None or t.offset > reg_offset:
+                        continue
+                    if bid in t.before.elr and bid not in t.after.elr:
+                        unclean = True
+                    elif (bid in t.before.isr and bid not in t.after.isr and bid not in t.after.elr
+                          and len(t.after.isr) < c.min_isr(key[0])):
+                        unclean = True
+            if not unclean:
+                continue
+            lkl = self._lkl_elected(bid)
+            for key, p in c.partitions.items():
+                in_elr = bid in p.elr
+                in_isr = bid in p.isr and key not in lkl
+                if not (in_elr or in_isr):
+                    continue
+                where = " and ".join(x for x, f in (("ELR", in_elr), ("ISR", in_isr)) if f)
+                out.append(self._breach(
+                    c, reg_offset, "INV-ELR-UNCLEAN-REMOVED", None, key, {"isr": p.isr, "elr": p.elr},
+                    {"isr": [x for x in p.isr if x != bid], "elr": [x for x in p.elr if x != bid]},
+                    f"broker {bid} is still in the {where} after the batch that handled its unclean shutdown"))
+
+    _RECORD_CHECKS = {
+        "TOPIC_RECORD": _on_topic,
+        "REMOVE_TOPIC_RECORD": _on_remove_topic,
+        "PARTITION_RECORD": _on_partition,
+        "PARTITION_CHANGE_RECORD": _on_partition_change,
+        "CLEAR_ELR_RECORD": _on_clear_elr,
+        "CONFIG_RECORD": _on_config,
+        "ZK_MIGRATION_STATE_RECORD": _on_zk_migration,
+        "LEADER_CHANGE": _on_leader_change,
+        "REGISTER_BROKER_RECORD": _on_register,
+        "BROKER_REGISTRATION_CHANGE_RECORD": _on_registration_change,
+        "FENCE_BROKER_RECORD": _on_fence,
+        "UNFENCE_BROKER_RECORD": _on_unfence,
+        "UNREGISTER_BROKER_RECORD": _on_unregister,
+    }
+
+
+def check_log(log_dir, checker: InvariantChecker | None = None, cluster: Cluster | None = None) -> list[Breach]:
+    """Replay a log directory through the verify loop with only the invariant checker (records the image
+    cannot apply are skipped after being reported)."""
+    from controller_core.replay import iter_batches
+    from controller_core.state import ReplayError
+
+    checker = checker or InvariantChecker()
+    c = cluster or Cluster()
+    out: list[Breach] = []
+    for _lf, batch in iter_batches(log_dir):
+        for rec in batch:
+            out += checker.before_record(c, rec)
+            try:
+                c.apply(rec.type, rec.data, rec.offset)
+            except ReplayError:
+                pass
+        out += checker.after_batch(c, batch)
+    return out + checker.finish(c)
