@@ -41,17 +41,21 @@ class Plan:
 
 
 def plan(log_dir: str | Path) -> Plan:
-    """Which files to replay, in order (see the module docstring)."""
-    files = discover(Path(log_dir))
+    """Which files of a log directory to replay, in order (see the module docstring)."""
+    return choose(discover(Path(log_dir)), str(log_dir))
+
+
+def choose(files: list[LogFile], where: str = "the log") -> Plan:
+    """The replay plan over known files (from a directory, or the source files of a bronze table)."""
     boots = [f for f in files if f.kind == BOOTSTRAP_KIND]
-    segments = [f for f in files if f.kind == SEGMENT]
+    segments = sorted((f for f in files if f.kind == SEGMENT), key=lambda f: f.offset)
     snapshots = [f for f in files if f.kind == SNAPSHOT]
     first = min((s.offset for s in segments), default=None)
     if first is None or first == 0:
         return Plan(boots + segments, None, 0)
     covering = [s for s in snapshots if s.offset >= first]
     if not covering:
-        raise FileNotFoundError(f"{log_dir}: the log starts at offset {first} and no snapshot covers the "
+        raise FileNotFoundError(f"{where}: the log starts at offset {first} and no snapshot covers the "
                                 "missing start; the history before it is gone")
     snap = max(covering, key=lambda s: s.offset)
     return Plan([snap] + segments, snap, snap.offset)
@@ -63,14 +67,11 @@ def iter_file_records(lf: LogFile, min_offset: int = 0, include_skipped: bool = 
         if not len(chunk):
             continue
         t = records_table(chunk, "", lf.label, lf.kind)
-        off = t.column("offset").to_numpy()
+        off, ts, batch, version = chunk.offset, chunk.timestamp, chunk.batch_base_offset, chunk.version
         types = t.column("record_type").to_pylist()
         keep = np.flatnonzero(off >= min_offset)
         if not len(keep):
             continue
-        ts = t.column("timestamp").cast("int64").to_numpy()
-        batch = t.column("batch_base_offset").to_numpy()
-        version = t.column("record_version").to_numpy()
         data = t.column("data_json").to_pylist()
         for i in keep.tolist():
             rtype = types[i]

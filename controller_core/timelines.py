@@ -12,7 +12,7 @@ from typing import Iterable
 import pyarrow as pa
 
 from controller_core.replay import Rec
-from controller_core.state import MIN_ISR, UNCLEAN, Cluster, ReplayError
+from controller_core.state import MIN_ISR, Cluster, ReplayError
 
 TS = pa.timestamp("ms", tz="UTC")
 BROKER_SCHEMA = pa.schema([
@@ -102,8 +102,10 @@ def build(records: Iterable[Rec]) -> tuple[pa.Table, pa.Table]:
                     emit_topics(rec, only=rec.data["topicId"])
         elif rec.type == "REMOVE_TOPIC_RECORD" and removed and removed[1] is not None:
             emit_topics(rec, deleted=removed)
+        elif rec.type == "TOPIC_RECORD":
+            emit_topics(rec, only=rec.data["topicId"])
         elif rec.type in TOPIC_INPUTS:
-            emit_topics(rec)
+            emit_topics(rec)  # config, feature or controller change: any topic may resolve differently
     return _with_valid_to(brokers, "broker_id", BROKER_SCHEMA), _with_valid_to(topics, "topic_id", TOPIC_SCHEMA)
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from controller_core.builder import ONLINE, PREFERRED, UNCLEAN, Inputs, build
 from controller_core.replay import Rec, iter_batches
@@ -104,8 +104,9 @@ class Candidate:
     inputs: Inputs
 
 
-def candidates(c: Cluster, p: Partition, rec: Rec, events: list[tuple[str, int]]) -> list[Candidate]:
-    """The triggers that could have produced ``rec`` for partition ``p``, most plausible first."""
+def candidates(c: Cluster, p: Partition, rec: Rec, events: list[tuple[str, int]]) -> Iterator[Candidate]:
+    """The triggers that could have produced ``rec`` for partition ``p``, most plausible first
+    (generated lazily: the first usually explains the record)."""
     mv = c.metadata_version
     topic_mode = [UNCLEAN, ONLINE] if c.unclean_enabled(p.topic_id) else [ONLINE, UNCLEAN]
     # ELR: the feature record decides; without it (MV >= 4.0-IV1) try both until the log shows evidence
@@ -122,48 +123,40 @@ def candidates(c: Cluster, p: Partition, rec: Rec, events: list[tuple[str, int]]
     lkl_checks = [True, False] if mv >= MV_4_0_IV0 else [False, True]
     d = rec.data
 
-    def make(trigger, election, **kw):
-        out = []
-        for elr in elr_modes:
-            for mm in mins:
-                for chk in lkl_checks:
-                    out.append(Candidate(trigger, Inputs(
-                        acceptable=kw.pop("acceptable", None) or acceptable(c, p), min_isr=mm, elr_enabled=elr,
-                        metadata_version=mv, election=election, check_last_known_leader=chk, **kw)))
-                    kw = dict(kw)
-        return out
-
-    out: list[Candidate] = []
-
-    def add(trigger, elections, **kw):
+    def variants(trigger, elections, accept=None, **kw):
+        accept = accept or acceptable(c, p)
         for e in elections:
-            for cand in make(trigger, e, **dict(kw)):
-                out.append(cand)
+            for elr in elr_modes:
+                for mm in mins:
+                    for chk in lkl_checks:
+                        yield Candidate(trigger, Inputs(acceptable=accept, min_isr=mm, elr_enabled=elr,
+                                                        metadata_version=mv, election=e,
+                                                        check_last_known_leader=chk, **kw))
 
     # 1. broker-state triggers seen around the record
     for kind, b in events:
         name = f"{kind}({b})"
         if kind in (FENCE, CONTROLLED_SHUTDOWN, UNREGISTER, DIRS_OFFLINE):
-            add(name, topic_mode, target_isr=[x for x in p.isr if x != b], acceptable=acceptable(c, p, exclude=b))
+            yield from variants(name, topic_mode, acceptable(c, p, exclude=b), target_isr=[x for x in p.isr if x != b])
         elif kind == UNCLEAN_SHUTDOWN:
-            add(name, topic_mode, target_isr=[x for x in p.isr if x != b], acceptable=acceptable(c, p, exclude=b),
-                unclean_shutdown=frozenset({b}))
+            yield from variants(name, topic_mode, acceptable(c, p, exclude=b), target_isr=[x for x in p.isr if x != b],
+                                unclean_shutdown=frozenset({b}))
             # [LATER] a clean restart (previous epoch matches) is handled like a fence
-            add(name + "[clean restart]", topic_mode, target_isr=[x for x in p.isr if x != b],
-                acceptable=acceptable(c, p, exclude=b))
+            yield from variants(name + "[clean restart]", topic_mode, acceptable(c, p, exclude=b),
+                                target_isr=[x for x in p.isr if x != b])
         elif kind == UNFENCE:
-            add(name, topic_mode, acceptable=acceptable(c, p, include=b))
+            yield from variants(name, topic_mode, acceptable(c, p, include=b))
     # 2. triggers that leave no broker record
     isr = d.get("isr")
     lrs = d.get("leaderRecoveryState", -1)
-    add("alter_partition", topic_mode, target_isr=isr if isr is not None else None,
-        target_lrs=lrs if lrs != -1 else None)
+    yield from variants("alter_partition", topic_mode, target_isr=isr if isr is not None else None,
+                        target_lrs=lrs if lrs != -1 else None)
     if d.get("replicas") is not None or d.get("addingReplicas") is not None or d.get("removingReplicas") is not None:
-        add("reassignment", [ONLINE], target_replicas=d.get("replicas"), target_adding=d.get("addingReplicas"),
-            target_removing=d.get("removingReplicas"), target_isr=isr)
-    add("preferred_election", [PREFERRED])
-    add("unclean_election", [UNCLEAN])
-    return out
+        yield from variants("reassignment", [ONLINE], target_replicas=d.get("replicas"),
+                            target_adding=d.get("addingReplicas"), target_removing=d.get("removingReplicas"),
+                            target_isr=isr)
+    yield from variants("preferred_election", [PREFERRED])
+    yield from variants("unclean_election", [UNCLEAN])
 
 
 # ---------------------------------------------------------------------------------- comparison
@@ -193,24 +186,28 @@ def diff(recorded: dict, expected: dict) -> list[tuple[str, object, object]]:
 
 
 # ----------------------------------------------------------------------------------------- loop
-def _nearby_events(c: Cluster, batches: list[list[Rec]], bi: int, ri: int) -> list[tuple[str, int]]:
-    """Broker events that could have triggered record ri of batch bi: those of its own batch on the
-    right side of it, and those just across a run of partition-change-only batches."""
-    evs = []
+def _nearby_events(c: Cluster, batches: list[list[Rec]], bi: int) -> list[tuple[int, str, int]]:
+    """Broker events that could have triggered the records of batch bi, as (index, kind, broker):
+    those of its own batch (index in the batch), else those just across a run of partition-change-
+    only batches (index -1 for a run before it: its events come before every record; len+1 after)."""
     own = broker_events(c, batches[bi])
-    for i, kind, b in own:
-        if (AFTER[kind] and i > ri) or (not AFTER[kind] and i < ri):
-            evs.append((kind, b))
-    if not own:
-        for step in (1, -1):
-            j = bi + step
-            while 0 <= j < len(batches) and all(r.type == "PARTITION_CHANGE_RECORD" for r in batches[j]):
-                j += step
-            if 0 <= j < len(batches):
-                for _, kind, b in broker_events(c, batches[j]):
-                    if AFTER[kind] == (step == 1):
-                        evs.append((kind, b))
+    if own:
+        return own
+    evs = []
+    for step in (1, -1):
+        j = bi + step
+        while 0 <= j < len(batches) and all(r.type == "PARTITION_CHANGE_RECORD" for r in batches[j]):
+            j += step
+        if 0 <= j < len(batches):
+            for _, kind, b in broker_events(c, batches[j]):
+                if AFTER[kind] == (step == 1):
+                    evs.append((len(batches[bi]) if step == 1 else -1, kind, b))
     return evs
+
+
+def _events_for(evs: list[tuple[int, str, int]], ri: int) -> list[tuple[str, int]]:
+    """The events on the right side of record ri: after it for fence-like, before it for the rest."""
+    return [(kind, b) for i, kind, b in evs if (AFTER[kind] and i > ri) or (not AFTER[kind] and i < ri)]
 
 
 LOOK = 64  # batches of look-ahead / look-behind for triggers split across batches
@@ -249,6 +246,7 @@ def verify_batches(batches: Iterable[list[Rec]], checker=None, elr_override: boo
 
 def _verify_batch(c: Cluster, rep: Report, batches: list[list[Rec]], bi: int, checker, snapshot_files) -> None:
     batch = batches[bi]
+    evs = None  # computed once per batch, when the batch has a partition change
     for ri, rec in enumerate(batch):
         rep.records += 1
         if checker is not None:
@@ -257,7 +255,9 @@ def _verify_batch(c: Cluster, rep: Report, batches: list[list[Rec]], bi: int, ch
             p = c.partitions.get((rec.data["topicId"], rec.data["partitionId"]))
             if p is not None:
                 rep.partition_changes += 1
-                _check_change(c, rep, p, rec, _nearby_events(c, batches, bi, ri))
+                if evs is None:
+                    evs = _nearby_events(c, batches, bi)
+                _check_change(c, rep, p, rec, _events_for(evs, ri))
         elif rec.type == "PARTITION_RECORD" and rec.file not in snapshot_files:
             _check_creation(c, rep, rec)
         try:

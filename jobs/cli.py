@@ -47,6 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--elr-partitions", action="store_true", help="non-empty eligible leader replicas")
     p.add_argument("--json", action="store_true", help="a JSON array, one object per partition")
 
+    p = sub.add_parser("replay", help="bronze -> silver: partition/broker/topic history, divergences, invariants (Spark)")
+    p.add_argument("--cluster", required=True)
+    p.add_argument("--lake", help="lake root (default: conf lake, env KRAFT_AUDIT_LAKE)")
+    p.add_argument("--conf", help="YAML file overriding conf/defaults.yaml")
+
     p = sub.add_parser("ingest", help="decode a log directory into the bronze Delta tables (Spark)")
     p.add_argument("--cluster", required=True, help="cluster name: several clusters share one lake")
     _add_log_dir(p)
@@ -56,32 +61,24 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _without_pandas() -> None:
-    """Spark-free commands never need pandas, but pyarrow imports it (~0.4 s) the first time it
-    converts a Python value, just to ask whether the value is a pandas object.  Marking pandas as
-    unavailable keeps start-up well under a second."""
-    sys.modules.setdefault("pandas", None)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "decode":
-            _without_pandas()
             from jobs import decode
             return decode.run(args.paths, summary=args.summary, strict=args.strict)
         if args.command == "verify":
-            _without_pandas()
             from jobs import verify
             return verify.run(args.log_dir, as_json=args.json, elr=args.elr)
         if args.command == "whatif":
-            _without_pandas()
             from jobs import whatif
             return whatif.run(args.file)
         if args.command == "describe":
-            _without_pandas()
             from jobs import describe
             return describe.run(args)
+        if args.command == "replay":
+            from jobs import replay
+            return replay.main(args)
         if args.command == "ingest":
             from jobs import ingest
             return ingest.main(args)

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from controller_core.logdir import SEGMENT, SNAPSHOT, LogFile, discover
 from controller_core.replay import Plan, Rec, iter_batches, iter_file_records, plan
-from controller_core.state import MIGRATING, NO_LEADER, Cluster, Partition, ReplayError
+from controller_core.state import MIGRATING, NO_LEADER, Broker, Cluster, Partition, ReplayError
 
 PROG = "kraft-audit describe"
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -270,21 +270,76 @@ def render(c: Cluster, names: list[str], filters: dict[str, bool], as_json: bool
     return "".join(line + "\n" for line in lines)
 
 
+# ------------------------------------------------------------------------------------------ silver
+def _latest(rows: list[dict], key, at_offset, at_time, time_col) -> dict:
+    """Per key, the last row valid at the point (offset <= N, or its start time <= T)."""
+    out: dict = {}
+    for r in sorted(rows, key=lambda r: r["offset"]):
+        if at_offset is not None and r["offset"] > at_offset:
+            continue
+        t = r.get(time_col)
+        if at_time is not None and (t is None or int(t.timestamp() * 1_000_000) > at_time):
+            continue
+        out[key(r)] = r
+    return out
+
+
+def from_silver(lake_root: str, cluster_name: str, at_offset: int | None, at_time: int | None):
+    """The image at a point, from the silver tables of ``kraft-audit replay`` (read with delta-rs)."""
+    from jobs.lake import Lake  # deltalake only; no Spark
+
+    lake = Lake(lake_root)
+    for t in ("partition_state_history", "topic_config_history", "broker_state_history"):
+        if not lake.exists(t):
+            raise DescribeError(f"{lake_root}: no silver table {t}; run kraft-audit replay --cluster {cluster_name}")
+    flt = [("cluster", "=", cluster_name)]
+    hist = lake.read_arrow("partition_state_history", filters=flt).to_pylist()
+    if not hist:
+        raise DescribeError(f"{lake_root}: no history for cluster {cluster_name!r}")
+    topics = lake.read_arrow("topic_config_history", filters=flt).to_pylist()
+    brokers = lake.read_arrow("broker_state_history", filters=flt).to_pylist()
+    c = Cluster()
+    for r in _latest(topics, lambda r: r["topic_id"], at_offset, at_time, "timestamp").values():
+        if not r["deleted"]:
+            c.topics[r["topic_id"]] = r["topic_name"]
+            c.topic_ids[r["topic_name"]] = r["topic_id"]
+            if r["min_isr_resolved_from_log"]:
+                c.configs.setdefault((2, r["topic_name"]), {})["min.insync.replicas"] = str(r["min_insync_replicas"])
+    for r in _latest(brokers, lambda r: r["broker_id"], at_offset, at_time, "timestamp").values():
+        if r["registered"]:
+            c.brokers[r["broker_id"]] = Broker(r["broker_id"], r["broker_epoch"], r["incarnation_id"], r["fenced"],
+                                               r["in_controlled_shutdown"], list(r["log_dirs"] or []), r["rack"])
+    last = None
+    for (tid, pid), r in _latest(hist, lambda r: (r["topic_id"], r["partition_id"]), at_offset, at_time,
+                                 "valid_from_timestamp").items():
+        last = max(last or -1, r["offset"])
+        if r.get("deleted") or tid not in c.topics:
+            continue
+        c.partitions[(tid, pid)] = Partition(
+            tid, pid, list(r["replicas"]), list(r["isr"]), r["leader"], r["leader_epoch"], r["partition_epoch"],
+            list(r["removing_replicas"] or []), list(r["adding_replicas"] or []),
+            list(r["eligible_leader_replicas"] or []), list(r["last_known_elr"] or []), r["leader_recovery_state"],
+            list(r["directories"] or []))
+    return c, Reached(last, None, None)
+
+
 # ------------------------------------------------------------------------------------------ command
 def run(args, out=None, err=None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
     try:
+        at_time = parse_time(args.at_time) if args.at_time is not None else None
+        names = topic_names(args.topic)
         if args.lake or args.cluster:
             if args.log_dir:
                 raise DescribeError("give either --log-dir or --lake/--cluster, not both")
-            raise DescribeError("not available yet: describing from the lake (--lake/--cluster) needs the silver "
-                                "tables, which do not exist yet; use --log-dir DIR")
-        if not args.log_dir:
+            if not (args.lake and args.cluster):
+                raise DescribeError("--lake and --cluster go together")
+            cluster, reached = from_silver(args.lake, args.cluster, args.at_offset, at_time)
+        elif not args.log_dir:
             raise DescribeError("give --log-dir DIR (a __cluster_metadata-0 folder or the data directory holding it)")
-        at_time = parse_time(args.at_time) if args.at_time is not None else None
-        names = topic_names(args.topic)
-        cluster, reached = replay(args.log_dir, at_offset=args.at_offset, at_time=at_time, err=err)
+        else:
+            cluster, reached = replay(args.log_dir, at_offset=args.at_offset, at_time=at_time, err=err)
     except DescribeError as exc:
         print(f"{PROG}: {exc}", file=err)
         return 2

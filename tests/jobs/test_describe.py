@@ -327,7 +327,8 @@ def test_default_cluster_second_segment_with_its_snapshot(capsys, tmp_path):
     (["--log-dir", INDUS, "--at-time", "2020-01-01T00:00:00Z"], "is before the log's first record (offset 0"),
     (["--log-dir", INDUS, "--at-time", "yesterday"], "not an ISO 8601 time"),
     (["--log-dir", "/nonexistent/kraft"], "/nonexistent/kraft: neither a __cluster_metadata-0 folder"),
-    (["--lake", "/tmp/lake", "--cluster", "c1"], "not available yet: "),
+    (["--lake", "/nonexistent/lake", "--cluster", "c1"], "no silver table partition_state_history; run kraft-audit replay"),
+    (["--lake", "/nonexistent/lake"], "--lake and --cluster go together"),
     (["--log-dir", INDUS, "--lake", "/tmp/lake", "--cluster", "c1"], "not both"),
     ([], "give --log-dir DIR"),
 ])

@@ -1,0 +1,97 @@
+"""`kraft-audit replay`: bronze -> silver on real logs, compared with the log-directory replay."""
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from pyspark.sql import functions as F
+
+from jobs import cli
+from jobs.ingest import ingest
+from jobs.replay import replay
+from realdata_facts import CLUSTERS, REALDATA
+
+SPLIT = 64 << 20
+
+
+@pytest.fixture(scope="module")
+def silver(spark, tmp_path_factory):
+    from jobs.lake import Lake
+
+    lake = Lake(tmp_path_factory.mktemp("silver") / "lake", spark)
+    for name in ("induswargods", "vasifvortex"):
+        ingest(spark, lake, name, str(REALDATA / CLUSTERS[name]), SPLIT)
+    counts = {name: replay(spark, lake, name, buckets=3) for name in ("induswargods", "vasifvortex")}
+    return lake, counts
+
+
+def _rows(lake, table, cluster):
+    return lake.read(table).where(F.col("cluster") == cluster).collect()
+
+
+def test_elr_partition_history_with_triggers_and_times(silver):
+    lake, _ = silver
+    hist = sorted(_rows(lake, "partition_state_history", "induswargods"), key=lambda r: r.offset)
+    last = [(r.offset, r.isr, r.leader, r.leader_epoch, r.partition_epoch, sorted(r.eligible_leader_replicas),
+             r.last_known_elr, r.leader_recovery_state, r.valid_to_offset, r.trigger) for r in hist[-4:]]
+    assert last == [
+        (3517, [1], 1, 0, 0, [], [], 0, 3594, None),
+        (3594, [], -1, 1, 1, [1], [1], 0, 3599, "fence(1)"),
+        (3599, [], -1, 1, 2, [], [1], 0, 3602, "unclean_shutdown(1)"),
+        (3602, [1], 1, 2, 3, [], [], 1, None, "unfence(1)"),
+    ]
+    assert all(r.valid_from_timestamp is not None for r in hist[-4:])
+    assert hist[-2].valid_to_timestamp == hist[-1].valid_from_timestamp
+
+
+def test_partition_state_equals_describe_at_the_end_of_the_log(silver, capsys):
+    lake, _ = silver
+    for cluster in ("induswargods", "vasifvortex"):
+        assert cli.main(["describe", "--log-dir", str(REALDATA / CLUSTERS[cluster]), "--json"]) == 0
+        want = {(p["topicId"], p["partition"]): (p["replicas"], p["isr"], p["leader"], p["leaderEpoch"],
+                                                 p["partitionEpoch"]) for p in json.loads(capsys.readouterr().out)}
+        got = {(r.topic_id, r.partition_id): (r.replicas, r.isr, r.leader, r.leader_epoch, r.partition_epoch)
+               for r in _rows(lake, "partition_state", cluster)}
+        assert got == want
+
+
+def test_findings_equal_verify_on_the_log_directory(silver):
+    lake, counts = silver
+    for cluster in ("induswargods", "vasifvortex"):
+        out = io.StringIO()
+        from jobs import verify
+
+        verify.run(str(REALDATA / CLUSTERS[cluster]), as_json=True, out=out)
+        want = json.loads(out.getvalue())
+        got = {(r.offset, r.rule, r.severity) for r in _rows(lake, "invariant_breaches", cluster)}
+        assert got == {(b["offset"], b["rule"], b["severity"]) for b in want["invariantBreaches"]}
+        assert _rows(lake, "divergences", cluster) == [] == want["divergences"]
+    assert counts["induswargods"]["invariant_breaches"] == 2
+
+
+def test_broker_and_topic_timelines(silver):
+    lake, _ = silver
+    b = sorted(_rows(lake, "broker_state_history", "vasifvortex"), key=lambda r: r.offset)
+    fences = [(r.broker_id, r.offset, r.fenced) for r in b if r.event == "FENCE_BROKER_RECORD"]
+    assert fences and all(f for _, _, f in fences)
+    t = _rows(lake, "topic_config_history", "induswargods")
+    assert sorted((r.offset, r.deleted) for r in t) == [(1169, False), (1504, True), (2837, False), (2874, True),
+                                                       (3516, False)]
+
+
+def test_replay_again_replaces_the_clusters_rows(spark, silver):
+    lake, counts = silver
+    before = {t: lake.read(t).count() for t in ("partition_state_history", "broker_state_history")}
+    again = replay(spark, lake, "vasifvortex", buckets=5)  # a different bucketing gives the same rows
+    assert {t: lake.read(t).count() for t in before} == before
+    assert again["partition_state_history"] == counts["vasifvortex"]["partition_state_history"]
+
+
+@pytest.mark.parametrize("at", [[], ["--at-offset", "1500"], ["--at-offset", "3594"], ["--at-offset", "3600"]])
+def test_describe_from_the_lake_equals_describe_from_the_log(silver, capsys, at):
+    lake, _ = silver
+    assert cli.main(["describe", "--lake", str(lake.root), "--cluster", "induswargods", "--json", *at]) == 0
+    from_lake = json.loads(capsys.readouterr().out)
+    assert cli.main(["describe", "--log-dir", str(REALDATA / CLUSTERS["induswargods"]), "--json", *at]) == 0
+    assert from_lake == json.loads(capsys.readouterr().out)

@@ -1,0 +1,150 @@
+"""Silver transforms: bronze ``metadata_records`` of one cluster -> replayed history and findings.
+
+The work is split by Kafka partition: partition records are hashed into buckets, and the few
+cluster-level records (brokers, topics, configs, features, leader changes) every partition's
+decisions depend on are copied into every bucket.  Each bucket is one Arrow group handed whole to the
+controller core in an executor (``applyInArrow``), so the core sees many partitions at once.
+"""
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from controller_core import fold
+from controller_core.bronze import SCHEMA as BRONZE
+from controller_core.replay import SKIP, Rec
+
+BRONZE_COLUMNS = [f.name for f in BRONZE if f.name != "cluster"]
+
+PARTITION_TYPES = ("PARTITION_RECORD", "PARTITION_CHANGE_RECORD")
+# phases order the files of a replay: bootstrap.checkpoint, then the starting snapshot, then segments
+PHASE = {"bootstrap": 0, "snapshot": 1, "segment": 2}
+
+FINDING = pa.schema([
+    ("kind", pa.string()), ("offset", pa.int64()), ("topic", pa.string()), ("partition", pa.int32()),
+    ("rule", pa.string()), ("severity", pa.string()), ("field", pa.string()), ("recorded", pa.string()),
+    ("expected", pa.string()), ("trigger", pa.string()), ("message", pa.string()),
+])
+FINDING_SCHEMA = from_arrow_schema(FINDING)
+_COLUMNS = ["phase", "offset", "batch_base_offset", "timestamp", "source_file", "source_kind", "record_type",
+            "record_version", "data_json"]
+
+
+def replay_rows(records: DataFrame, files: list[tuple[str, str]], start_offset: int) -> DataFrame:
+    """The rows a replay reads: the chosen files, segment records from ``start_offset``, with the
+    replay order in (phase, offset).  NoOps and transaction markers change nothing: dropped."""
+    labels = [f for f, _ in files]
+    phase = F.create_map(*[x for k, v in PHASE.items() for x in (F.lit(k), F.lit(v))])
+    return (records.where(F.col("source_file").isin(labels))
+            .where((F.col("source_kind") != "segment") | (F.col("offset") >= start_offset))
+            .where(~F.col("record_type").isin(*SKIP))
+            .withColumn("phase", phase[F.col("source_kind")])
+            .withColumn("bucket_key", F.when(F.col("record_type").isin(*PARTITION_TYPES),
+                                             F.concat_ws("-", "topic_id", F.col("partition_id").cast("string")))))
+
+
+def bucketize(rows: DataFrame, buckets: int) -> DataFrame:
+    """Partition records to the bucket of their partition; cluster-level records to every bucket."""
+    parts = rows.where(F.col("bucket_key").isNotNull()).withColumn(
+        "bucket", F.pmod(F.hash("bucket_key"), F.lit(buckets)))
+    shared = rows.where(F.col("bucket_key").isNull()).crossJoin(
+        rows.sparkSession.range(buckets).withColumnRenamed("id", "bucket"))
+    return parts.unionByName(shared).select("bucket", "phase", *BRONZE_COLUMNS)
+
+
+def _recs(table: pa.Table):
+    """Arrow rows of one bucket -> batches of Rec in replay order, and the snapshot file labels."""
+    table = table.sort_by([("phase", "ascending"), ("offset", "ascending")])
+    cols = {c: table.column(c).to_pylist() for c in _COLUMNS}
+    batches, current, key = [], [], None
+    snapshots = set()
+    for i in range(table.num_rows):
+        if cols["source_kind"][i] == "snapshot":
+            snapshots.add(cols["source_file"][i])
+        k = (cols["phase"][i], cols["source_file"][i], cols["batch_base_offset"][i])
+        ts = cols["timestamp"][i]
+        rec = Rec(cols["offset"][i], int(ts.timestamp() * 1000) if ts is not None else 0, cols["batch_base_offset"][i],
+                  cols["record_type"][i], cols["record_version"][i], json.loads(cols["data_json"][i]),
+                  cols["source_file"][i])
+        if current and k != key:
+            batches.append(current)
+            current = []
+        key = k
+        current.append(rec)
+    if current:
+        batches.append(current)
+    return batches, frozenset(snapshots)
+
+
+def _verify_group(table: pa.Table) -> pa.Table:
+    from controller_core.invariants import InvariantChecker
+    from controller_core.verify import verify_batches
+
+    batches, snapshots = _recs(table)
+    rep = verify_batches(batches, InvariantChecker(), snapshot_files=snapshots)
+    rows = [{"kind": "divergence", "offset": d.offset, "topic": d.topic, "partition": d.partition, "rule": d.rule,
+             "severity": d.severity, "field": d.field, "recorded": json.dumps(d.recorded),
+             "expected": json.dumps(d.expected), "trigger": d.trigger, "message": None} for d in rep.divergences]
+    rows += [{"kind": "breach", "offset": b.offset, "topic": b.topic, "partition": b.partition, "rule": b.rule,
+              "severity": b.severity, "field": None, "recorded": json.dumps(b.recorded, default=str),
+              "expected": json.dumps(b.expected, default=str), "trigger": None, "message": b.message}
+             for b in rep.breaches]
+    rows += [{"kind": "trigger", "offset": off, "topic": tid, "partition": part, "trigger": trig}
+             for off, tid, part, trig in rep.explained]
+    return pa.Table.from_pylist(rows, schema=FINDING)
+
+
+def findings(bucketed: DataFrame) -> DataFrame:
+    """Divergences, invariant breaches and the trigger that explains each partition change (kind
+    "trigger", topic = topic id); cluster-level findings seen by every bucket are kept once."""
+    out = bucketed.groupBy("bucket").applyInArrow(_verify_group, FINDING_SCHEMA)
+    return out.dropDuplicates(["kind", "offset", "rule", "topic", "partition", "field"])
+
+
+# ------------------------------------------------------------------------------ partition history
+def _history_schema():
+    empty = pa.Table.from_pylist([], schema=pa.schema([f for f in BRONZE if f.name != "cluster"]))
+    return fold.fold_partitions(empty).schema
+
+
+def partition_history(bucketed: DataFrame, snapshot_start: int | None) -> DataFrame:
+    """The state of every partition after each of its records (controller_core.fold, per bucket).
+
+    Records of the starting snapshot describe the state as of the snapshot's end: they are dated
+    ``snapshot_start - 1`` rather than by their position inside the snapshot file."""
+    schema = _history_schema()
+
+    def fold_group(table: pa.Table) -> pa.Table:
+        table = table.sort_by([("phase", "ascending"), ("offset", "ascending")])
+        if snapshot_start is not None:
+            import pyarrow.compute as pc
+            off = pc.if_else(pc.equal(table.column("phase"), 1), pa.scalar(snapshot_start - 1, pa.int64()),
+                             table.column("offset"))
+            table = table.set_column(table.schema.get_field_index("offset"), "offset", off)
+        out = fold.fold_partitions(table.drop_columns(["bucket", "phase"]))
+        return out.cast(schema)
+
+    return bucketed.groupBy("bucket").applyInArrow(fold_group, from_arrow_schema(schema))
+
+
+def dated(history: DataFrame, rows: DataFrame, triggers: DataFrame) -> DataFrame:
+    """History rows with the time they became / stopped being valid and the trigger behind them."""
+    ts = rows.where(F.col("phase") == PHASE["segment"]).select("offset", "timestamp").dropDuplicates(["offset"])
+    frm = ts.withColumnRenamed("timestamp", "valid_from_timestamp")
+    to = ts.withColumnRenamed("offset", "valid_to_offset").withColumnRenamed("timestamp", "valid_to_timestamp")
+    trig = triggers.select("offset", F.col("topic").alias("topic_id"), F.col("partition").alias("partition_id"),
+                           "trigger")
+    return (history.join(frm, "offset", "left").join(to, "valid_to_offset", "left")
+            .join(trig, ["offset", "topic_id", "partition_id"], "left"))
+
+
+def latest_state(history: DataFrame) -> DataFrame:
+    """The current state of every live partition: its history row that nothing follows."""
+    live = history.where(F.col("valid_to_offset").isNull())
+    if "deleted" in history.columns:
+        live = live.where(~F.col("deleted"))
+    return live
