@@ -3,6 +3,7 @@ without loading Spark."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 
@@ -90,5 +91,21 @@ def main(argv: list[str] | None = None) -> int:
     raise AssertionError(args.command)
 
 
+SPARK_FREE = {"decode", "verify", "describe", "whatif"}
+
+
+def console() -> None:
+    """The ``kraft-audit`` executable.  Spark-free commands end with ``os._exit``: delta-rs keeps
+    runtime threads that can abort the interpreter's shutdown ("terminate called without an active
+    exception", exit 134) after all work is done and flushed."""
+    argv = sys.argv[1:]
+    code = main(argv)
+    if argv and argv[0] in SPARK_FREE:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()
