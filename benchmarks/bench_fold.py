@@ -7,7 +7,9 @@ directories as written at MV >= 3.7), then ``--changes`` PartitionChangeRecords 
 40 % ISR shrinks, 30 % ISR expands, 20 % leader changes, 5 % leader -1 with a one-member ISR, 5 %
 same-leader bumps.  A fresh process pinned to one core times ``fold_partitions`` (best of
 ``--repeat``) with plain string columns (HISTORY_SCHEMA) and with ``dictionary_strings=True``, prints
-records/s and peak RSS, and a cProfile of one plain run shows where the time goes.  The scalar
+records/s (first run and best run), user/sys CPU, peak RSS and the CPU seconds of each fold step;
+once with the default allocators and once "tuned" (glibc keeps freed memory, Arrow uses the system
+allocator, NumPy does not madvise huge pages): on this VM most of a cold run's sys time is page faults.  The scalar
 reference (``state.merge`` record by record) on a ``--scalar``-record slice gives the speed ratio.
 
     python benchmarks/bench_fold.py [--partitions 1000000] [--changes 10000000] [--scalar 200000]
@@ -118,35 +120,32 @@ def synth_bronze(partitions: int, changes: int, seed: int = 7):
 
 
 CHILD = r"""
-import cProfile, gc, io, json, pstats, resource, sys, time
+import gc, json, os, resource, sys, time
 sys.path.insert(0, sys.argv[1])
+import numpy as np
+if os.environ.get("BENCH_NO_HUGEPAGE"):
+    np._core.multiarray._set_madvise_hugepage(False)
 from benchmarks.bench_fold import synth_bronze
 from controller_core.fold import fold_partitions
 partitions, changes, repeat = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 table, _ = synth_bronze(partitions, changes)
 gc.collect()
-base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-out = {"rows": table.num_rows, "input_mb": table.nbytes / 2**20, "rss_after_input_mb": base_rss}
-for label, kw in (("plain", {}), ("dictionary", {"dictionary_strings": True})):
-    best = None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        h = fold_partitions(table, **kw)
-        dt = time.perf_counter() - t0
-        best = dt if best is None else min(best, dt)
-        out[label + "_output_rows"] = h.num_rows
-        out[label + "_output_mb"] = h.nbytes / 2**20
+out = {"rows": table.num_rows, "input_mb": table.nbytes / 2**20,
+       "rss_after_input_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+for label, kw in (("dictionary", {"dictionary_strings": True}), ("plain", {})):
+    runs = []
+    for i in range(repeat):
+        steps = {}
+        r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+        h = fold_partitions(table, timings=steps, **kw)
+        t1, r1 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
+        runs.append({"wall": t1 - t0, "user": r1.ru_utime - r0.ru_utime, "sys": r1.ru_stime - r0.ru_stime,
+                     "steps": steps})
+        out[label + "_output_rows"], out[label + "_output_mb"] = h.num_rows, h.nbytes / 2**20
         del h
         gc.collect()
-    out[label + "_seconds"] = best
+    out[label] = runs
     out[label + "_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-prof = cProfile.Profile()
-prof.enable()
-fold_partitions(table)
-prof.disable()
-s = io.StringIO()
-pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(14)
-out["profile"] = s.getvalue()
 print(json.dumps(out))
 """
 
@@ -183,8 +182,12 @@ print(json.dumps({"records": len(recs), "seconds": dt}))
 """
 
 
-def _run(code: str, *args) -> dict:
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+TUNED = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 40), "ARROW_DEFAULT_MEMORY_POOL": "system",
+         "BENCH_NO_HUGEPAGE": "1"}
+
+
+def _run(code: str, *args, env_extra: dict | None = None) -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", **(env_extra or {}))
     cmd = [sys.executable, "-c", code, str(ROOT), *map(str, args)]
     if os.path.exists("/usr/bin/taskset"):  # the figure is a one-core figure
         cmd = ["taskset", "-c", "0"] + cmd
@@ -200,21 +203,32 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
 
-    r = _run(CHILD, args.partitions, args.changes, args.repeat)
-    n = r["rows"]
-    print(f"input: {n:,} bronze rows ({args.partitions:,} PartitionRecords, {args.changes:,} PartitionChangeRecords, "
-          f"{-(-args.partitions // PER_TOPIC):,} TopicRecords), {r['input_mb']:.0f} MiB of Arrow; "
-          f"RSS after building it {r['rss_after_input_mb']:.0f} MiB")
-    for label in ("plain", "dictionary"):
-        s = r[label + "_seconds"]
-        print(f"fold ({label:10s}): {s:6.2f} s  {n / s / 1e6:5.2f} M records/s  output {r[label + '_output_rows']:,} rows "
-              f"{r[label + '_output_mb']:.0f} MiB  peak RSS {r[label + '_peak_rss_mb']:.0f} MiB")
+    best_rate = {}
+    for config, extra in (("default allocator", None), ("tuned allocator", TUNED)):
+        r = _run(CHILD, args.partitions, args.changes, args.repeat, env_extra=extra)
+        n = r["rows"]
+        print(f"== {config}" + ("" if extra is None else " (" + " ".join(f"{k}={v}" for k, v in extra.items()) + ")"))
+        print(f"input: {n:,} bronze rows ({args.partitions:,} PartitionRecords, {args.changes:,} PartitionChangeRecords, "
+              f"{-(-args.partitions // PER_TOPIC):,} TopicRecords), {r['input_mb']:.0f} MiB of Arrow; "
+              f"peak RSS after building it {r['rss_after_input_mb']:.0f} MiB")
+        for label in ("dictionary", "plain"):
+            runs = r[label]
+            best = min(runs, key=lambda x: x["wall"])
+            cold = runs[0]
+            best_rate[(config, label)] = n / best["wall"]
+            print(f"  fold {label:10s}: first run {cold['wall']:5.2f} s (user {cold['user']:.2f} + sys {cold['sys']:.2f}); "
+                  f"best of {len(runs)} {best['wall']:5.2f} s (user {best['user']:.2f} + sys {best['sys']:.2f}) = "
+                  f"{n / best['wall'] / 1e6:.2f} M records/s; output {r[label + '_output_rows']:,} rows, "
+                  f"{r[label + '_output_mb']:.0f} MiB; peak RSS {r[label + '_peak_rss_mb']:.0f} MiB")
+        steps = min(r["plain"], key=lambda x: x["wall"])["steps"]
+        total = sum(steps.values())
+        print(f"  where the time goes (best plain run, CPU seconds per step, total {total:.2f} s):")
+        for step, sec in sorted(steps.items(), key=lambda kv: -kv[1]):
+            print(f"    {sec:6.3f} s  {100 * sec / total:4.1f} %  {step}")
     sc = _run(SCALAR, min(args.partitions, args.scalar), args.scalar)
     rate = sc["records"] / sc["seconds"]
     print(f"scalar state.merge loop: {sc['records']:,} records in {sc['seconds']:.2f} s = {rate / 1e6:.3f} M records/s; "
-          f"fold (plain) is {n / r['plain_seconds'] / rate:.0f}x, (dictionary) {n / r['dictionary_seconds'] / rate:.0f}x")
-    print("\nwhere the time goes (cProfile of one plain fold, by own time):")
-    print("\n".join(line for line in r["profile"].splitlines() if line.strip())[:4000])
+          "fold/scalar: " + ", ".join(f"{c} {l} {v / rate:.0f}x" for (c, l), v in best_rate.items()))
 
 
 if __name__ == "__main__":

@@ -55,7 +55,7 @@ class Gen:
         self.R = self._fast_replicas(rng)
         self.I = self.R.copy()  # ISR matrix, -1 padded
         self.L = self.R[:, 0].copy()
-        self.topics = [uuid_to_str(int(group * 1_000_000 + t).to_bytes(16, "big")) for t in
+        self.topics = [uuid_to_str(int(group * 1_000_000 + t + 1).to_bytes(16, "big")) for t in
                        range((n_parts + PARTS_PER_TOPIC - 1) // PARTS_PER_TOPIC)]
         self.rows: list[dict] = []  # column chunks
         self.offset = 0
@@ -87,6 +87,8 @@ class Gen:
         for b in range(1, self.nb + 1):
             self._emit("unfence", None, True, broker=b)
         self._emit("feature", None, True)
+        firsts = pids[pids % PARTS_PER_TOPIC == 0]
+        self._emit("topics", firsts, True)
         self._emit("partitions", pids, False, isr=self.R.copy(), isr_len=np.full(n, 3), leader=self.L.copy())
         for r in range(rounds):
             b = r % self.nb + 1
@@ -151,6 +153,12 @@ class Gen:
             elif kind == "feature":
                 put(**base, record_type=["FEATURE_LEVEL_RECORD"], feature_name=["metadata.version"],
                     feature_level=[MV], data_json=[json.dumps({"name": "metadata.version", "featureLevel": MV})])
+            elif kind == "topics":
+                p = chunk["parts"]
+                names = [f"t{int(x // PARTS_PER_TOPIC)}" for x in p]
+                topics = tid[p // PARTS_PER_TOPIC]
+                put(**base, record_type=["TOPIC_RECORD"] * k, topic_id=topics.tolist(), topic_name=names,
+                    data_json=[json.dumps({"name": nm, "topicId": t}) for nm, t in zip(names, topics)])
             elif kind == "partitions":
                 p = chunk["parts"]
                 topics = tid[p // PARTS_PER_TOPIC]
@@ -166,16 +174,6 @@ class Gen:
                     isr=_lists(self.R[p], np.full(k, 3)), removing_replicas=_lists(self.R[p][:, :0], np.zeros(k, int)),
                     adding_replicas=_lists(self.R[p][:, :0], np.zeros(k, int)), leader=self.R[p, 0].tolist(),
                     leader_epoch=[0] * k, partition_epoch=[0] * k, leader_recovery_state=[0] * k, data_json=data)
-                # the TopicRecords, dated just before (offsets are re-sorted by fold anyway)
-                names = [f"t{int(x // PARTS_PER_TOPIC)}" for x in p[first]]
-                tk = int(first.sum())
-                tb = dict(base)
-                for key in tb:
-                    tb[key] = tb[key][:tk]
-                tb["offset"] = (off[first] - 0).tolist()
-                put(**{**tb, "record_type": ["TOPIC_RECORD"] * tk, "topic_id": topics[first].tolist(),
-                       "topic_name": names, "data_json": [json.dumps({"name": nm, "topicId": t})
-                                                          for nm, t in zip(names, topics[first])]})
             elif kind == "change":
                 p = chunk["parts"]
                 isr = _lists(chunk["isr"], chunk["isr_len"]) if chunk["isr"] is not None else pa.nulls(k, pa.list_(pa.int32()))

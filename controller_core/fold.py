@@ -32,11 +32,12 @@ partition state: the FULL registration of a partition after every record that ch
 8. **Tombstones.**  A T that deletes a live partition is kept as a row with ``deleted = true`` and a null
    state (the partition is gone from that offset on); a T for a partition already gone is dropped.
 
-Output (``HISTORY_SCHEMA``), sorted by (topic_id dictionary order, partition_id, offset): one row per P,
-per C (orphans included, flagged), per applied ClearElr partition and per deleted partition, with
-``record_type`` saying which record made the row (its offset), the full state, and ``valid_to_offset``:
-the offset of the partition's next non-orphan row (null while current, a tombstone's next row is the
-re-creating PartitionRecord).
+Output (``HISTORY_SCHEMA``): one row per P, per C (orphans included, flagged), per partition an
+applied ClearElr changed and per partition a RemoveTopic deleted, with ``record_type`` and ``offset``
+naming the record that made the row, the full state after it, and ``valid_to_offset``: the offset of the
+partition's next non-orphan row (null while current; after a tombstone, the re-creating PartitionRecord).
+Rows are grouped by partition -- topics in order of first appearance in the input, then partition id --
+and in offset order within a partition.  ``state_at(history, N)`` is the image after offset N.
 
 Input rows must be in log order (they are sorted by offset, stably, if they are not); duplicate offsets
 are kept in input order.  Only these columns are read: offset, record_type, topic_id, topic_name,
@@ -46,6 +47,8 @@ leader_recovery_state, directories, eligible_leader_replicas, last_known_elr.
 Pure NumPy/Arrow; never imports Spark.
 """
 from __future__ import annotations
+
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -123,21 +126,26 @@ class _Lists:
     """A list column read lazily: starts and lengths are computed only at the rows asked for; null = []."""
 
     def __init__(self, col, values=None):
-        arr = _array(col)
+        arr = self.arr = _array(col)
         self.offs = np.asarray(arr.offsets)  # int32, n + 1, into the unsliced child
         self.n_valid = len(arr) - arr.null_count
-        self.valid = _valid(arr) if arr.null_count else None
         self.empty = len(arr) == 0 or int(self.offs[0]) == int(self.offs[-1])  # every list is []
         self.values = values if values is not None else (
             np.asarray(arr.values.to_numpy(zero_copy_only=False), np.int32) if len(arr.values) else np.zeros(0, np.int32))
+        self._valid = None
+        # False once it is known that every row a value can come from is non-null (skip the null test)
+        self.mask_nulls = arr.null_count > 0
 
-    def valid_at(self, rows: np.ndarray) -> np.ndarray:
-        return np.ones(len(rows), bool) if self.valid is None else self.valid[rows]
+    @property
+    def valid(self) -> np.ndarray | None:
+        if self._valid is None and self.arr.null_count:
+            self._valid = _valid(self.arr)
+        return self._valid
 
     def starts_lens(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        starts = self.offs[rows].astype(np.int64)
+        starts = self.offs[rows]
         lens = self.offs[rows + 1] - starts
-        if self.valid is not None:
+        if self.mask_nulls:
             lens *= self.valid[rows]
         return starts, lens
 
@@ -153,7 +161,7 @@ def _record_types(col) -> np.ndarray:
         lut = np.array([_TYPE_CODES.get(s, _OTHER) for s in names] or [_OTHER], np.int8)
         return lut[np.asarray(arr.indices.fill_null(0).to_numpy(zero_copy_only=False), np.int64)]
     # change records dominate a live log: one comparison for them, a hash only over the rest
-    is_c = pc.equal(arr, KIND_NAMES[C]).to_numpy(zero_copy_only=False)
+    is_c = pc.fill_null(pc.equal(arr, KIND_NAMES[C]), False).to_numpy(zero_copy_only=False)
     out = np.full(len(arr), C, np.int8)
     rest = np.flatnonzero(~is_c)
     if len(rest):
@@ -179,18 +187,28 @@ def _run_starts(src: np.ndarray) -> np.ndarray:
 
 
 def _ranges(starts: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(offsets, element indices) of the concatenation of ranges [starts[i], starts[i] + lens[i])."""
+    """(offsets, element indices) of the concatenation of ranges [starts[i], starts[i] + lens[i]).
+
+    Indices fit int32 (they index a list child, whose offsets are int32)."""
     out_off = np.zeros(len(lens) + 1, np.int64)
     np.cumsum(lens, out=out_off[1:])
     total = int(out_off[-1])
     if total == 0:
-        return out_off, np.zeros(0, np.int64)
+        return out_off, np.zeros(0, np.int32)
+    starts = starts.astype(np.int32, copy=False)
     w = int(lens[0])
     if w and total == w * len(lens) and (lens == w).all():
-        return out_off, (starts[:, None] + np.arange(w)).ravel()
-    idx = np.repeat(starts - out_off[:-1], lens)
-    idx += np.arange(total, dtype=np.int64)
-    return out_off, idx
+        return out_off, (starts[:, None] + np.arange(w, dtype=np.int32)).ravel()
+    # +1 per element, and at each range's first element the jump from the previous range's last
+    nz = lens > 0
+    first, st, ln = out_off[:-1], starts, lens
+    if not nz.all():
+        first, st, ln = first[nz], st[nz], ln[nz]
+    jump = st.copy()
+    jump[1:] -= st[:-1] + (ln[:-1] - 1).astype(np.int32)
+    idx = np.ones(total, np.int32)
+    idx[first] = jump
+    return out_off, np.cumsum(idx, out=idx)
 
 
 def _gather_lists(col: _Lists, rows: np.ndarray, ok: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -239,28 +257,39 @@ class _Output:
             self._runs[id(src)] = hit
         return hit[1:]
 
-    def list_field(self, col: _Lists, src: np.ndarray):
-        """(offsets, values) of a list field whose value was written by sorted event ``src``."""
-        s, starts, runlen, su = self.runs(src)
-        if col.empty:
-            return np.zeros(len(s) + 1, np.int64), np.zeros(0, np.int32)
-        if 2 * len(starts) < len(s):  # sparse writes: gather once per run, then repeat
-            ok = su >= 0
-            off, vals = _gather_lists(col, self.row_s[np.maximum(su, 0)], ok)
-            return _expand_runs(off, vals, runlen)
-        return _gather_lists(col, self.row_s[np.maximum(s, 0)], s >= 0)
+    def dense(self, src: np.ndarray) -> np.ndarray:
+        """Source per output row, -1 where invalid (no runs: for fields most events write)."""
+        return np.where(self.valid, self.sel(src), np.int32(-1))
 
-    def scalar_field(self, values: np.ndarray, src: np.ndarray) -> np.ndarray:
-        s, starts, runlen, su = self.runs(src)
-        if 2 * len(starts) < len(s):
-            return np.repeat(values[self.row_s[np.maximum(su, 0)]], runlen)
+    def list_field(self, col: _Lists, src: np.ndarray, dense: bool = False):
+        """(offsets, values) of a list field whose value was written by sorted event ``src``."""
+        if col.empty:
+            return np.zeros(len(self.valid) + 1, np.int64), np.zeros(0, np.int32)
+        if not dense:
+            s, starts, runlen, su = self.runs(src)
+            if 2 * len(starts) < len(s):  # sparse writes: gather once per run, then repeat
+                ok = su >= 0
+                off, vals = _gather_lists(col, self.row_s[np.maximum(su, 0)], ok)
+                return _expand_runs(off, vals, runlen)
+        else:
+            s = self.dense(src)
+        return _gather_lists(col, self.row_s[np.maximum(s, 0)], None if self.valid.all() else s >= 0)
+
+    def scalar_field(self, values: np.ndarray, src: np.ndarray, dense: bool = False) -> np.ndarray:
+        if not dense:
+            s, starts, runlen, su = self.runs(src)
+            if 2 * len(starts) < len(s):
+                return np.repeat(values[self.row_s[np.maximum(su, 0)]], runlen)
+        else:
+            s = self.dense(src)
         return values[self.row_s[np.maximum(s, 0)]]
 
 
-def _list_array(off: np.ndarray, vals: np.ndarray, valid: np.ndarray, value_type=pa.int32()) -> pa.Array:
+def _list_array(off: np.ndarray, vals: np.ndarray, valid: np.ndarray) -> pa.Array:
+    """list<int32> from offsets and values; null where not ``valid`` (those rows hold [])."""
     mask = None if valid.all() else from_numpy(~valid)
-    values = from_numpy(np.ascontiguousarray(vals, np.int32)) if not isinstance(vals, pa.Array) else vals
-    return pa.ListArray.from_arrays(from_numpy(off.astype(np.int32)), values, mask=mask)
+    return pa.ListArray.from_arrays(from_numpy(off.astype(np.int32)), from_numpy(np.ascontiguousarray(vals, np.int32)),
+                                    mask=mask)
 
 
 def _strings(dictionary: pa.Array, codes: np.ndarray, as_dictionary: bool) -> pa.Array | pa.ChunkedArray:
@@ -356,13 +385,29 @@ def _clear_elr_topics(table: pa.Table, rtype: np.ndarray, tcode: np.ndarray, clr
 
 
 # ------------------------------------------------------------------------------------------ fold
-def fold_partitions(table: pa.Table, *, dictionary_strings: bool = False) -> pa.Table:
+class _Clock:
+    """CPU seconds per step into ``out`` (nothing when ``out`` is None)."""
+
+    def __init__(self, out: dict | None):
+        self.out = out
+        self.t = time.process_time()
+
+    def __call__(self, step: str) -> None:
+        if self.out is not None:
+            now = time.process_time()
+            self.out[step] = self.out.get(step, 0.0) + now - self.t
+            self.t = now
+
+
+def fold_partitions(table: pa.Table, *, dictionary_strings: bool = False, timings: dict | None = None) -> pa.Table:
     """The partition state history of bronze rows (see the module docstring).
 
     ``dictionary_strings=True`` returns topic_id, record_type and the directory strings dictionary-encoded
     (same values; ``.cast(HISTORY_SCHEMA)`` gives the plain schema): materialising ~22-byte UUID strings
     for every replica of every row is most of the cost of a large fold, and Parquet writers
-    dictionary-encode them again anyway."""
+    dictionary-encode them again anyway.  ``timings``, if given, receives the CPU seconds of each step.
+    """
+    clock = _Clock(timings)
     n = table.num_rows
     if n == 0:
         return _empty(dictionary_strings)
@@ -378,6 +423,8 @@ def fold_partitions(table: pa.Table, *, dictionary_strings: bool = False) -> pa.
     if not len(rel):
         return _empty(dictionary_strings)
 
+    clock("record types")
+
     # ---- keys: (topic code, partition id)
     tenc = pc.dictionary_encode(_array(table.column("topic_id")))
     tcode_all = _raw(tenc.indices, np.int32)
@@ -387,6 +434,8 @@ def fold_partitions(table: pa.Table, *, dictionary_strings: bool = False) -> pa.
     pmin = int(pid.min())
     width = int(pid.max()) - pmin + 1
     key = tcodes * width + (pid - pmin)
+
+    clock("partition keys")
 
     # ---- which fields each record writes (§1.3 "unchanged" encodings)
     cols = {f: _Lists(table.column(f)) for f in LISTS}
@@ -405,21 +454,39 @@ def fold_partitions(table: pa.Table, *, dictionary_strings: bool = False) -> pa.
     dirs = _Lists(dir_col, values=dcodes)
 
     rel_c = is_c[rel]
-    p_rows = np.flatnonzero(~rel_c)  # PartitionRecords, as indices into rel
+    p_rows = np.flatnonzero(~rel_c)
+    if n < 2**31 - 1:
+        rel = rel.astype(np.int32)  # PartitionRecords, as indices into rel
     wm = np.where(rel_c, np.uint16(C << KIND_SHIFT), np.uint16(ALL_FIELDS | (P << KIND_SHIFT)))
     written_by_changes = 0
+    writes = dict.fromkeys(BIT, len(p_rows))  # events writing each field (decides runs vs direct gathers)
+    p_bits = from_numpy(is_p)
     for f, col in [(f, cols[f]) for f in LISTS] + [("directories", dirs)]:
         if col.n_valid == 0:
             continue  # no record writes it (the PartitionRecords' null means [])
+        # non-null values outside PartitionRecords are change records writing the field (bronze: other
+        # record types leave partition columns null); counted on the validity bitmap
+        p_valid = len(p_rows) if col.arr.null_count == 0 else \
+            int(pc.sum(pc.and_(col.arr.is_valid(), p_bits)).as_py() or 0)
+        if p_valid == len(p_rows) and f not in ("eligible_leader_replicas", "last_known_elr"):
+            col.mask_nulls = False  # values come from PartitionRecords (non-null) or from changes that wrote it
+        if col.n_valid == p_valid:
+            continue
         w = rel_c if col.valid is None else col.valid[rel] & rel_c
-        if w.any():
+        nw = int(np.count_nonzero(w))
+        if nw:
             wm |= w.astype(np.uint16) * np.uint16(BIT[f])
             written_by_changes |= BIT[f]
+            writes[f] += nw
     for f, w in (("leader", leader_in[rel] != LEADER_UNCHANGED), ("leader_recovery_state", lrs_in[rel] != NO_LRS_CHANGE)):
         w &= rel_c
-        if w.any():
+        nw = int(np.count_nonzero(w))
+        if nw:
             wm |= w.astype(np.uint16) * np.uint16(BIT[f])
             written_by_changes |= BIT[f]
+            writes[f] += nw
+
+    clock("write masks")
 
     # ---- synthetic events: tombstones (RemoveTopic) and ClearElr candidates
     syn_key, syn_pos, syn_mask = [], [], []
@@ -451,10 +518,11 @@ def fold_partitions(table: pa.Table, *, dictionary_strings: bool = False) -> pa.
         seq_real = np.arange(R) + np.cumsum(np.bincount(ins, minlength=R + 1))[:R]
         E = R + S
         ekey = np.empty(E, np.int64); ekey[seq_real] = key; ekey[seq_syn] = skey
-        erow = np.empty(E, np.int64); erow[seq_real] = rel; erow[seq_syn] = spos
+        erow = np.empty(E, rel.dtype); erow[seq_real] = rel; erow[seq_syn] = spos
         emask = np.empty(E, np.uint16); emask[seq_real] = wm; emask[seq_syn] = smask
     else:
         E, ekey, erow, emask = R, key, rel, wm
+    clock("tombstone and ClearElr events")
     sb = max(int(E).bit_length(), 1)
     if int(ekey.max()).bit_length() + sb <= 63:
         packed = (ekey << sb) | np.arange(E, dtype=np.int64)
@@ -471,6 +539,8 @@ def fold_partitions(table: pa.Table, *, dictionary_strings: bool = False) -> pa.
     kind_s = (mask_s >> KIND_SHIFT).astype(np.int8)
     is_P, is_C, is_T, is_X = (kind_s == P), (kind_s == C), (kind_s == T), (kind_s == X)
 
+    clock("sort by partition")
+
     # ---- segments: a P or a T (or a partition's first event) starts one; live iff started by a P
     keystart = np.empty(E, bool)
     keystart[0] = True
@@ -485,6 +555,8 @@ def fold_partitions(table: pa.Table, *, dictionary_strings: bool = False) -> pa.
         return _last_true((mask_s & bit) != 0)
 
     src = {f: source(b) for f, b in BIT.items()}
+
+    clock("segments and forward fill")
 
     # ---- ClearElr candidates apply only if ELR or LastKnownElr is non-empty just before them
     keep = None
@@ -520,6 +592,8 @@ def fold_partitions(table: pa.Table, *, dictionary_strings: bool = False) -> pa.
     partition_epoch += bumps
     partition_epoch -= bumps[barrier]
     del base, bumps, p_at
+
+    clock("ClearElr check and epochs")
 
     # ---- directories (§1.2-4 and state.merge): explicit list, or MIGRATING x len(replicas)
     cs = np.zeros(len(dcodes) + 1, np.int64)
@@ -569,6 +643,8 @@ def fold_partitions(table: pa.Table, *, dictionary_strings: bool = False) -> pa.
     else:
         valid_to[chain], has_next[chain] = vt, nxt
 
+    clock("output rows and valid_to_offset")
+
     columns: dict[str, pa.Array] = {}
     tc = key_o // width
     columns["topic_id"] = _strings(tenc.dictionary, tc, dictionary_strings)
@@ -576,25 +652,32 @@ def fold_partitions(table: pa.Table, *, dictionary_strings: bool = False) -> pa.
     columns["offset"] = from_numpy(offset_o)
     columns["record_type"] = _strings(pa.array(KIND_NAMES), kind_o, dictionary_strings)
     del tc, key_o, row_o, kind_o
+    clock("topic_id, partition_id, offset, record_type")
     rep_off = None
+    dense = {f: 2 * k > E for f, k in writes.items()}
     for f in ("replicas", "isr", "removing_replicas", "adding_replicas"):
-        off, vals = o.list_field(cols[f], src[f])
+        off, vals = o.list_field(cols[f], src[f], dense[f])
         if f == "replicas":
             rep_off = off
         columns[f] = _list_array(off, vals, live_o)
-    columns["leader"] = from_numpy(o.scalar_field(leader_in, src["leader"]), live_o)
+    clock("replicas, isr, removing, adding")
+    columns["leader"] = from_numpy(o.scalar_field(leader_in, src["leader"], dense["leader"]), live_o)
     columns["leader_epoch"] = from_numpy(o.sel(leader_epoch), live_o)
     columns["partition_epoch"] = from_numpy(o.sel(partition_epoch), live_o)
     columns["leader_recovery_state"] = from_numpy(o.scalar_field(lrs_in, src["leader_recovery_state"]), live_o)
+    clock("leader, epochs, recovery state")
     columns["directories"] = _directories(o, dirs, a, reset, has_real, np.diff(rep_off), mig, dir_dict,
                                           dictionary_strings)
+    clock("directories")
     for f in ("eligible_leader_replicas", "last_known_elr"):
-        off, vals = o.list_field(cols[f], src[f])
+        off, vals = o.list_field(cols[f], src[f], dense[f])
         columns[f] = _list_array(off, vals, live_o)
     columns["valid_to_offset"] = from_numpy(valid_to, has_next)
     columns["deleted"] = from_numpy(deleted)
     columns["orphan"] = from_numpy(orphan)
-    return pa.Table.from_pydict(columns, schema=_schema(dictionary_strings))
+    result = pa.Table.from_pydict(columns, schema=_schema(dictionary_strings))
+    clock("elr, last_known_elr, table")
+    return result
 
 
 def _directories(o: _Output, dirs: _Lists, a, reset, has_real, rep_len, mig: int, dictionary: pa.Array,

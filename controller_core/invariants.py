@@ -237,8 +237,9 @@ class InvariantChecker:
         self._check_windows(c, out)
         self._check_fences(c, out)
         self._check_unclean_shutdowns(c, out)
-        for key in [k for k in self._m_at_record if k not in c.partitions]:
-            del self._m_at_record[key]
+        if any(r.type == "REMOVE_TOPIC_RECORD" for r in batch):  # only a deletion makes entries stale
+            for key in [k for k in self._m_at_record if k not in c.partitions]:
+                del self._m_at_record[key]
         for key in b.touched:
             if key in c.partitions:
                 self._m_at_record[key] = c.min_isr(key[0])

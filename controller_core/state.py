@@ -5,7 +5,6 @@ given in Kafka's JSON form (``type``, ``version``, ``data``), as the decoders pr
 """
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 
 # reserved directory ids (§1.1)
@@ -62,7 +61,10 @@ class Partition:
     directories: list[str] = field(default_factory=list)
 
     def copy(self) -> "Partition":
-        return copy.deepcopy(self)
+        # lists are the only mutable fields: copy them, share the rest (deepcopy costs ~100 us)
+        return Partition(self.topic_id, self.partition_id, list(self.replicas), list(self.isr), self.leader,
+                         self.leader_epoch, self.partition_epoch, list(self.removing), list(self.adding),
+                         list(self.elr), list(self.last_known_elr), self.lrs, list(self.directories))
 
 
 @dataclass
