@@ -15,7 +15,6 @@ import base64
 import json
 import os
 import random
-import tempfile
 from pathlib import Path
 
 import pyarrow as pa
@@ -264,11 +263,13 @@ def interleaved_log(r: Draws, n_histories: int, steps: int):
     return batches, records
 
 
-_TMP = tempfile.mkdtemp(prefix="fold-test-")
+@pytest.fixture(scope="module")
+def log_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("fold")  # module-scoped: hypothesis reruns the test body many times
 
 
-def check_fold_against_replay(batches, records, state_offsets) -> None:
-    path = Path(_TMP) / "00000000000000000000.log"
+def check_fold_against_replay(log_dir: Path, batches, records, state_offsets) -> None:
+    path = log_dir / "00000000000000000000.log"
     write_log(path, batches)
     folded = fold_partitions(bronze([path]))
     assert folded.schema == HISTORY_SCHEMA
@@ -283,20 +284,20 @@ SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, Heal
 
 @settings(max_examples=int(os.environ.get("FOLD_EXAMPLES", 150)), **SETTINGS)
 @given(data=st.data())
-def test_fold_equals_record_by_record_replay_of_generated_histories(data):
+def test_fold_equals_record_by_record_replay_of_generated_histories(log_dir, data):
     r = Draws(data)
     batches, records = interleaved_log(r, r.int(1, 2), r.int(1, 25))
     offsets = [r.int(0, len(records) - 1) for _ in range(r.int(0, 3))]
-    check_fold_against_replay(batches, records, offsets)
+    check_fold_against_replay(log_dir, batches, records, offsets)
 
 
 @settings(max_examples=int(os.environ.get("FOLD_SEEDS", 300)), **SETTINGS)
 @given(seed=st.integers(0, 2**64 - 1))
-def test_fold_equals_replay_of_eight_interleaved_histories_per_log(seed):
+def test_fold_equals_replay_of_eight_interleaved_histories_per_log(log_dir, seed):
     r = Seeded(seed)
     batches, records = interleaved_log(r, 8, r.int(1, 30))
     offsets = [r.int(0, len(records) - 1) for _ in range(4)]
-    check_fold_against_replay(batches, records, offsets)
+    check_fold_against_replay(log_dir, batches, records, offsets)
 
 
 # ---------------------------------------------------------------------------------- named rules
@@ -387,6 +388,21 @@ def test_dictionary_strings_hold_the_same_values(tmp_path):
     table = bronze([tmp_path / "00000000000000000000.log"])
     plain = fold_partitions(table)
     assert fold_partitions(table, dictionary_strings=True).cast(HISTORY_SCHEMA).equals(plain)
+
+
+def test_string_columns_are_chunked_before_int32_offsets_overflow(tmp_path, monkeypatch):
+    import controller_core.fold as fold
+
+    records = [("TOPIC_RECORD", 0, {"name": "t", "topicId": T1}), ("TOPIC_RECORD", 0, {"name": "u", "topicId": T2})]
+    records += [_p(t, pid, directories=["Teb3PFb009qvAZgMDEFH4g", LOST, UNASSIGNED]) for t in (T1, T2) for pid in range(3)]
+    records += [_c(T1, 1, leader=2), _c(T2, 0, isr=[3]), ("REMOVE_TOPIC_RECORD", 0, {"topicId": T2})]
+    write_log(tmp_path / "00000000000000000000.log", [[r] for r in records])
+    table = bronze([tmp_path / "00000000000000000000.log"])
+    whole = fold_partitions(table)
+    monkeypatch.setattr(fold, "_MAX_CHUNK_BYTES", 100)  # a few rows' strings per chunk
+    chunked = fold_partitions(table)
+    assert chunked.column("directories").num_chunks > 1 and chunked.column("topic_id").num_chunks > 1
+    assert chunked.equals(whole)
 
 
 def test_rows_out_of_offset_order_are_folded_in_offset_order(tmp_path):

@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Wall time of the Spark replay job (bronze -> silver) on a synthetic cluster.
+
+The same synthetic controller activity as bench_replay.py (fences, unfences, AlterPartition
+catch-ups, preferred elections), written as bronze ``metadata_records`` into a fresh lake, then
+``jobs.replay.replay`` on a local[2] session.  Prints rows, seconds and records/s, and the driver's
+peak RSS.
+
+    python benchmarks/bench_spark_replay.py [--partitions 100000] [--rounds 90] [--buckets 8]
+"""
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.bench_replay import Gen  # noqa: E402
+from jobs.config import load_config  # noqa: E402
+from jobs.ingest import RECORDS_TABLE  # noqa: E402
+from jobs.lake import Lake  # noqa: E402
+from jobs.replay import replay  # noqa: E402
+from jobs.spark import get_spark  # noqa: E402
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--partitions", type=int, default=100_000)
+    ap.add_argument("--brokers", type=int, default=60)
+    ap.add_argument("--rounds", type=int, default=90)
+    ap.add_argument("--buckets", type=int, default=8)
+    args = ap.parse_args(argv)
+    root = Path(tempfile.mkdtemp(prefix="kraft-bench-"))
+    config = load_config(overrides={"lake": str(root / "lake"),
+                                    "spark": {"master": "local[2]", "driver_memory": "6g", "shuffle_partitions": 8}})
+    t0 = time.perf_counter()
+    table = Gen(args.partitions, args.brokers, 0, 0, full_json=True).generate(args.rounds)
+    t1 = time.perf_counter()
+    lake = Lake(config["lake"])
+    lake.append_arrow(RECORDS_TABLE, table.cast(table.schema), partition_by="cluster")
+    t2 = time.perf_counter()
+    spark = get_spark(config)
+    slake = Lake.from_config(config, spark)
+    t3 = time.perf_counter()
+    counts = replay(spark, slake, "bench", args.buckets)
+    t4 = time.perf_counter()
+    print(f"{args.partitions:,} partitions, {table.num_rows:,} bronze records "
+          f"(generated in {t1 - t0:.1f} s, written to Delta in {t2 - t1:.1f} s)")
+    print(f"replay job: {t4 - t3:.1f} s wall on local[2] -> {table.num_rows / (t4 - t3):,.0f} records/s")
+    for name, n in sorted(counts.items()):
+        print(f"  {name:<28} {n:>12,}")
+    print(f"driver peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB")
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
