@@ -199,16 +199,16 @@ def explain(bronze: pa.Table, history: pa.Table, brokers: pa.Table, topics: pa.T
                     schema=out_schema)
 
 
-def scalar_batches(bronze: pa.Table, partitions: set[tuple[str, int]]) -> list[list[Rec]]:
-    """The replay batches the scalar reference needs for ``partitions``: every cluster-level record
-    and the partition records of those partitions, in log order."""
+def scalar_batches(bronze: pa.Table, partitions: set[tuple[str, int]] | None) -> list[list[Rec]]:
+    """The replay batches the scalar reference needs for ``partitions`` (None: all): every
+    cluster-level record and the partition records of those partitions, in log order."""
     pid = bronze.column("partition_id")
     tid = bronze.column("topic_id")
     rtype = bronze.column("record_type").to_pylist()
     keep = []
     for i, (t, p, r) in enumerate(zip(tid.to_pylist(), pid.to_pylist(), rtype)):
         if r in ("PARTITION_RECORD", PCR):
-            if (t, p) in partitions:
+            if partitions is None or (t, p) in partitions:
                 keep.append(i)
         elif r not in ("NO_OP_RECORD",):
             keep.append(i)

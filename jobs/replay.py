@@ -54,7 +54,7 @@ def _with_cluster(spark, table: pa.Table, cluster: str):
     return df.withColumn("cluster", F.lit(cluster))
 
 
-def replay(spark, lake: Lake, cluster: str, buckets: int) -> dict[str, int]:
+def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = True) -> dict[str, int]:
     records = lake.read(RECORDS_TABLE).where(F.col("cluster") == cluster)
     plan = replay_plan(records)
     rows = S.replay_rows(records, [(f.label, f.kind) for f in plan.files], plan.start_offset)
@@ -69,7 +69,8 @@ def replay(spark, lake: Lake, cluster: str, buckets: int) -> dict[str, int]:
 
     bucketed = S.bucketize(rows, buckets).persist()
     try:
-        found = S.findings(bucketed).withColumn("cluster", F.lit(cluster)).persist()
+        found = S.findings(bucketed, plan.start_offset if plan.snapshot else None,
+                           invariants).withColumn("cluster", F.lit(cluster)).persist()
         history = S.partition_history(bucketed, plan.start_offset if plan.snapshot else None)
         history = S.dated(history, rows, found.where(F.col("kind") == "trigger")).withColumn("cluster", F.lit(cluster))
         lake.overwrite("partition_state_history", history, partition_by="cluster", where={"cluster": cluster})
@@ -100,7 +101,7 @@ def main(args) -> int:
         print(f"kraft-audit replay: no {RECORDS_TABLE} table in {lake.root}: run kraft-audit ingest first",
               file=sys.stderr)
         return 2
-    counts = replay(spark, lake, args.cluster, int(config["replay"]["buckets"]))
+    counts = replay(spark, lake, args.cluster, int(config["replay"]["buckets"]), bool(config["replay"]["invariants"]))
     print(f"kraft-audit replay: cluster {args.cluster!r} in {lake.root}")
     for name in SILVER:
         print(f"  {name:<26} {counts.get(name, 0):>10} rows")

@@ -16,7 +16,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from controller_core import fold
 from controller_core.bronze import SCHEMA as BRONZE
-from controller_core.replay import SKIP, Rec
+from controller_core.replay import SKIP
 
 BRONZE_COLUMNS = [f.name for f in BRONZE if f.name != "cluster"]
 
@@ -56,36 +56,20 @@ def bucketize(rows: DataFrame, buckets: int) -> DataFrame:
     return parts.unionByName(shared).select("bucket", "phase", *BRONZE_COLUMNS)
 
 
-def _recs(table: pa.Table):
-    """Arrow rows of one bucket -> batches of Rec in replay order, and the snapshot file labels."""
+def ordered(table: pa.Table, snapshot_start: int | None) -> pa.Table:
+    """A bucket's rows in replay order (phase, offset), without the grouping columns; rows of the
+    starting snapshot dated ``snapshot_start - 1``: the state they describe."""
+    import pyarrow.compute as pc
+
     table = table.sort_by([("phase", "ascending"), ("offset", "ascending")])
-    cols = {c: table.column(c).to_pylist() for c in _COLUMNS}
-    batches, current, key = [], [], None
-    snapshots = set()
-    for i in range(table.num_rows):
-        if cols["source_kind"][i] == "snapshot":
-            snapshots.add(cols["source_file"][i])
-        k = (cols["phase"][i], cols["source_file"][i], cols["batch_base_offset"][i])
-        ts = cols["timestamp"][i]
-        rec = Rec(cols["offset"][i], int(ts.timestamp() * 1000) if ts is not None else 0, cols["batch_base_offset"][i],
-                  cols["record_type"][i], cols["record_version"][i], json.loads(cols["data_json"][i]),
-                  cols["source_file"][i])
-        if current and k != key:
-            batches.append(current)
-            current = []
-        key = k
-        current.append(rec)
-    if current:
-        batches.append(current)
-    return batches, frozenset(snapshots)
+    if snapshot_start is not None:
+        off = pc.if_else(pc.equal(table.column("phase"), PHASE["snapshot"]),
+                         pa.scalar(snapshot_start - 1, pa.int64()), table.column("offset"))
+        table = table.set_column(table.schema.get_field_index("offset"), "offset", off)
+    return table.drop_columns([c for c in ("bucket", "phase") if c in table.column_names])
 
 
-def _verify_group(table: pa.Table) -> pa.Table:
-    from controller_core.invariants import InvariantChecker
-    from controller_core.verify import verify_batches
-
-    batches, snapshots = _recs(table)
-    rep = verify_batches(batches, InvariantChecker(), snapshot_files=snapshots)
+def _finding_rows(rep, exp) -> list[dict]:
     rows = [{"kind": "divergence", "offset": d.offset, "topic": d.topic, "partition": d.partition, "rule": d.rule,
              "severity": d.severity, "field": d.field, "recorded": json.dumps(d.recorded),
              "expected": json.dumps(d.expected), "trigger": d.trigger, "message": None} for d in rep.divergences]
@@ -93,15 +77,53 @@ def _verify_group(table: pa.Table) -> pa.Table:
               "severity": b.severity, "field": None, "recorded": json.dumps(b.recorded, default=str),
               "expected": json.dumps(b.expected, default=str), "trigger": None, "message": b.message}
              for b in rep.breaches]
-    rows += [{"kind": "trigger", "offset": off, "topic": tid, "partition": part, "trigger": trig}
-             for off, tid, part, trig in rep.explained]
-    return pa.Table.from_pylist(rows, schema=FINDING)
+    # triggers: the vectorized core's where it explained the record, the scalar reference's elsewhere
+    scalar = {(o, t, p): trig for o, t, p, trig in rep.explained}
+    for off, tid, part, trig, ok in zip(*(exp.column(c).to_pylist() for c in
+                                          ("offset", "topic_id", "partition_id", "trigger", "matched"))):
+        rows.append({"kind": "trigger", "offset": off, "topic": tid, "partition": part,
+                     "trigger": trig if ok else scalar.get((off, tid, part), trig)})
+    return rows
 
 
-def findings(bucketed: DataFrame) -> DataFrame:
+def findings(bucketed: DataFrame, snapshot_start: int | None = None, invariants: bool = True) -> DataFrame:
     """Divergences, invariant breaches and the trigger that explains each partition change (kind
-    "trigger", topic = topic id); cluster-level findings seen by every bucket are kept once."""
-    out = bucketed.groupBy("bucket").applyInArrow(_verify_group, FINDING_SCHEMA)
+    "trigger", topic = topic id); cluster-level findings seen by every bucket are kept once.
+
+    Per bucket the vectorized core (fold + explain) recomputes every change record; the scalar
+    reference re-checks only the partitions holding a record it could not explain.  The invariants
+    of controller-rules §4 need the scalar image record by record (``invariants=False`` skips them)."""
+
+    def verify_group(table: pa.Table) -> pa.Table:
+        from controller_core import fold, timelines
+        from controller_core.fastpath import cluster_level_recs, explain, scalar_batches
+        from controller_core.invariants import InvariantChecker
+        from controller_core.state import Cluster, ReplayError
+        from controller_core.verify import Report, verify_batches
+
+        bronze = ordered(table, snapshot_start)
+        history = fold.fold_partitions(bronze)
+        brokers, topics = timelines.build(cluster_level_recs(bronze))
+        exp = explain(bronze, history, brokers, topics)
+        todo = {(t, p) for t, p, ok in zip(exp.column("topic_id").to_pylist(), exp.column("partition_id").to_pylist(),
+                                           exp.column("matched").to_pylist()) if not ok}
+        kind = bronze.column("source_kind").to_pylist()
+        snaps = frozenset(f for f, k in zip(bronze.column("source_file").to_pylist(), kind) if k == "snapshot")
+        rep = verify_batches(scalar_batches(bronze, todo), snapshot_files=snaps) if todo else Report()
+        if invariants:
+            checker, c = InvariantChecker(), Cluster()
+            for batch in scalar_batches(bronze, None):
+                for rec in batch:
+                    rep.breaches.extend(checker.before_record(c, rec))
+                    try:
+                        c.apply(rec.type, rec.data, rec.offset)
+                    except ReplayError:
+                        pass
+                rep.breaches.extend(checker.after_batch(c, batch))
+            rep.breaches.extend(checker.finish(c))
+        return pa.Table.from_pylist(_finding_rows(rep, exp), schema=FINDING)
+
+    out = bucketed.groupBy("bucket").applyInArrow(verify_group, FINDING_SCHEMA)
     return out.dropDuplicates(["kind", "offset", "rule", "topic", "partition", "field"])
 
 
@@ -119,14 +141,7 @@ def partition_history(bucketed: DataFrame, snapshot_start: int | None) -> DataFr
     schema = _history_schema()
 
     def fold_group(table: pa.Table) -> pa.Table:
-        table = table.sort_by([("phase", "ascending"), ("offset", "ascending")])
-        if snapshot_start is not None:
-            import pyarrow.compute as pc
-            off = pc.if_else(pc.equal(table.column("phase"), 1), pa.scalar(snapshot_start - 1, pa.int64()),
-                             table.column("offset"))
-            table = table.set_column(table.schema.get_field_index("offset"), "offset", off)
-        out = fold.fold_partitions(table.drop_columns(["bucket", "phase"]))
-        return out.cast(schema)
+        return fold.fold_partitions(ordered(table, snapshot_start)).cast(schema)
 
     return bucketed.groupBy("bucket").applyInArrow(fold_group, from_arrow_schema(schema))
 
