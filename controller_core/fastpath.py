@@ -19,6 +19,9 @@ from controller_core import recompute as V
 from controller_core.replay import Rec
 
 PCR = "PARTITION_CHANGE_RECORD"
+_TYPED = ("record_type", "topic_id", "partition_id", "replicas", "isr", "removing_replicas", "adding_replicas",
+          "leader", "leader_epoch", "partition_epoch", "leader_recovery_state", "directories",
+          "eligible_leader_replicas", "last_known_elr")
 # broker events: (record type, data key, value) -> (trigger, the broker record comes after its changes?)
 _AFTER, _BEFORE = 1, 0
 
@@ -199,6 +202,33 @@ def explain(bronze: pa.Table, history: pa.Table, brokers: pa.Table, topics: pa.T
                     schema=out_schema)
 
 
+def record_data(row: dict) -> dict:
+    """A PartitionRecord / PartitionChangeRecord's data (Kafka JSON form) from its typed bronze
+    columns, for rows that travel without ``data_json``."""
+    d = {"partitionId": row["partition_id"], "topicId": row["topic_id"]}
+    if row["record_type"] == "PARTITION_RECORD":
+        d.update(replicas=row["replicas"], isr=row["isr"], removingReplicas=row["removing_replicas"] or [],
+                 addingReplicas=row["adding_replicas"] or [], leader=row["leader"], leaderEpoch=row["leader_epoch"],
+                 partitionEpoch=row["partition_epoch"])
+        if row["leader_recovery_state"]:
+            d["leaderRecoveryState"] = row["leader_recovery_state"]
+        for key, col in (("directories", "directories"), ("eligibleLeaderReplicas", "eligible_leader_replicas"),
+                         ("lastKnownElr", "last_known_elr")):
+            if row[col]:
+                d[key] = row[col]
+        return d
+    for key, col in (("isr", "isr"), ("replicas", "replicas"), ("removingReplicas", "removing_replicas"),
+                     ("addingReplicas", "adding_replicas"), ("directories", "directories"),
+                     ("eligibleLeaderReplicas", "eligible_leader_replicas"), ("lastKnownElr", "last_known_elr")):
+        if row[col] is not None:
+            d[key] = row[col]
+    if row["leader"] is not None and row["leader"] != -2:
+        d["leader"] = row["leader"]
+    if row["leader_recovery_state"] is not None and row["leader_recovery_state"] != -1:
+        d["leaderRecoveryState"] = row["leader_recovery_state"]
+    return d
+
+
 def scalar_batches(bronze: pa.Table, partitions: set[tuple[str, int]] | None) -> list[list[Rec]]:
     """The replay batches the scalar reference needs for ``partitions`` (None: all): every
     cluster-level record and the partition records of those partitions, in log order."""
@@ -215,14 +245,21 @@ def scalar_batches(bronze: pa.Table, partitions: set[tuple[str, int]] | None) ->
     rows = bronze.take(pa.array(keep, pa.int64()))
     cols = {c: rows.column(c).to_pylist() for c in ("offset", "timestamp", "batch_base_offset", "record_type",
                                                       "record_version", "data_json", "source_file")}
+    typed = None
     batches: list[list[Rec]] = []
     key = None
     for i in range(rows.num_rows):
         k = (cols["source_file"][i], cols["batch_base_offset"][i])
         ts = cols["timestamp"][i]
+        text = cols["data_json"][i]
+        if text is None:  # a partition record sent without its JSON: rebuild it from the typed columns
+            if typed is None:
+                typed = {c: rows.column(c).to_pylist() for c in _TYPED}
+            data = record_data({c: typed[c][i] for c in _TYPED})
+        else:
+            data = json.loads(text)
         r = Rec(cols["offset"][i], int(ts.timestamp() * 1000) if ts else 0, cols["batch_base_offset"][i],
-                cols["record_type"][i], cols["record_version"][i], json.loads(cols["data_json"][i]),
-                cols["source_file"][i])
+                cols["record_type"][i], cols["record_version"][i], data, cols["source_file"][i])
         if batches and k == key:
             batches[-1].append(r)
         else:
