@@ -822,16 +822,15 @@ class InvariantChecker:
     }
 
 
-def check_log(log_dir, checker: InvariantChecker | None = None, cluster: Cluster | None = None) -> list[Breach]:
-    """Replay a log directory through the verify loop with only the invariant checker (records the image
-    cannot apply are skipped after being reported)."""
-    from controller_core.replay import iter_batches
+def check_batches(batches, checker: InvariantChecker | None = None, cluster: Cluster | None = None) -> list[Breach]:
+    """Replay record batches with only the invariant checker (records the image cannot apply are
+    skipped after being reported)."""
     from controller_core.state import ReplayError
 
     checker = checker or InvariantChecker()
     c = cluster or Cluster()
     out: list[Breach] = []
-    for _lf, batch in iter_batches(log_dir):
+    for batch in batches:
         for rec in batch:
             out += checker.before_record(c, rec)
             try:
@@ -840,3 +839,10 @@ def check_log(log_dir, checker: InvariantChecker | None = None, cluster: Cluster
                 pass
         out += checker.after_batch(c, batch)
     return out + checker.finish(c)
+
+
+def check_log(log_dir, checker: InvariantChecker | None = None, cluster: Cluster | None = None) -> list[Breach]:
+    """:func:`check_batches` over a log directory's replay."""
+    from controller_core.replay import iter_batches
+
+    return check_batches((batch for _lf, batch in iter_batches(log_dir)), checker, cluster)

@@ -69,10 +69,10 @@ def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = Tru
 
     bucketed = S.bucketize(rows, buckets).persist()
     try:
-        found = S.findings(bucketed, plan.start_offset if plan.snapshot else None,
-                           invariants).withColumn("cluster", F.lit(cluster)).persist()
-        history = S.partition_history(bucketed, plan.start_offset if plan.snapshot else None)
-        history = S.dated(history, rows, found.where(F.col("kind") == "trigger")).withColumn("cluster", F.lit(cluster))
+        out = S.core(bucketed, plan.start_offset if plan.snapshot else None, invariants).persist()
+        found = S.findings_of(out).withColumn("cluster", F.lit(cluster)).persist()
+        history = S.dated(S.history_of(out), rows, found.where(F.col("kind") == "trigger"))
+        history = history.withColumn("cluster", F.lit(cluster))
         lake.overwrite("partition_state_history", history, partition_by="cluster", where={"cluster": cluster})
         hist = lake.read("partition_state_history").where(F.col("cluster") == cluster)
         latest = S.latest_state(hist)
@@ -86,6 +86,7 @@ def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = Tru
         counts["invariant_breaches"] = brc.count()
         counts["invariant_breaches_error"] = brc.where(F.col("severity") == "ERROR").count()
         found.unpersist()
+        out.unpersist()
         counts["partition_state_history"] = hist.count()
         counts["partition_state"] = lake.read("partition_state").where(F.col("cluster") == cluster).count()
     finally:

@@ -117,19 +117,26 @@ def _finding_rows(rep, exp) -> list[dict]:
     return rows
 
 
-def findings(bucketed: DataFrame, snapshot_start: int | None = None, invariants: bool = True) -> DataFrame:
-    """Divergences, invariant breaches and the trigger that explains each partition change (kind
-    "trigger", topic = topic id); cluster-level findings seen by every bucket are kept once.
+_HISTORY_NAMES = list(fold.HISTORY_SCHEMA.names)
+# one Arrow group in, one table out: the partition history rows (kind "history") and the findings
+CORE = pa.schema([f.with_nullable(True) for f in fold.HISTORY_SCHEMA]
+                 + [f for f in FINDING if f.name not in _HISTORY_NAMES])
 
-    Per bucket the vectorized core (fold + explain) recomputes every change record; the scalar
-    reference re-checks only the partitions holding a record it could not explain.  The invariants
-    of controller-rules §4 need the scalar image record by record (``invariants=False`` skips them)."""
 
-    def verify_group(table: pa.Table) -> pa.Table:
-        from controller_core import fold, timelines
+def core(bucketed: DataFrame, snapshot_start: int | None = None, invariants: bool = True) -> DataFrame:
+    """Per bucket, in one executor call: the partition state history (fold) and the findings --
+    divergences, invariant breaches and the trigger explaining each change (kind "trigger",
+    topic = topic id).  Split them with :func:`history_of` and :func:`findings_of`.
+
+    The vectorized core (fold + explain) recomputes every change record; the scalar reference
+    re-checks only the partitions holding a record it could not explain.  Records of the starting
+    snapshot are dated ``snapshot_start - 1`` (the state they describe).  The invariants of
+    controller-rules §4 need the scalar image record by record (``invariants=False`` skips them)."""
+
+    def core_group(table: pa.Table) -> pa.Table:
+        from controller_core import timelines
         from controller_core.fastpath import cluster_level_recs, explain, scalar_batches
-        from controller_core.invariants import InvariantChecker
-        from controller_core.state import Cluster, ReplayError
+        from controller_core.invariants import check_batches
         from controller_core.verify import Report, verify_batches
 
         bronze = ordered(table, snapshot_start)
@@ -142,40 +149,33 @@ def findings(bucketed: DataFrame, snapshot_start: int | None = None, invariants:
         snaps = frozenset(f for f, k in zip(bronze.column("source_file").to_pylist(), kind) if k == "snapshot")
         rep = verify_batches(scalar_batches(bronze, todo), snapshot_files=snaps) if todo else Report()
         if invariants:
-            checker, c = InvariantChecker(), Cluster()
-            for batch in scalar_batches(bronze, None):
-                for rec in batch:
-                    rep.breaches.extend(checker.before_record(c, rec))
-                    try:
-                        c.apply(rec.type, rec.data, rec.offset)
-                    except ReplayError:
-                        pass
-                rep.breaches.extend(checker.after_batch(c, batch))
-            rep.breaches.extend(checker.finish(c))
-        return pa.Table.from_pylist(_finding_rows(rep, exp), schema=FINDING)
+            rep.breaches.extend(check_batches(scalar_batches(bronze, None)))
+        found = pa.Table.from_pylist(_finding_rows(rep, exp), schema=FINDING)
+        hist = history.cast(fold.HISTORY_SCHEMA)
+        hist = hist.append_column("kind", pa.array(["history"] * hist.num_rows, pa.string()))
+        return pa.concat_tables([_widen(hist), _widen(found)])
 
-    out = bucketed.groupBy("bucket").applyInArrow(verify_group, FINDING_SCHEMA)
-    return out.dropDuplicates(["kind", "offset", "rule", "topic", "partition", "field"])
+    return bucketed.groupBy("bucket").applyInArrow(core_group, from_arrow_schema(CORE))
+
+
+def _widen(table: pa.Table) -> pa.Table:
+    """``table`` in the CORE schema: its own columns, nulls elsewhere."""
+    return pa.table({f.name: table.column(f.name).cast(f.type) if f.name in table.column_names
+                     else pa.nulls(table.num_rows, f.type) for f in CORE}, schema=CORE)
+
+
+def findings_of(out: DataFrame) -> DataFrame:
+    """The findings of :func:`core`; cluster-level findings seen by every bucket are kept once."""
+    return (out.where(F.col("kind") != "history").select(*FINDING.names)
+            .dropDuplicates(["kind", "offset", "rule", "topic", "partition", "field"]))
+
+
+def history_of(out: DataFrame) -> DataFrame:
+    """The partition state history rows of :func:`core` (fold.HISTORY_SCHEMA)."""
+    return out.where(F.col("kind") == "history").select(*_HISTORY_NAMES)
 
 
 # ------------------------------------------------------------------------------ partition history
-def _history_schema():
-    return fold.HISTORY_SCHEMA
-
-
-def partition_history(bucketed: DataFrame, snapshot_start: int | None) -> DataFrame:
-    """The state of every partition after each of its records (controller_core.fold, per bucket).
-
-    Records of the starting snapshot describe the state as of the snapshot's end: they are dated
-    ``snapshot_start - 1`` rather than by their position inside the snapshot file."""
-    schema = _history_schema()
-
-    def fold_group(table: pa.Table) -> pa.Table:
-        return fold.fold_partitions(ordered(table, snapshot_start)).cast(schema)
-
-    return bucketed.groupBy("bucket").applyInArrow(fold_group, from_arrow_schema(schema))
-
-
 def dated(history: DataFrame, rows: DataFrame, triggers: DataFrame) -> DataFrame:
     """History rows with the time they became / stopped being valid and the trigger behind them."""
     ts = rows.where(F.col("phase") == PHASE["segment"]).select("offset", "timestamp").dropDuplicates(["offset"])

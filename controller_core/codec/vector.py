@@ -278,18 +278,26 @@ def _decode_value(c: Cursor, f: Field, version: int) -> pa.Array:
     return _decode_scalar(c, f.type, nullable)
 
 
+def _compact_length(c: Cursor, nullable: bool) -> tuple[np.ndarray, np.ndarray]:
+    """A compact length (uvarint N+1, 0 = null) of every record: (length, not-null mask).
+
+    The length is bounded by the bytes left (every element or byte takes at least one) before
+    anything is allocated from it; records that are not sane get length 0."""
+    ln, c.pos, okv = uvarint(c.a, c.pos)
+    c.ok &= okv
+    ln = ln.astype(np.int64) - 1
+    valid = ln >= 0
+    if not nullable:
+        c.ok &= valid
+    ln = np.maximum(ln, 0)
+    c.need(ln)
+    return np.where(c.ok, ln, 0), valid
+
+
 def _decode_scalar(c: Cursor, t: str, nullable: bool) -> pa.Array:
     n = len(c.pos)
     if t in ("string", "bytes"):
-        ln, c.pos, okv = uvarint(c.a, c.pos)
-        c.ok &= okv
-        ln = ln.astype(np.int64) - 1
-        valid = ln >= 0
-        if not nullable:
-            c.ok &= valid
-        ln = np.maximum(ln, 0)
-        c.need(ln)
-        ln = np.where(c.ok, ln, 0)
+        ln, valid = _compact_length(c, nullable)
         data, offsets = gather_ranges(c.a, c.pos, ln)
         c.pos = c.pos + ln
         arr = pa.Array.from_buffers(_ARROW[t], n, [_validity(valid), pa.py_buffer(offsets), pa.py_buffer(data)])
@@ -312,15 +320,7 @@ def _decode_scalar(c: Cursor, t: str, nullable: bool) -> pa.Array:
 
 def _decode_array(c: Cursor, f: Field, version: int, nullable: bool) -> pa.Array:
     n = len(c.pos)
-    cnt, c.pos, okv = uvarint(c.a, c.pos)
-    c.ok &= okv
-    cnt = cnt.astype(np.int64) - 1
-    valid = cnt >= 0
-    if not nullable:
-        c.ok &= valid
-    cnt = np.maximum(cnt, 0)
-    c.need(cnt)  # every element takes at least one byte: bounds garbage counts before allocating
-    cnt = np.where(c.ok, cnt, 0)
+    cnt, valid = _compact_length(c, nullable)
     offsets = np.zeros(n + 1, np.int64)
     np.cumsum(cnt, out=offsets[1:])
     et = f.element_type
