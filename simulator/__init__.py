@@ -1,0 +1,1 @@
+"""Cluster simulator: realistic KRaft metadata logs with planted incidents and ground truth."""
