@@ -301,9 +301,19 @@ def cluster_level_recs(bronze: pa.Table) -> list[Rec]:
     rows = bronze.take(pa.array(keep))
     cols = {c: rows.column(c).to_pylist() for c in ("offset", "timestamp", "batch_base_offset", "record_type",
                                                       "record_version", "data_json", "source_file")}
-    return [Rec(cols["offset"][i], int(cols["timestamp"][i].timestamp() * 1000), cols["batch_base_offset"][i],
-                cols["record_type"][i], cols["record_version"][i], json.loads(cols["data_json"][i]),
-                cols["source_file"][i]) for i in range(rows.num_rows)]
+    typed = None
+    out = []
+    for i in range(rows.num_rows):
+        text = cols["data_json"][i]
+        if text is None:  # a partition record without its JSON (e.g. an incremental replay's seed state)
+            if typed is None:
+                typed = {c: rows.column(c).to_pylist() for c in _TYPED}
+            data = record_data({c: typed[c][i] for c in _TYPED})
+        else:
+            data = json.loads(text)
+        out.append(Rec(cols["offset"][i], int(cols["timestamp"][i].timestamp() * 1000), cols["batch_base_offset"][i],
+                       cols["record_type"][i], cols["record_version"][i], data, cols["source_file"][i]))
+    return out
 
 
 def fast_verify(log_dir, checker=None):

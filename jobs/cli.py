@@ -50,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("replay", help="bronze -> silver: partition/broker/topic history, divergences, invariants (Spark)")
     p.add_argument("--cluster", required=True)
+    p.add_argument("--full", action="store_true",
+                   help="replay everything again instead of extending the history from the last replay")
     p.add_argument("--lake", help="lake root (default: conf lake, env KRAFT_AUDIT_LAKE)")
     p.add_argument("--conf", help="YAML file overriding conf/defaults.yaml")
 

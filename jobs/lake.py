@@ -173,6 +173,34 @@ class Lake:
                 predicate = None  # a new table: a plain write creates it
         return self._write_spark(table, df, "overwrite", partition_by, predicate)
 
+    def merge_update(self, table: str, source: DataFrame, on: Sequence[str], columns: Sequence[str],
+                     where: dict[str, str], condition: str | None = None) -> int:
+        """Set ``columns`` of the target rows matching a ``source`` row on ``on`` (within the
+        ``where`` partition, and ``condition`` on the target, in SQL over alias ``t``): a Delta
+        MERGE ... WHEN MATCHED UPDATE.  Source rows without a match change nothing.  Used by the
+        incremental replay to close the valid-to of the states a new segment supersedes."""
+        if any("'" in str(v) for v in where.values()):
+            raise ValueError(f"quote in a partition value: {where}")
+        cond = [f"t.{k} = '{v}'" for k, v in where.items()] + [f"t.{k} = s.{k}" for k in on]
+        if condition:
+            cond.append(condition)
+        predicate = " AND ".join(cond)
+        updates = {c: f"s.{c}" for c in columns}
+        source = source.select(*on, *columns)
+        if self.backend == "delta-spark":
+            (self._spark_delta_table(table).alias("t").merge(source.alias("s"), predicate)
+             .whenMatchedUpdate(set=updates).execute())
+            return self.version(table)
+        data = source.toArrow()
+        if data.num_rows == 0:
+            return self.version(table)
+        dt = DeltaTable(self.path(table))
+        target = pa.schema(dt.schema().to_arrow())
+        data = data.cast(pa.schema([target.field(n) for n in data.column_names]), safe=True)
+        (dt.merge(source=data, predicate=predicate, source_alias="s", target_alias="t")
+         .when_matched_update(updates=updates).execute())
+        return DeltaTable(self.path(table)).version()
+
     def append_arrow(
         self,
         table: str,

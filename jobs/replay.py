@@ -7,7 +7,14 @@
   divergences              recorded vs recomputed controller decisions
   invariant_breaches       controller-rules §4 findings (INV-*)
 
-Every table is partitioned by cluster; a re-run replaces the cluster's rows (idempotent).
+Every table is partitioned by cluster.  A run records how far it got in ``replay_checkpoints``; the
+next run is incremental when the bronze rows only grew past that offset (new segments, a grown active
+segment): every partition's latest state becomes a seed (a snapshot-like PartitionRecord at the
+checkpoint offset), only the new partition records are folded and recomputed against the full
+cluster-level history (brokers, topics, configs, features are small), the new history rows and
+findings are appended and the superseded states get their valid-to.  Anything else -- no checkpoint,
+a different starting snapshot or start offset, ``--full`` -- replaces the cluster's rows.  Either way
+a re-run with nothing new changes nothing (idempotent).
 """
 from __future__ import annotations
 
@@ -19,7 +26,7 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from controller_core import timelines
+from controller_core import fold, timelines
 from controller_core.logdir import classify
 from controller_core.replay import Rec, choose
 from jobs.config import load_config
@@ -30,6 +37,12 @@ from transforms import silver as S
 
 SILVER = ("partition_state_history", "partition_state", "broker_state_history", "topic_config_history",
           "divergences", "invariant_breaches")
+CHECKPOINTS = "replay_checkpoints"
+CHECKPOINT_SCHEMA = pa.schema([
+    ("cluster", pa.string()), ("replayed_at", pa.timestamp("us", tz="UTC")), ("mode", pa.string()),
+    ("start_offset", pa.int64()), ("snapshot", pa.string()), ("last_offset", pa.int64()),
+    ("last_timestamp", pa.timestamp("us", tz="UTC")), ("records", pa.int64()),
+])
 
 
 def replay_plan(records):
@@ -54,43 +67,118 @@ def _with_cluster(spark, table: pa.Table, cluster: str):
     return df.withColumn("cluster", F.lit(cluster))
 
 
-def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = True) -> dict[str, int]:
+def _checkpoint(lake: Lake, cluster: str):
+    """The cluster's newest replay checkpoint row, or None."""
+    if not lake.exists(CHECKPOINTS) or not all(lake.exists(t) for t in SILVER):
+        return None
+    rows = (lake.read(CHECKPOINTS).where(F.col("cluster") == cluster)
+            .orderBy(F.col("last_offset").desc(), F.col("replayed_at").desc()).limit(1).collect())
+    return rows[0] if rows else None
+
+
+def _log_end(records, plan):
+    """(offset, timestamp) of the last segment record the plan reads, NoOps included."""
+    seg = records.where(F.col("source_kind") == "segment").where(F.col("offset") >= plan.start_offset)
+    row = seg.orderBy(F.col("offset").desc()).select("offset", "timestamp").limit(1).collect()
+    if row:
+        return row[0].offset, row[0].timestamp
+    return plan.start_offset - 1, None
+
+
+def _seeds(lake: Lake, cluster: str, offset: int, timestamp, template):
+    """Every live partition's latest state as a snapshot-like PartitionRecord at ``offset``."""
+    state = lake.read("partition_state").where(F.col("cluster") == cluster).where(~F.col("orphan"))
+    version = (F.when(F.size(F.coalesce("eligible_leader_replicas", F.array())) > 0, 2)
+               .when(F.size(F.coalesce("directories", F.array())) > 0, 1).otherwise(0))
+    cols = {
+        "source_file": F.lit(f"replay-state-{offset:020d}.checkpoint"), "source_kind": F.lit("snapshot"),
+        "offset": F.lit(offset).cast("long"), "batch_base_offset": F.lit(offset).cast("long"),
+        "timestamp": F.lit(timestamp).cast("timestamp"), "record_type": F.lit("PARTITION_RECORD"),
+        "record_version": version.cast("short"), "phase": F.lit(S.PHASE["segment"]),
+        "bucket_key": F.concat_ws("-", "topic_id", F.col("partition_id").cast("string")),
+    }
+    for name in ("topic_id", "partition_id", *fold.STATE_COLUMNS):
+        cols[name] = F.col(name)
+    types = dict(template.dtypes)
+    return state.select(*[(cols[n] if n in cols else F.lit(None)).cast(types[n]).alias(n) for n in template.columns])
+
+
+def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = True, full: bool = False) -> dict:
     records = lake.read(RECORDS_TABLE).where(F.col("cluster") == cluster)
     plan = replay_plan(records)
+    snapshot = plan.snapshot.label if plan.snapshot else None
     rows = S.replay_rows(records, [(f.label, f.kind) for f in plan.files], plan.start_offset)
-    counts: dict[str, int] = {}
+    end_offset, end_ts = _log_end(records, plan)
+    ckpt = None if full else _checkpoint(lake, cluster)
+    if ckpt is not None and (ckpt.start_offset != plan.start_offset or ckpt.snapshot != snapshot
+                             or ckpt.last_offset > end_offset):
+        ckpt = None  # the bronze rows changed under the replay: start over
+    if ckpt is not None and ckpt.last_offset == end_offset:
+        return {"mode": "up-to-date", "last_offset": end_offset}
+    counts: dict = {"mode": "incremental" if ckpt is not None else "full", "last_offset": end_offset}
 
-    # cluster timelines: small, built on the driver by the scalar image
+    # cluster timelines: small, rebuilt every run on the driver by the scalar image
     brokers, topics = timelines.build(r for r in _cluster_level_recs(rows)
                                       if r.type not in S.PARTITION_TYPES or r.data.get("partitionId") == 0)
     for name, table in (("broker_state_history", brokers), ("topic_config_history", topics)):
         lake.overwrite(name, _with_cluster(spark, table, cluster), partition_by="cluster", where={"cluster": cluster})
         counts[name] = table.num_rows
 
+    where = {"cluster": cluster}
+    if ckpt is not None:
+        since = ckpt.last_offset
+        part = F.col("bucket_key").isNotNull()
+        rows = rows.where(~part | ((F.col("phase") == S.PHASE["segment"]) & (F.col("offset") > since)))
+        rows = rows.unionByName(_seeds(lake, cluster, since, ckpt.last_timestamp, rows))
     bucketed = S.bucketize(rows, buckets).persist()
     try:
         out = S.core(bucketed, plan.start_offset if plan.snapshot else None, invariants).persist()
-        found = S.findings_of(out).withColumn("cluster", F.lit(cluster)).persist()
+        found = S.findings_of(out).withColumn("cluster", F.lit(cluster))
         history = S.dated(S.history_of(out), rows, found.where(F.col("kind") == "trigger"))
         history = history.withColumn("cluster", F.lit(cluster))
-        lake.overwrite("partition_state_history", history, partition_by="cluster", where={"cluster": cluster})
+        if ckpt is None:
+            found = found.persist()
+            lake.overwrite("partition_state_history", history, partition_by="cluster", where=where)
+        else:
+            found = found.where(F.col("offset") > since).persist()
+            history = history.persist()
+            new = history.where(F.col("offset") > since)
+            # a seed's valid-to is the first new state of its partition: close the superseded row
+            closed = history.where((F.col("offset") == since) & F.col("valid_to_offset").isNotNull()
+                                   & (F.col("record_type") == "PARTITION_RECORD"))
+            lake.merge_update("partition_state_history", closed, on=("topic_id", "partition_id"),
+                              columns=("valid_to_offset", "valid_to_timestamp"), where=where,
+                              condition="t.valid_to_offset IS NULL")
+            lake.append("partition_state_history", new, partition_by="cluster")
+            counts["partition_state_history_new"] = new.count()
+            history.unpersist()
         hist = lake.read("partition_state_history").where(F.col("cluster") == cluster)
-        latest = S.latest_state(hist)
-        lake.overwrite("partition_state", latest, partition_by="cluster", where={"cluster": cluster})
+        lake.overwrite("partition_state", S.latest_state(hist), partition_by="cluster", where=where)
 
         div = found.where(F.col("kind") == "divergence").drop("kind", "message")
         brc = found.where(F.col("kind") == "breach").drop("kind", "field", "trigger")
-        lake.overwrite("divergences", div, partition_by="cluster", where={"cluster": cluster})
-        lake.overwrite("invariant_breaches", brc, partition_by="cluster", where={"cluster": cluster})
-        counts["divergences"] = div.count()
-        counts["invariant_breaches"] = brc.count()
-        counts["invariant_breaches_error"] = brc.where(F.col("severity") == "ERROR").count()
+        write = (lambda n, df: lake.overwrite(n, df, partition_by="cluster", where=where)) if ckpt is None \
+            else (lambda n, df: lake.append(n, df, partition_by="cluster"))
+        write("divergences", div)
+        write("invariant_breaches", brc)
         found.unpersist()
         out.unpersist()
+        alls = {n: lake.read(n).where(F.col("cluster") == cluster) for n in ("divergences", "invariant_breaches")}
+        counts["divergences"] = alls["divergences"].count()
+        counts["invariant_breaches"] = alls["invariant_breaches"].count()
+        counts["invariant_breaches_error"] = alls["invariant_breaches"].where(F.col("severity") == "ERROR").count()
         counts["partition_state_history"] = hist.count()
         counts["partition_state"] = lake.read("partition_state").where(F.col("cluster") == cluster).count()
     finally:
         bucketed.unpersist()
+
+    import datetime as dt
+
+    mark = pa.table({"cluster": [cluster], "replayed_at": [dt.datetime.now(dt.timezone.utc)],
+                     "mode": [counts["mode"]], "start_offset": [plan.start_offset], "snapshot": [snapshot],
+                     "last_offset": [end_offset], "last_timestamp": [end_ts],
+                     "records": [counts.get("partition_state_history", 0)]}, schema=CHECKPOINT_SCHEMA)
+    lake.append_arrow(CHECKPOINTS, mark, partition_by="cluster")
     return counts
 
 
@@ -102,8 +190,14 @@ def main(args) -> int:
         print(f"kraft-audit replay: no {RECORDS_TABLE} table in {lake.root}: run kraft-audit ingest first",
               file=sys.stderr)
         return 2
-    counts = replay(spark, lake, args.cluster, int(config["replay"]["buckets"]), bool(config["replay"]["invariants"]))
-    print(f"kraft-audit replay: cluster {args.cluster!r} in {lake.root}")
+    counts = replay(spark, lake, args.cluster, int(config["replay"]["buckets"]), bool(config["replay"]["invariants"]),
+                    full=bool(getattr(args, "full", False)))
+    if counts["mode"] == "up-to-date":
+        print(f"kraft-audit replay: cluster {args.cluster!r} in {lake.root} is up to date "
+              f"(replayed through offset {counts['last_offset']}); --full replays it all again")
+        return 0
+    print(f"kraft-audit replay: cluster {args.cluster!r} in {lake.root} ({counts['mode']} replay through offset "
+          f"{counts['last_offset']})")
     for name in SILVER:
         print(f"  {name:<26} {counts.get(name, 0):>10} rows")
     if counts.get("divergences") or counts.get("invariant_breaches_error"):

@@ -92,7 +92,9 @@ def ordered(table: pa.Table, snapshot_start: int | None) -> pa.Table:
     starting snapshot dated ``snapshot_start - 1``: the state they describe."""
     import pyarrow.compute as pc
 
-    table = table.sort_by([("phase", "ascending"), ("offset", "ascending")])
+    # source_kind last: an incremental replay's seed states ("snapshot") follow the segment records
+    # sharing their offset (the state they carry is the one after that record)
+    table = table.sort_by([("phase", "ascending"), ("offset", "ascending"), ("source_kind", "ascending")])
     if snapshot_start is not None:
         off = pc.if_else(pc.equal(table.column("phase"), PHASE["snapshot"]),
                          pa.scalar(snapshot_start - 1, pa.int64()), table.column("offset"))

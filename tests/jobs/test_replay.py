@@ -83,7 +83,9 @@ def test_broker_and_topic_timelines(silver):
 def test_replay_again_replaces_the_clusters_rows(spark, silver):
     lake, counts = silver
     before = {t: lake.read(t).count() for t in ("partition_state_history", "broker_state_history")}
-    again = replay(spark, lake, "vasifvortex", buckets=5)  # a different bucketing gives the same rows
+    assert replay(spark, lake, "vasifvortex", buckets=5)["mode"] == "up-to-date"  # nothing new: no write
+    again = replay(spark, lake, "vasifvortex", buckets=5, full=True)  # a different bucketing, the same rows
+    assert again["mode"] == "full"
     assert {t: lake.read(t).count() for t in before} == before
     assert again["partition_state_history"] == counts["vasifvortex"]["partition_state_history"]
 
