@@ -1,0 +1,330 @@
+"""Election plans: the files and commands an operator runs with Kafka's own tools.
+
+Pure functions over partition states (``describe --json`` dicts: topic, topicId, partition, replicas, isr,
+eligibleLeaderReplicas, lastKnownElr, leader, leaderEpoch) and the set of *active* brokers (registered and
+unfenced), optionally with recovery candidates (``controller_core.recovery`` rows).
+
+Election types:
+
+* ``preferred`` — partitions whose leader is not the first replica while that replica is an active ISR
+  member → ``election-preferred.json`` for ``kafka-leader-election.sh --election-type preferred``.
+* ``unclean`` — leaderless partitions without a clean candidate (no active ISR or ELR member) →
+  ``election-unclean.json`` for ``--election-type unclean``.  The controller then elects the first active
+  replica in replica order (controller-rules §2.3 step 4), or the single LastKnownElr member (step 3).
+* ``longest_log_balanced`` / ``longest_log_aggressive`` / ``designation`` — a chosen leader per partition,
+  from recovery candidates of strategy balanced / aggressive / any.  Three artefacts:
+
+  a. ``designation.json``: KIP-966's form for ``--election-type designation`` (ElectLeaders v3
+     DesiredLeaders): ``{"partitions": [{"topic", "partition", "desiredLeader"}]}``.  **No released Kafka
+     accepts it** (the RPC field and the election type were never implemented); it records intent.
+  b. ``reassign.json`` for ``kafka-reassign-partitions.sh --execute``: the same replicas with the chosen
+     broker moved to the front (a reorder adds and removes no replica, so it completes at once).
+  c. an election over those partitions.  A chosen broker in the ISR or ELR is now the preferred replica
+     and a *preferred* election elects it (``election-preferred.json``).  Any other chosen broker is not
+     a valid preferred leader (a preferred election only elects ISR / ELR members), so its partitions go
+     to ``election-unclean.json``: an unclean election takes the first active replica, which the
+     reassignment made the chosen broker.
+
+All output is deterministic: partitions sorted by (topic, partition), JSON with sorted file names.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+PREFERRED, UNCLEAN = "preferred", "unclean"
+LONGEST_LOG_BALANCED, LONGEST_LOG_AGGRESSIVE, DESIGNATION = "longest_log_balanced", "longest_log_aggressive", "designation"
+ELECTION_TYPES = (PREFERRED, UNCLEAN, LONGEST_LOG_BALANCED, LONGEST_LOG_AGGRESSIVE, DESIGNATION)
+_STRATEGY_OF = {LONGEST_LOG_BALANCED: "balanced", LONGEST_LOG_AGGRESSIVE: "aggressive", DESIGNATION: None}
+
+ELECTION_PREFERRED_FILE = "election-preferred.json"
+ELECTION_UNCLEAN_FILE = "election-unclean.json"
+REASSIGN_FILE = "reassign.json"
+DESIGNATION_FILE = "designation.json"
+SUMMARY_FILE = "PLAN.md"
+
+
+def _get(p: dict, camel: str, snake: str, default=None):
+    return p.get(camel, p.get(snake, default))
+
+
+def _key(p: dict) -> tuple[str, int]:
+    return (p["topic"], int(p["partition"]))
+
+
+def _lists(p: dict) -> tuple[list[int], list[int], list[int], list[int]]:
+    return (list(p["replicas"]), list(p.get("isr") or []),
+            list(_get(p, "eligibleLeaderReplicas", "eligible_leader_replicas") or []),
+            list(_get(p, "lastKnownElr", "last_known_elr") or []))
+
+
+# --------------------------------------------------------------------------------------------------
+# Selection
+
+
+def preferred_partitions(partitions: list[dict], active: set[int]) -> list[dict]:
+    """Partitions whose leader is not the first replica while the first replica is an active ISR member."""
+    out = []
+    for p in partitions:
+        replicas, isr, _, _ = _lists(p)
+        if replicas and p["leader"] != replicas[0] and replicas[0] in isr and replicas[0] in active:
+            out.append(p)
+    return sorted(out, key=_key)
+
+
+def has_clean_candidate(p: dict, active: set[int]) -> bool:
+    _, isr, elr, _ = _lists(p)
+    return any(b in active for b in isr) or any(b in active for b in elr)
+
+
+def unclean_winner(p: dict, active: set[int], replicas: list[int] | None = None) -> int:
+    """Who an UNCLEAN election would pick on a leaderless partition without a clean candidate: the single
+    LastKnownElr member if it is active (§2.3 step 3, later Kafka), else the first active replica; -1."""
+    replicas = list(replicas if replicas is not None else p["replicas"])
+    _, isr, elr, lke = _lists(p)
+    if not isr and not elr and len(lke) == 1 and lke[0] in active:
+        return lke[0]
+    return next((b for b in replicas if b in active), -1)
+
+
+def unclean_partitions(partitions: list[dict], active: set[int]) -> tuple[list[dict], list[dict]]:
+    """(leaderless partitions with no clean candidate and at least one active replica, skipped ones with
+    the reason)."""
+    chosen, skipped = [], []
+    for p in sorted(partitions, key=_key):
+        if p["leader"] != -1 or has_clean_candidate(p, active):
+            continue
+        if unclean_winner(p, active) == -1:
+            skipped.append({"topic": p["topic"], "partition": int(p["partition"]),
+                            "reason": "no replica is active: an unclean election would fail "
+                                      "(ELIGIBLE_LEADERS_NOT_AVAILABLE)"})
+        else:
+            chosen.append(p)
+    return chosen, skipped
+
+
+# --------------------------------------------------------------------------------------------------
+# File contents (exactly the tools' documented shapes)
+
+
+def election_file(parts) -> dict:
+    """``kafka-leader-election.sh --path-to-json-file``: ``{"partitions": [{"topic", "partition"}]}``."""
+    return {"partitions": [{"topic": t, "partition": int(n)} for t, n in sorted(parts)]}
+
+
+def designation_file(choices: dict[tuple[str, int], int]) -> dict:
+    """KIP-966 DESIGNATION form: ``{"partitions": [{"topic", "partition", "desiredLeader"}]}``."""
+    return {"partitions": [{"topic": t, "partition": int(n), "desiredLeader": int(b)}
+                           for (t, n), b in sorted(choices.items())]}
+
+
+def candidate_first(replicas: list[int], candidate: int) -> list[int]:
+    """The replica list with ``candidate`` first and the others in their order."""
+    if candidate not in replicas:
+        raise ValueError(f"broker {candidate} is not a replica of {replicas}")
+    return [candidate] + [b for b in replicas if b != candidate]
+
+
+def reassignment_file(moves: dict[tuple[str, int], list[int]]) -> dict:
+    """``kafka-reassign-partitions.sh --reassignment-json-file``: version 1, each partition's full new
+    replica list and one log dir per replica (``any``: keep the broker's choice)."""
+    return {"version": 1, "partitions": [
+        {"topic": t, "partition": int(n), "replicas": [int(b) for b in reps], "log_dirs": ["any"] * len(reps)}
+        for (t, n), reps in sorted(moves.items())]}
+
+
+# --------------------------------------------------------------------------------------------------
+# Plans
+
+
+def _candidate_rows(candidates) -> list[dict]:
+    if candidates is None:
+        return []
+    return candidates.to_pylist() if hasattr(candidates, "to_pylist") else list(candidates)
+
+
+def _candidate_index(partitions: list[dict], rows: list[dict]) -> dict[tuple[str, int], list[dict]]:
+    """Candidate rows by (topic, partition), joined on topic id (or topic name when the row has no id)."""
+    names = {(_get(p, "topicId", "topic_id"), int(p["partition"])): p["topic"] for p in partitions}
+    out: dict[tuple[str, int], list[dict]] = {}
+    for r in rows:
+        topic = names.get((r.get("topic_id"), int(r["partition"]))) or r.get("topic")
+        if topic is not None:
+            out.setdefault((topic, int(r["partition"])), []).append(r)
+    return out
+
+
+def build_plan(election_type: str, partitions: list[dict], active, candidates=None,
+               bootstrap_server: str = "BROKER:9092", desired_leaders: dict | None = None) -> dict:
+    """A plan: ``{"electionType", "files": {name: content}, "commands": [...], "partitions": [...],
+    "skipped": [...], "summary": text}``.  ``partitions`` lists each partition acted on with its current
+    and expected leader and ``estimatedRecordsLost`` (null when unknown).  ``candidates``: recovery rows
+    (list of dicts or an Arrow table); ``desired_leaders``: {(topic, partition): broker} overriding them
+    for ``designation``."""
+    if election_type not in ELECTION_TYPES:
+        raise ValueError(f"election type {election_type!r}, expected one of {ELECTION_TYPES}")
+    active = set(active)
+    parts = sorted(partitions, key=_key)
+    by_key = {_key(p): p for p in parts}
+    cands = _candidate_index(parts, _candidate_rows(candidates))
+    plan = {"electionType": election_type, "bootstrapServer": bootstrap_server, "files": {}, "commands": [],
+            "partitions": [], "skipped": []}
+    tool = f"kafka-leader-election.sh --bootstrap-server {bootstrap_server}"
+
+    def lost(key, broker):
+        return next((r.get("estimated_records_lost") for r in cands.get(key, []) if r["broker"] == broker), None)
+
+    if election_type == PREFERRED:
+        chosen = preferred_partitions(parts, active)
+        for p in chosen:
+            plan["partitions"].append({"topic": p["topic"], "partition": int(p["partition"]), "leader": p["leader"],
+                                       "newLeader": p["replicas"][0], "estimatedRecordsLost": 0})
+        if chosen:
+            plan["files"][ELECTION_PREFERRED_FILE] = election_file(_key(p) for p in chosen)
+            plan["commands"].append(f"{tool} --election-type preferred --path-to-json-file {ELECTION_PREFERRED_FILE}")
+    elif election_type == UNCLEAN:
+        chosen, plan["skipped"] = unclean_partitions(parts, active)
+        for p in chosen:
+            w = unclean_winner(p, active)
+            plan["partitions"].append({"topic": p["topic"], "partition": int(p["partition"]), "leader": -1,
+                                       "newLeader": w, "estimatedRecordsLost": lost(_key(p), w)})
+        if chosen:
+            plan["files"][ELECTION_UNCLEAN_FILE] = election_file(_key(p) for p in chosen)
+            plan["commands"].append(f"{tool} --election-type unclean --path-to-json-file {ELECTION_UNCLEAN_FILE}")
+    else:
+        _recovery_plan(plan, election_type, by_key, cands, active, desired_leaders or {}, tool, bootstrap_server)
+    plan["summary"] = plan_summary(plan)
+    return plan
+
+
+def _recovery_plan(plan, election_type, by_key, cands, active, desired, tool, bootstrap_server) -> None:
+    strategy = _STRATEGY_OF[election_type]
+    choices: dict[tuple[str, int], tuple[int, dict | None]] = {}
+    for key in sorted(set(cands) | set(desired)):
+        p = by_key.get(key)
+        if p is None:
+            plan["skipped"].append({"topic": key[0], "partition": key[1], "reason": "not in the partition states"})
+            continue
+        if p["leader"] != -1:
+            plan["skipped"].append({"topic": key[0], "partition": key[1],
+                                    "reason": f"has leader {p['leader']}: the tools only elect leaderless partitions here"})
+            continue
+        if key in desired:
+            b = int(desired[key])
+            row = next((r for r in cands.get(key, []) if r["broker"] == b), None)
+        else:
+            rows = [r for r in cands.get(key, []) if r["recommended"] and (strategy is None or r["strategy"] == strategy)]
+            if not rows:
+                why = next((r["note"] for r in cands.get(key, []) if strategy is None or r["strategy"] == strategy),
+                           f"no {strategy or 'recovery'} candidate rows")
+                plan["skipped"].append({"topic": key[0], "partition": key[1], "reason": f"nothing recommended: {why}"})
+                continue
+            row, b = rows[0], rows[0]["broker"]
+        if b not in p["replicas"] or b not in active:
+            plan["skipped"].append({"topic": key[0], "partition": key[1],
+                                    "reason": f"broker {b} is {'not a replica' if b not in p['replicas'] else 'not active'}"})
+            continue
+        choices[key] = (b, row)
+
+    moves, clean, unclean = {}, [], []
+    for key, (b, row) in sorted(choices.items()):
+        p = by_key[key]
+        _, isr, elr, _ = _lists(p)
+        moves[key] = candidate_first(list(p["replicas"]), b)
+        is_clean = b in isr or (not isr and b in elr)
+        (clean if is_clean else unclean).append(key)
+        plan["partitions"].append({
+            "topic": key[0], "partition": key[1], "leader": -1, "newLeader": b,
+            "replicas": list(p["replicas"]), "newReplicas": moves[key], "election": PREFERRED if is_clean else UNCLEAN,
+            "estimatedRecordsLost": 0 if is_clean else (row or {}).get("estimated_records_lost"),
+            "caveat": _unclean_caveat(p, b, active) if not is_clean else None})
+    if not choices:
+        return
+    plan["files"][DESIGNATION_FILE] = designation_file({k: b for k, (b, _) in choices.items()})
+    plan["files"][REASSIGN_FILE] = reassignment_file(moves)
+    reassign = f"kafka-reassign-partitions.sh --bootstrap-server {bootstrap_server} --reassignment-json-file {REASSIGN_FILE}"
+    plan["commands"] += [f"{reassign} --execute", f"{reassign} --verify"]
+    if clean:
+        plan["files"][ELECTION_PREFERRED_FILE] = election_file(clean)
+        plan["commands"].append(f"{tool} --election-type preferred --path-to-json-file {ELECTION_PREFERRED_FILE}")
+    if unclean:
+        plan["files"][ELECTION_UNCLEAN_FILE] = election_file(unclean)
+        plan["commands"].append(f"{tool} --election-type unclean --path-to-json-file {ELECTION_UNCLEAN_FILE}")
+
+
+def _unclean_caveat(p: dict, b: int, active: set[int]) -> str | None:
+    w = unclean_winner(p, active, candidate_first(list(p["replicas"]), b))
+    if w != b:
+        return (f"an unclean election elects broker {w} (the single LastKnownElr member) ahead of broker {b}, "
+                f"so these commands give broker {w}, not {b}")
+    return None
+
+
+# --------------------------------------------------------------------------------------------------
+# Text and files
+
+
+_WHAT = {
+    PREFERRED: "Moves leadership back to each partition's preferred (first) replica, an in-sync replica: "
+               "no data is lost.",
+    UNCLEAN: "Elects a leader for leaderless partitions that have no in-sync or eligible replica left. The "
+             "controller takes the first active replica in replica order; records it never received are lost.",
+    LONGEST_LOG_BALANCED: "KIP-966 balanced recovery done by hand: for each leaderless partition, the replica "
+                          "with the newest and longest log, chosen only once every replica that may hold "
+                          "committed data has reported.",
+    LONGEST_LOG_AGGRESSIVE: "KIP-966 aggressive recovery done by hand: for each leaderless partition, the "
+                            "replica with the newest and longest log among those that reported.",
+    DESIGNATION: "Elects the designated broker for each leaderless partition.",
+}
+
+
+def plan_summary(plan: dict) -> str:
+    """PLAN.md: what the plan does, the commands in order, the partitions and what each may lose."""
+    et, files = plan["electionType"], plan["files"]
+    out = [f"# Election plan: {et}", "", _WHAT[et], ""]
+    if not plan["partitions"]:
+        out += ["No partition needs this election.", ""]
+    else:
+        if DESIGNATION_FILE in files:
+            out += [f"`{DESIGNATION_FILE}` is the KIP-966 `--election-type designation` form "
+                    "(ElectLeaders v3 DesiredLeaders). No released Kafka accepts it; it is kept as the record of "
+                    "the decision. The commands below reach the same result with released tools:", "",
+                    f"1. `{REASSIGN_FILE}` puts the chosen broker first in each replica list, keeping the other "
+                    "replicas and their order (no data moves).",
+                    "2. The election then elects that first replica: a preferred election when it is an in-sync "
+                    "or eligible replica, otherwise an unclean election, which takes the first active replica.", ""]
+        out += ["## Commands", "", "Run in this order from this folder:", "", "```"]
+        out += plan["commands"] + ["```", "", "## Partitions", "",
+                                   "| topic | partition | leader now | new leader | replicas | estimated records lost |",
+                                   "|---|---|---|---|---|---|"]
+        for p in plan["partitions"]:
+            lost = p["estimatedRecordsLost"]
+            reps = p.get("newReplicas") or ""
+            out.append(f"| {p['topic']} | {p['partition']} | {p['leader']} | {p['newLeader']} | "
+                       f"{reps if not reps else ','.join(map(str, reps))} | {'unknown' if lost is None else lost} |")
+        caveats = [p for p in plan["partitions"] if p.get("caveat")]
+        out.append("")
+        if caveats:
+            out += ["## Caveats", ""] + [f"- {p['topic']}-{p['partition']}: {p['caveat']}" for p in caveats] + [""]
+        if et != PREFERRED:
+            out += ["Estimated records lost: the longest log end offset among the replicas that reported minus "
+                    "the new leader's; an estimate (logs of different leader epochs can differ below their "
+                    "ends), unknown without per-replica log info.", ""]
+    if plan["skipped"]:
+        out += ["## Not included", ""] + [f"- {s['topic']}-{s['partition']}: {s['reason']}" for s in plan["skipped"]] + [""]
+    return "\n".join(out)
+
+
+def write_plan(plan: dict, out_dir) -> list[Path]:
+    """Write the plan's files and PLAN.md into ``out_dir`` (created); returns the paths, sorted."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, content in sorted(plan["files"].items()):
+        path = out / name
+        path.write_text(json.dumps(content, indent=2) + "\n", encoding="utf-8")
+        written.append(path)
+    summary = out / SUMMARY_FILE
+    summary.write_text(plan.get("summary") or plan_summary(plan), encoding="utf-8")
+    written.append(summary)
+    return sorted(written)

@@ -1,0 +1,54 @@
+"""``kraft-audit collect-log-info``: one broker's per-replica log info, read off its data directory
+(no Spark).  Writes a KIP-966 GetReplicaLogInfo-shaped JSON document; see controller_core/loginfo.py
+for what each number is and which error codes mark an unreadable replica."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from controller_core.loginfo import collect, iso_utc, parse_iso
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--broker-id", type=int, required=True, metavar="N", help="the broker's node.id")
+    p.add_argument("--data-dir", action="append", required=True, metavar="DIR",
+                   help="a log directory of the broker (repeatable, one per entry of log.dirs)")
+    p.add_argument("--broker-epoch", type=int, default=-1, metavar="E",
+                   help="the broker's registration epoch, if known (default -1: unknown)")
+    p.add_argument("--at", metavar="ISO8601", help="when the directory was captured (default: now, UTC)")
+    p.add_argument("--at-offset", type=int, metavar="N",
+                   help="the metadata log offset the capture corresponds to, if known")
+    p.add_argument("-o", "--output", required=True, metavar="FILE.json", help="where to write the JSON ('-': stdout)")
+
+
+def main(args, out=None, err=None) -> int:
+    out, err = out or sys.stdout, err or sys.stderr
+    try:
+        at = iso_utc(parse_iso(args.at)) if args.at else None
+    except ValueError:
+        print(f"kraft-audit collect-log-info: --at {args.at!r} is not an ISO 8601 time", file=err)
+        return 2
+    try:
+        doc = collect(args.data_dir, args.broker_id, args.broker_epoch, at, args.at_offset)
+    except FileNotFoundError as exc:
+        print(f"kraft-audit collect-log-info: {exc}", file=err)
+        return 2
+    text = json.dumps(doc, indent=2) + "\n"
+    if args.output == "-":
+        out.write(text)
+    else:
+        Path(args.output).write_text(text, encoding="utf-8")
+    bad = [(t.get("TopicId") or t.get("TopicName"), p["Partition"], p["ErrorMessage"])
+           for t in doc["TopicPartitionLogInfoList"] for p in t["PartitionLogInfo"] if p["ErrorCode"]]
+    for topic, part, msg in bad:
+        print(f"kraft-audit collect-log-info: {topic}-{part}: {msg}", file=err)
+    return 0
+
+
+if __name__ == "__main__":
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="kraft-audit collect-log-info")
+    add_arguments(ap)
+    sys.exit(main(ap.parse_args()))
