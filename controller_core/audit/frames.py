@@ -1,0 +1,152 @@
+"""Column preparation shared by the vectorized audit: the partition history as NumPy arrays in
+(topic, partition, offset) order, as-of lookups into the cluster timelines, and run-length windows.
+
+Pure NumPy/Arrow; never imports Spark.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from controller_core.recompute import padded
+
+BIG = np.int64(1) << 40  # (key, offset) packed as key * BIG + offset: offsets < 2^40, keys < 2^23
+
+
+def np_col(table: pa.Table, name: str, fill, dtype) -> np.ndarray:
+    col = table.column(name)
+    if fill is not None:
+        col = pc.fill_null(col, fill)
+    return np.asarray(col.to_numpy(), dtype=dtype) if col.num_chunks else np.zeros(0, dtype)
+
+
+def millis(col) -> tuple[np.ndarray, np.ndarray]:
+    """A timestamp column (any unit, any time zone) as (epoch milliseconds, valid mask)."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    valid = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), bool)
+    if pa.types.is_timestamp(col.type):
+        col = col.cast(pa.timestamp("ms", tz=col.type.tz)).cast(pa.int64())
+    ms = np.asarray(pc.fill_null(col, 0).to_numpy(zero_copy_only=False), np.int64)
+    return ms, valid
+
+
+def as_millis(when) -> int | None:
+    """An end time given as epoch ms, a datetime (naive = UTC) or None."""
+    if when is None:
+        return None
+    if isinstance(when, dt.datetime):
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.timezone.utc)
+        return int(round(when.timestamp() * 1000))
+    return int(when)
+
+
+def codes(values: pa.ChunkedArray | pa.Array, dictionary: pa.Array) -> np.ndarray:
+    """Position of each string in a sorted ``dictionary`` (-1 for null / absent)."""
+    return np.asarray(pc.fill_null(pc.index_in(values, value_set=dictionary), -1).to_numpy(), np.int64)
+
+
+def topic_dictionary(*columns) -> pa.Array:
+    """The sorted distinct topic ids of several columns: their codes order like the ids."""
+    chunks = [c for col in columns for c in (col.chunks if isinstance(col, pa.ChunkedArray) else [col])]
+    allv = pa.chunked_array(chunks, pa.string())
+    uniq = pc.unique(allv.combine_chunks() if len(chunks) else pa.array([], pa.string()))
+    uniq = uniq.filter(pc.is_valid(uniq))
+    return uniq.take(pc.array_sort_indices(uniq))
+
+
+@dataclass
+class History:
+    """The partition history, orphans dropped, sorted by (topic, partition, offset), as arrays."""
+
+    table: pa.Table  # the sorted rows (for evidence)
+    topic: np.ndarray  # topic code (sorted dictionary)
+    partition: np.ndarray
+    offset: np.ndarray
+    time: np.ndarray  # valid_from in epoch ms
+    time_ok: np.ndarray
+    deleted: np.ndarray
+    record_type: np.ndarray  # object array of record type names
+    leader: np.ndarray  # -1 also for deleted rows
+    lrs: np.ndarray
+    isr: np.ndarray  # padded matrices (-1) and lengths
+    isr_len: np.ndarray
+    elr: np.ndarray
+    elr_len: np.ndarray
+    lke: np.ndarray
+    lke_len: np.ndarray
+    rf: np.ndarray  # number of replicas
+    new_group: np.ndarray  # first row of its partition
+    prev: np.ndarray  # index of the partition's previous row (-1 if none)
+    next: np.ndarray  # index of the partition's next row (-1 if none)
+
+    @property
+    def n(self) -> int:
+        return len(self.offset)
+
+
+def history(table: pa.Table, dictionary: pa.Array) -> History:
+    if "orphan" in table.column_names:
+        table = table.filter(pc.invert(pc.fill_null(table.column("orphan"), False)))
+    t = codes(table.column("topic_id"), dictionary)
+    table = table.append_column("_t", pa.array(t)).sort_by(
+        [("_t", "ascending"), ("partition_id", "ascending"), ("offset", "ascending")])
+    t = np_col(table, "_t", None, np.int64)
+    part = np_col(table, "partition_id", -1, np.int64)
+    off = np_col(table, "offset", None, np.int64)
+    n = len(off)
+    time, time_ok = millis(table.column("valid_from_timestamp")) if n else (np.zeros(0, np.int64), np.zeros(0, bool))
+    deleted = np_col(table, "deleted", False, bool)
+    new_group = np.ones(n, bool)
+    if n:
+        new_group[1:] = (t[1:] != t[:-1]) | (part[1:] != part[:-1])
+    idx = np.arange(n)
+    prev = np.where(new_group, -1, idx - 1)
+    nxt = np.full(n, -1, np.int64)
+    if n:
+        nxt[:-1] = np.where(new_group[1:], -1, idx[1:])
+    isr, isr_len, _ = padded(table.column("isr"))
+    elr, elr_len, _ = padded(table.column("eligible_leader_replicas"))
+    lke, lke_len, _ = padded(table.column("last_known_elr"))
+    _, rf, _ = padded(table.column("replicas"))
+    return History(table=table.drop_columns(["_t"]), topic=t, partition=part, offset=off, time=time, time_ok=time_ok,
+                   deleted=deleted, record_type=np.asarray(table.column("record_type").to_pylist(), dtype=object),
+                   leader=np_col(table, "leader", -1, np.int64), lrs=np_col(table, "leader_recovery_state", 0, np.int64),
+                   isr=isr, isr_len=isr_len, elr=elr, elr_len=elr_len, lke=lke, lke_len=lke_len, rf=rf,
+                   new_group=new_group, prev=prev, next=nxt)
+
+
+def as_of(keys: np.ndarray, offsets: np.ndarray, q_keys: np.ndarray, q_offsets: np.ndarray,
+          strict: bool = False) -> np.ndarray:
+    """For each query, the index (into the unsorted rows) of the last row with the same key and an offset
+    <= the query's (< with ``strict``); -1 when there is none."""
+    order = np.lexsort((offsets, keys))
+    packed = keys[order] * BIG + offsets[order]
+    q = q_keys * BIG + q_offsets
+    j = np.searchsorted(packed, q, side="left" if strict else "right") - 1
+    ok = (j >= 0) & (keys[order][np.maximum(j, 0)] == q_keys) if len(order) else np.zeros(len(q), bool)
+    return np.where(ok, order[np.maximum(j, 0)] if len(order) else 0, -1)
+
+
+def runs(pred: np.ndarray, breaks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Maximal runs of consecutive True rows not crossing a row where ``breaks`` is set (a group start):
+    (first row, last row) of each run, in row order."""
+    n = len(pred)
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    before = np.concatenate([[False], pred[:-1]]) & ~breaks
+    after = np.concatenate([pred[1:] & ~breaks[1:], [False]])
+    return np.flatnonzero(pred & ~before), np.flatnonzero(pred & ~after)
+
+
+def member(mat: np.ndarray, length: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """b[i] among the first length[i] entries of row i of mat."""
+    if mat.shape[0] == 0:
+        return np.zeros(0, bool)
+    pos = np.arange(mat.shape[1])[None, :] < length[:, None]
+    return ((mat == b[:, None]) & pos).any(axis=1)
