@@ -61,6 +61,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lake", help="lake root (default: conf lake, env KRAFT_AUDIT_LAKE)")
     p.add_argument("--conf", help="YAML file overriding conf/defaults.yaml")
     p.add_argument("--strict", action="store_true", help="exit 2 if any input was quarantined")
+    p.add_argument("--log-info", action="append", metavar="PATH",
+                   help="also ingest GetReplicaLogInfo JSON files (or folders of them) into replica_log_info")
+
+    p = sub.add_parser("audit", help="durability audit: violations, recovery candidates, exit code (no Spark)")
+    from jobs import audit
+    audit.add_arguments(p)
+
+    p = sub.add_parser("plan", help="election plans: kafka-leader-election / kafka-reassign-partitions files")
+    from jobs import plan
+    plan.add_arguments(p)
+
+    p = sub.add_parser("collect-log-info", help="a broker's per-replica log info (KIP-966 GetReplicaLogInfo) "
+                                                "from its data directory")
+    from jobs import collect_log_info
+    collect_log_info.add_arguments(p)
+
+    p = sub.add_parser("simulate", help="write a simulated cluster's data directory with planted incidents")
+    from jobs import simulate
+    simulate.add_arguments(p)
     return ap
 
 
@@ -85,6 +104,18 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "ingest":
             from jobs import ingest
             return ingest.main(args)
+        if args.command == "audit":
+            from jobs import audit
+            return audit.run(args)
+        if args.command == "plan":
+            from jobs import plan
+            return plan.run(args)
+        if args.command == "collect-log-info":
+            from jobs import collect_log_info
+            return collect_log_info.main(args)
+        if args.command == "simulate":
+            from jobs import simulate
+            return simulate.main(args)
     except FileNotFoundError as exc:
         print(f"kraft-audit {args.command}: {exc}", file=sys.stderr)
         return 2
@@ -93,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     raise AssertionError(args.command)
 
 
-SPARK_FREE = {"decode", "verify", "describe", "whatif"}
+SPARK_FREE = {"decode", "verify", "describe", "whatif", "audit", "plan", "collect-log-info", "simulate"}
 
 
 def console() -> None:

@@ -94,4 +94,14 @@ def main(args) -> int:
         print(f"kraft-audit ingest: quarantined {q['message']} [{q['reason']}]", file=sys.stderr)
     if res.quarantined:
         print(f"  {len(res.quarantined)} spans quarantined ({res.quarantine_added} new rows in {QUARANTINE_TABLE})")
-    return 2 if (args.strict and res.quarantined) else 0
+    bad_info = 0
+    if getattr(args, "log_info", None):
+        from jobs import gold
+
+        n, bad = gold.ingest_log_info(lake, args.cluster, args.log_info)
+        print(f"  {n} replica log info rows in {gold.LOG_INFO_TABLE}")
+        for q in bad.to_pylist():
+            print(f"kraft-audit ingest: quarantined {q['source_file']} {q['json_path']}: {q['reason']}",
+                  file=sys.stderr)
+        bad_info = bad.num_rows
+    return 2 if (args.strict and (res.quarantined or bad_info)) else 0

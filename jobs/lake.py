@@ -173,6 +173,19 @@ class Lake:
                 predicate = None  # a new table: a plain write creates it
         return self._write_spark(table, df, "overwrite", partition_by, predicate)
 
+    def overwrite_arrow(self, table: str, data: pa.Table, partition_by: str | Sequence[str] | None = None,
+                        where: dict[str, str] | None = None) -> int:
+        """Replace the rows matching ``where`` ({column: value}, any columns) with ``data``, without
+        Spark (always through delta-rs); ``data`` must only hold rows matching ``where``."""
+        predicate = None
+        if where:
+            if any("'" in str(v) for v in where.values()):
+                raise ValueError(f"quote in a value: {where}")
+            predicate = " AND ".join(f"{k} = '{v}'" for k, v in where.items())
+        target, parts, is_new = self._plan(table, data.schema, _as_list(partition_by))
+        return self._commit(table, target, parts, is_new, data.to_batches(), "overwrite",
+                            None if is_new else predicate)
+
     def merge_update(self, table: str, source: DataFrame, on: Sequence[str], columns: Sequence[str],
                      where: dict[str, str], condition: str | None = None) -> int:
         """Set ``columns`` of the target rows matching a ``source`` row on ``on`` (within the

@@ -97,3 +97,23 @@ def test_describe_from_the_lake_equals_describe_from_the_log(silver, capsys, at)
     from_lake = json.loads(capsys.readouterr().out)
     assert cli.main(["describe", "--log-dir", str(REALDATA / CLUSTERS["induswargods"]), "--json", *at]) == 0
     assert from_lake == json.loads(capsys.readouterr().out)
+
+
+def test_audit_from_the_lake_equals_the_audit_of_the_log_directory(silver, capsys):
+    lake, _ = silver
+    for cluster in ("induswargods", "vasifvortex"):
+        code = cli.main(["audit", "--cluster", cluster, "--lake", str(lake.root), "--json"])
+        from_lake = json.loads(capsys.readouterr().out)
+        code2 = cli.main(["audit", "--log-dir", str(REALDATA / CLUSTERS[cluster]), "--json"])
+        from_log = json.loads(capsys.readouterr().out)
+        assert code == code2
+        assert from_lake["counts"] == from_log["counts"] and from_lake["counts"]
+        assert from_lake["findings"] == from_log["findings"]
+        gold = _rows(lake, "violations", cluster)  # the gold table holds exactly the findings
+        assert sorted((r.code, r.first_offset, r.partition) for r in gold) == sorted(
+            (f["code"], f["first_offset"], f["partition"]) for f in from_log["findings"])
+    # re-running replaces the cluster's gold rows
+    n = len(_rows(lake, "violations", "induswargods"))
+    cli.main(["audit", "--cluster", "induswargods", "--lake", str(lake.root)])
+    capsys.readouterr()
+    assert len(_rows(lake, "violations", "induswargods")) == n

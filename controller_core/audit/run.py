@@ -1,0 +1,244 @@
+"""One audit of one cluster: silver tables in, gold rows and an operator's summary out.
+
+The silver tables come from the lake (``kraft-audit replay``) or straight from a log directory
+(:func:`controller_core.audit.local.silver_tables`); either way this module only sees Arrow tables:
+
+* :func:`truncate` cuts the tables at an offset, for an audit "as of" a point in the past;
+* :func:`state_at` gives every partition's and broker's state at that point;
+* :func:`audit` computes the ``violations`` and, for every leaderless partition, the
+  ``recovery_candidates`` (KIP-966 unclean recovery over the replicas' log info);
+* :func:`summary_text` / :func:`summary_json` say what an operator has to act on.
+
+Pure NumPy/Arrow; never imports Spark.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from controller_core import loginfo, recovery
+from controller_core.audit.violations import VIOLATION_SCHEMA, violations
+
+SEVERITIES = ("ERROR", "WARN", "INFO")
+RANK = {s: i for i, s in enumerate(SEVERITIES)}  # lower is more severe
+TS = pa.timestamp("us", tz="UTC")
+
+
+@dataclass
+class AuditResult:
+    violations: pa.Table  # VIOLATION_SCHEMA
+    candidates: pa.Table  # recovery.CANDIDATE_SCHEMA
+    partitions: pa.Table  # recovery.PARTITION_SCHEMA + topic: every live partition at the audited point
+    brokers: pa.Table  # recovery.BROKER_SCHEMA at the audited point
+    at_offset: int
+    at_time: dt.datetime | None
+    strategy: str
+
+    def worst(self) -> str | None:
+        sev = set(self.violations.column("severity").to_pylist())
+        return next((s for s in SEVERITIES if s in sev), None)
+
+    def fails(self, fail_on: str) -> bool:
+        worst = self.worst()
+        return worst is not None and RANK[worst] <= RANK[fail_on]
+
+
+# ------------------------------------------------------------------------------------ as of a point
+def offset_at_time(tables: dict[str, pa.Table], at_us: int) -> int | None:
+    """The last offset, among the rows of the timelines, written at or before ``at_us`` (epoch us)."""
+    best = None
+    for name, col in (("partition_state_history", "valid_from_timestamp"), ("broker_state_history", "timestamp"),
+                      ("topic_config_history", "timestamp")):
+        t = tables.get(name)
+        if t is None or not t.num_rows:
+            continue
+        ts = pc.cast(t.column(col), TS).cast(pa.int64())
+        ok = pc.fill_null(pc.less_equal(ts, at_us), False)
+        offs = pc.filter(t.column("offset"), ok)
+        if len(offs):
+            m = pc.max(offs).as_py()
+            best = m if best is None else max(best, m)
+    return best
+
+
+def _cut(table: pa.Table, at: int) -> pa.Table:
+    """Rows written at or before ``at``; a valid-to past ``at`` becomes open again."""
+    table = table.filter(pc.less_equal(table.column("offset"), at))
+    if "valid_to_offset" in table.column_names:
+        later = pc.fill_null(pc.greater(table.column("valid_to_offset"), at), False)
+        for col in ("valid_to_offset", "valid_to_timestamp"):
+            if col in table.column_names:
+                i = table.schema.get_field_index(col)
+                table = table.set_column(i, col, pc.if_else(later, pa.scalar(None, table.schema.field(col).type),
+                                                            table.column(col)))
+    return table
+
+
+def truncate(tables: dict[str, pa.Table], at: int) -> tuple[dict[str, pa.Table], dt.datetime | None]:
+    """The tables as a replay through offset ``at`` would have written them, and the time of that point."""
+    out = dict(tables)
+    for name in ("partition_state_history", "broker_state_history", "topic_config_history", "invariant_breaches"):
+        if name in out:
+            out[name] = _cut(out[name], at)
+    when = None
+    for name, col in (("partition_state_history", "valid_from_timestamp"), ("broker_state_history", "timestamp"),
+                      ("topic_config_history", "timestamp")):
+        t = out.get(name)
+        if t is not None and t.num_rows:
+            m = pc.max(pc.cast(t.column(col), TS)).as_py()
+            when = m if when is None or (m is not None and m > when) else when
+    return out, when
+
+
+def _current(table: pa.Table, keys: list[str]) -> pa.Table:
+    """The rows nothing follows (valid_to_offset null): the state at the end of the (cut) table."""
+    return table.filter(pc.is_null(table.column("valid_to_offset")))
+
+
+def state_at(tables: dict[str, pa.Table]) -> tuple[pa.Table, pa.Table]:
+    """(partitions, brokers) at the end of the (possibly truncated) tables, in recovery's schemas."""
+    hist = _current(tables["partition_state_history"], ["topic_id", "partition_id"])
+    hist = hist.filter(pc.invert(hist.column("deleted")))
+    if "orphan" in hist.column_names:
+        hist = hist.filter(pc.invert(hist.column("orphan")))
+    topics = _current(tables["topic_config_history"], ["topic_id"])
+    names = dict(zip(topics.column("topic_id").to_pylist(), topics.column("topic_name").to_pylist()))
+    parts = pa.table({
+        "topic_id": hist.column("topic_id"),
+        "topic": pa.array([names.get(t) for t in hist.column("topic_id").to_pylist()], pa.string()),
+        "partition": hist.column("partition_id").cast(pa.int32()),
+        **{c: hist.column(s) for c, s in (("replicas", "replicas"), ("isr", "isr"),
+                                          ("eligible_leader_replicas", "eligible_leader_replicas"),
+                                          ("last_known_elr", "last_known_elr"))},
+        "leader": hist.column("leader"), "leader_epoch": hist.column("leader_epoch"),
+        "leader_recovery_state": hist.column("leader_recovery_state"),
+    })
+    parts = parts.sort_by([("topic", "ascending"), ("partition", "ascending")])
+    b = _current(tables["broker_state_history"], ["broker_id"])
+    brokers = pa.table({
+        "broker_id": b.column("broker_id"),
+        "registered": pc.fill_null(b.column("registered"), False),
+        "broker_epoch": pc.fill_null(b.column("broker_epoch"), -1),
+        "fenced": pc.fill_null(b.column("fenced"), True),
+        "in_controlled_shutdown": pc.fill_null(b.column("in_controlled_shutdown"), False),
+    }).cast(recovery.BROKER_SCHEMA)
+    return parts, brokers
+
+
+def active_brokers(brokers: pa.Table) -> set[int]:
+    return {r["broker_id"] for r in brokers.to_pylist() if r["registered"] and not r["fenced"]}
+
+
+# ------------------------------------------------------------------------------------------ the audit
+def audit(tables: dict[str, pa.Table], config: dict, end_offset: int, end_time, *, at_offset: int | None = None,
+          log_info: pa.Table | None = None, strategy: str | None = None) -> AuditResult:
+    """Violations over the history up to ``at_offset`` (default: the end of the log) and recovery
+    candidates for the partitions leaderless at that point."""
+    conf = config["audit"]
+    strategy = strategy or conf["recovery_strategy"]
+    at_time = end_time
+    if at_offset is not None and at_offset < end_offset:
+        tables, at_time = truncate(tables, at_offset)
+        end_offset = at_offset
+    found = violations(tables, config, end_offset, at_time)
+    parts, brokers = state_at(tables)
+    info = log_info if log_info is not None else loginfo.LOG_INFO_SCHEMA.empty_table()
+    if "collected_at_offset" in info.column_names and at_offset is not None:
+        # a reply captured after the audited point describes a later state than the one being recovered
+        late = pc.fill_null(pc.greater(info.column("collected_at_offset"), at_offset), False)
+        info = info.filter(pc.invert(late))
+    cands = recovery.recovery_candidates_table(parts, brokers, info, strategy,
+                                               conf.get("leader_epoch_check", "strict"))
+    if isinstance(at_time, (int, np.integer)):
+        at_time = dt.datetime.fromtimestamp(int(at_time) / 1000, dt.timezone.utc)
+    return AuditResult(found, cands, parts, brokers, end_offset, at_time, strategy)
+
+
+# -------------------------------------------------------------------------------------------- output
+def counts(result: AuditResult) -> list[dict]:
+    """Findings per (severity, code), most severe first."""
+    v = result.violations
+    tally: dict[tuple[str, str], list] = {}
+    for code, sev, tp, part in zip(v.column("code").to_pylist(), v.column("severity").to_pylist(),
+                                   v.column("topic").to_pylist(), v.column("partition").to_pylist()):
+        row = tally.setdefault((sev, code), [0, set()])
+        row[0] += 1
+        if tp is not None:
+            row[1].add((tp, part))
+    return [{"severity": s, "code": c, "findings": n, "partitions": len(p)}
+            for (s, c), (n, p) in sorted(tally.items(), key=lambda kv: (RANK.get(kv[0][0], 9), kv[0][1]))]
+
+
+def _ordered_findings(result: AuditResult, min_severity: str) -> list[dict]:
+    rows = [r for r in result.violations.to_pylist() if RANK.get(r["severity"], 9) <= RANK[min_severity]]
+    # most severe first; within a severity what is still going on first, then in log order
+    rows.sort(key=lambda r: (RANK[r["severity"]], not r["open"],
+                             r["first_offset"] if r["first_offset"] is not None else -1,
+                             r["code"], r["topic"] or "", r["partition"] if r["partition"] is not None else -1))
+    return rows
+
+
+def summary_json(result: AuditResult, cluster: str | None, fail_on: str) -> dict:
+    def iso(x):
+        return x.isoformat().replace("+00:00", "Z") if isinstance(x, dt.datetime) else x
+
+    return {
+        "cluster": cluster, "atOffset": result.at_offset, "atTime": iso(result.at_time),
+        "worstSeverity": result.worst(), "failOn": fail_on, "failed": result.fails(fail_on),
+        "counts": counts(result),
+        "findings": [{k: iso(v) for k, v in r.items()} for r in _ordered_findings(result, "INFO")],
+        "recoveryStrategy": result.strategy,
+        "recoveryCandidates": result.candidates.to_pylist(),
+    }
+
+
+def summary_text(result: AuditResult, cluster: str | None, fail_on: str, limit: int = 20) -> str:
+    when = result.at_time.isoformat().replace("+00:00", "Z") if isinstance(result.at_time, dt.datetime) else "?"
+    lines = [f"kraft-audit audit: {cluster or 'log directory'} through offset {result.at_offset} ({when})", ""]
+    table = counts(result)
+    if not table:
+        lines.append("No findings.")
+    else:
+        lines.append(f"  {'SEVERITY':<8} {'CODE':<30} {'FINDINGS':>8} {'PARTITIONS':>10}")
+        for r in table:
+            lines.append(f"  {r['severity']:<8} {r['code']:<30} {r['findings']:>8} {r['partitions']:>10}")
+    act = _ordered_findings(result, "WARN")
+    if act:
+        lines += ["", f"To act on ({len(act)} findings at WARN or above, most severe first):"]
+        for r in act[:limit]:
+            lines.append(f"  [{r['severity']}] {r['code']} @{r['first_offset']}: {r['explanation']}")
+        if len(act) > limit:
+            lines.append(f"  ... {len(act) - limit} more: --json, or the violations table")
+    rec = [r for r in result.candidates.to_pylist() if r["recommended"]]
+    leaderless = len({(r["topic_id"], r["partition"]) for r in result.candidates.to_pylist()})
+    if leaderless:
+        lines += ["", f"Leaderless partitions at offset {result.at_offset}: {leaderless}; "
+                  f"recovery strategy {result.strategy}:"]
+        seen = set()
+        for r in result.candidates.to_pylist():
+            key = (r["topic"] or r["topic_id"], r["partition"])
+            if key in seen:
+                continue
+            seen.add(key)
+            if len(seen) > limit:
+                lines.append(f"  ... {leaderless - limit} more: --json, or the recovery_candidates table")
+                break
+            best = next((c for c in rec if (c["topic"] or c["topic_id"], c["partition"]) == key), None)
+            if best is not None:
+                lost = best["estimated_records_lost"]
+                lines.append(f"  {key[0]}-{key[1]}: recover from broker {best['broker']} ({best['kind']}"
+                             + (f", ~{lost} records behind the longest log" if lost else "") + f"): {best['note']}")
+            else:
+                note = next(c["note"] for c in result.candidates.to_pylist()
+                            if (c["topic"] or c["topic_id"], c["partition"]) == key)
+                lines.append(f"  {key[0]}-{key[1]}: no recommendation: {note}")
+        lines.append("  kraft-audit plan --election-type ... writes the kafka-leader-election.sh / "
+                     "kafka-reassign-partitions.sh files")
+    worst = result.worst()
+    lines += ["", f"Worst severity: {worst or 'none'}; --fail-on {fail_on}: "
+              + ("FAIL (exit 1)" if result.fails(fail_on) else "pass (exit 0)")]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,109 @@
+"""Reading the silver tables and writing the gold ones for ``kraft-audit audit`` / ``plan``.
+
+The audit reads a cluster's silver rows straight from Delta with delta-rs (``Lake.read_arrow``): it
+computes on Arrow/NumPy in one process, so it needs no SparkSession and starts in a second.  Gold
+tables are written the same way.  The same audit runs on a log directory (``--log-dir``) through
+:func:`controller_core.audit.local.silver_tables`, with no lake at all.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from controller_core import loginfo
+from controller_core.audit import local
+
+SILVER_INPUTS = ("partition_state_history", "broker_state_history", "topic_config_history", "invariant_breaches")
+LOG_INFO_TABLE = "replica_log_info"
+LOG_INFO_QUARANTINE_TABLE = "replica_log_info_quarantine"
+CHECKPOINTS = "replay_checkpoints"
+
+
+class GoldError(RuntimeError):
+    pass
+
+
+def _drop_cluster(t: pa.Table) -> pa.Table:
+    return t.drop_columns(["cluster"]) if "cluster" in t.column_names else t
+
+
+def silver_from_lake(lake, cluster: str) -> tuple[dict[str, pa.Table], int, object]:
+    """(tables, end offset, end time) of a cluster's last replay."""
+    missing = [t for t in (*SILVER_INPUTS, CHECKPOINTS) if not lake.exists(t)]
+    if missing:
+        raise GoldError(f"no {', '.join(missing)} table in {lake.root}: run kraft-audit replay --cluster {cluster} first")
+    flt = [("cluster", "=", cluster)]
+    marks = lake.read_arrow(CHECKPOINTS, filters=flt)
+    if not marks.num_rows:
+        raise GoldError(f"cluster {cluster!r} was never replayed into {lake.root}: run kraft-audit replay first")
+    last = marks.sort_by([("last_offset", "descending"), ("replayed_at", "descending")]).slice(0, 1).to_pylist()[0]
+    tables = {name: _drop_cluster(lake.read_arrow(name, filters=flt)) for name in SILVER_INPUTS}
+    return tables, int(last["last_offset"]), last["last_timestamp"]
+
+
+def silver_from_log_dir(log_dir: str, invariants: bool = True) -> tuple[dict[str, pa.Table], int, object]:
+    tables = local.silver_tables(log_dir, invariants=invariants)
+    end_offset, end_time = local.log_end(tables)
+    return tables, end_offset, end_time
+
+
+def log_info_files(paths) -> list[str]:
+    """JSON files named directly, or every *.json in the directories named."""
+    out = []
+    for p in paths or []:
+        p = Path(p)
+        if p.is_dir():
+            out += sorted(str(f) for f in p.glob("*.json"))
+        elif p.exists():
+            out.append(str(p))
+        else:
+            raise FileNotFoundError(f"log info file or directory not found: {p}")
+    return out
+
+
+def newest_first(info: pa.Table) -> pa.Table:
+    """Replies ordered newest capture first: recovery counts a broker's first reply per partition."""
+    if not info.num_rows:
+        return info
+    keyed = info.append_column("_o", pc.fill_null(info.column("collected_at_offset"), -1))
+    keyed = keyed.sort_by([("_o", "descending"), ("collected_at", "descending"), ("source_file", "ascending")])
+    return keyed.drop_columns(["_o"])
+
+
+def ingest_log_info(lake, cluster: str, paths) -> tuple[int, pa.Table]:
+    """Bronze ``replica_log_info`` from GetReplicaLogInfo-shaped files (one per broker), bad files and
+    entries to ``replica_log_info_quarantine``.  Each file replaces its own earlier rows: re-ingesting
+    the same files changes nothing."""
+    files = log_info_files(paths)
+    rows, bad = loginfo.read_log_info(files)
+    n = 0
+    for f in files:
+        mine = rows.filter(pc.equal(rows.column("source_file"), f))
+        mine = mine.append_column("cluster", pa.array([cluster] * mine.num_rows, pa.string()))
+        lake.overwrite_arrow(LOG_INFO_TABLE, mine, partition_by="cluster", where={"cluster": cluster, "source_file": f})
+        q = bad.filter(pc.equal(bad.column("source_file"), f))
+        q = q.append_column("cluster", pa.array([cluster] * q.num_rows, pa.string()))
+        lake.overwrite_arrow(LOG_INFO_QUARANTINE_TABLE, q, partition_by="cluster",
+                             where={"cluster": cluster, "source_file": f})
+        n += mine.num_rows
+    return n, bad
+
+
+def log_info_from_lake(lake, cluster: str) -> pa.Table:
+    if not lake.exists(LOG_INFO_TABLE):
+        return loginfo.LOG_INFO_SCHEMA.empty_table()
+    t = _drop_cluster(lake.read_arrow(LOG_INFO_TABLE, filters=[("cluster", "=", cluster)]))
+    return t.select(loginfo.LOG_INFO_SCHEMA.names).cast(loginfo.LOG_INFO_SCHEMA)
+
+
+def write_gold(lake, cluster: str, result) -> None:
+    """``violations`` and ``recovery_candidates`` of one cluster, replaced as a whole (idempotent)."""
+    v = result.violations
+    v = v.set_column(v.schema.get_field_index("cluster"), "cluster", pa.array([cluster] * v.num_rows, pa.string()))
+    lake.overwrite_arrow("violations", v, partition_by="cluster", where={"cluster": cluster})
+    c = result.candidates
+    c = (c.append_column("at_offset", pa.array([result.at_offset] * c.num_rows, pa.int64()))
+         .append_column("cluster", pa.array([cluster] * c.num_rows, pa.string())))
+    lake.overwrite_arrow("recovery_candidates", c, partition_by="cluster", where={"cluster": cluster})

@@ -1,0 +1,57 @@
+"""``kraft-audit plan``: ready-to-run election plans for a cluster's state at a point of its history.
+
+    kraft-audit plan --cluster NAME --election-type preferred|unclean|longest_log_balanced|
+                     longest_log_aggressive|designation [-o DIR]
+
+Writes the files Kafka's tools read (``kafka-leader-election.sh --path-to-json-file``,
+``kafka-reassign-partitions.sh --reassignment-json-file``), the KIP-966 designation form, and PLAN.md
+saying what each step does and what it may lose.  Without ``-o`` the summary goes to stdout only.
+"""
+from __future__ import annotations
+
+import sys
+
+from jobs.audit import PROG as _AUDIT, add_source_arguments, load, resolve_at
+from jobs.config import load_config
+
+PROG = "kraft-audit plan"
+
+
+def add_arguments(p) -> None:
+    from controller_core.plans import ELECTION_TYPES
+
+    add_source_arguments(p)
+    p.add_argument("--election-type", required=True, choices=list(ELECTION_TYPES))
+    p.add_argument("--bootstrap-server", default="BROKER:9092", help="written into the commands of PLAN.md")
+    p.add_argument("-o", "--output", metavar="DIR", help="write the plan files into DIR")
+
+
+def run(args, out=None, err=None) -> int:
+    from controller_core import plans
+    from controller_core.audit.run import active_brokers, state_at, truncate
+    from controller_core.recovery import recovery_candidates_table
+    from jobs import gold
+
+    out, err = out or sys.stdout, err or sys.stderr
+    config = load_config(args.conf, {"lake": args.lake} if args.lake else None)
+    try:
+        tables, end_offset, _, info, _ = load(args, config)
+        at = resolve_at(args, tables)
+    except (gold.GoldError, ValueError) as exc:
+        print(f"{PROG}: {exc}", file=err)
+        return 2
+    if at is not None and at < end_offset:
+        tables, _ = truncate(tables, at)
+    parts, brokers = state_at(tables)
+    strategy = {"longest_log_balanced": "balanced", "longest_log_aggressive": "aggressive"}.get(
+        args.election_type, args.strategy or config["audit"]["recovery_strategy"])
+    cands = recovery_candidates_table(parts, brokers, info, strategy, config["audit"].get("leader_epoch_check", "strict"))
+    rows = [dict(r, topic=r["topic"]) for r in parts.to_pylist()]
+    plan = plans.build_plan(args.election_type, rows, active_brokers(brokers), cands.to_pylist(),
+                            bootstrap_server=args.bootstrap_server)
+    out.write(plan["summary"] if plan["summary"].endswith("\n") else plan["summary"] + "\n")
+    if args.output:
+        written = plans.write_plan(plan, args.output)
+        for f in written:
+            print(f"{PROG}: wrote {f}", file=err)
+    return 0

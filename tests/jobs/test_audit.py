@@ -1,0 +1,173 @@
+"""`kraft-audit audit` / `plan` / `collect-log-info` end to end on the real logs (log-directory mode,
+no Spark), and the log-info bronze table.  The lake mode is tested with the replay (test_replay.py)."""
+from __future__ import annotations
+
+import io
+import json
+import shutil
+
+import pytest
+
+from jobs import cli
+from realdata_facts import CLUSTERS, REALDATA
+
+# What the audit must find on each real log, above INFO, as {(severity, code): findings}, and why.
+EXPECTED = {
+    # one broker (RF 1) stopped four times: each stop leaves all 60 partitions leaderless. The outages at
+    # offsets 3114, 4246, 6245 and 7037-7091 lasted 19.7-79.6 min (>= audit.long_window_ms: ERROR); the
+    # shorter ones (20 s - 3 min) stay WARN, and 60 windows are still open at the end of the log.
+    "arthurarutunyan04": {("ERROR", "OFFLINE"): 240, ("WARN", "OFFLINE"): 190},
+    # test-topic-0 (one replica, ELR on): broker 1 fenced at 3594 (ISR -> [], ELR [1]: under min ISR,
+    # offline), its unclean restart at 3599 empties the ELR (offline, no candidate), and at 3602 Kafka
+    # elects it back as the last known leader, RECOVERING: an unclean election (controller-rules §2.3-3)
+    "induswargods": {("ERROR", "OFFLINE_NO_CANDIDATE"): 1, ("ERROR", "UNCLEAN_ELECTION"): 1,
+                     ("WARN", "INV-OFFLINE-NO-CANDIDATE"): 1, ("WARN", "OFFLINE"): 1, ("WARN", "UNDER_MIN_ISR"): 1},
+    # broker 1 (the sole ISR member of the 9 partitions) is down at the end of the log: 9 open windows
+    "mavila01": {("WARN", "OFFLINE"): 9},
+    # brokers 2 and 3 went down around offsets 26144-26389: 56 partitions offline twice (14.7 s, 3.5 min)
+    "ogs59": {("WARN", "OFFLINE"): 112},
+    # pre-3.3 fences at 66-102: 35 single-replica partitions of the fenced broker offline for 2-6 s;
+    # John_Snow sets min.insync.replicas=3 on a replication factor of 1 (silently capped to 1)
+    "vasifvortex": {("WARN", "MIN_ISR_ABOVE_RF"): 1, ("WARN", "OFFLINE"): 35},
+}
+
+
+def _audit(argv, capsys):
+    code = cli.main(["audit", *argv])
+    return code, capsys.readouterr()
+
+
+@pytest.mark.parametrize("cluster", sorted(EXPECTED))
+def test_audit_finds_what_each_real_log_holds(cluster, capsys):
+    code, cap = _audit(["--log-dir", str(REALDATA / CLUSTERS[cluster]), "--json"], capsys)
+    doc = json.loads(cap.out)
+    got = {(c["severity"], c["code"]): c["findings"] for c in doc["counts"] if c["severity"] != "INFO"}
+    assert got == EXPECTED[cluster]
+    worst = "ERROR" if any(s == "ERROR" for s, _ in got) else "WARN"
+    assert doc["worstSeverity"] == worst
+    assert code == (1 if worst == "ERROR" else 0)  # default --fail-on ERROR
+    for f in doc["findings"]:  # every finding names its partition and says something an operator reads
+        assert f["explanation"] and f["code"] and f["severity"] in ("ERROR", "WARN", "INFO")
+
+
+def test_fail_on_and_text_summary(capsys):
+    log = str(REALDATA / CLUSTERS["vasifvortex"])
+    code, cap = _audit(["--log-dir", log], capsys)
+    assert code == 0 and "Worst severity: WARN" in cap.out and "MIN_ISR_ABOVE_RF" in cap.out
+    assert "John_Snow" in cap.out  # the explanation names the topic
+    code, cap = _audit(["--log-dir", log, "--fail-on", "WARN"], capsys)
+    assert code == 1 and "FAIL (exit 1)" in cap.out
+
+
+def test_audit_as_of_an_offset_sees_only_the_past(capsys):
+    log = str(REALDATA / CLUSTERS["induswargods"])
+    code, cap = _audit(["--log-dir", log, "--json", "--at-offset", "3598"], capsys)
+    doc = json.loads(cap.out)
+    assert doc["atOffset"] == 3598
+    codes = {c["code"] for c in doc["counts"]}
+    assert "UNCLEAN_ELECTION" not in codes and "OFFLINE_NO_CANDIDATE" not in codes
+    offline = [f for f in doc["findings"] if f["code"] == "OFFLINE"]
+    assert len(offline) == 1 and offline[0]["open"] and offline[0]["first_offset"] == 3594
+    # at 3598 test-topic-0 is leaderless with ELR [1] (broker 1 fenced): one candidate row, broker 1
+    cands = doc["recoveryCandidates"]
+    assert [(c["broker"], c["in_elr"], c["alive_now"]) for c in cands] == [(1, True, False)]
+    assert code == 0
+
+
+def test_audit_errors_are_clear(capsys, tmp_path):
+    code = cli.main(["audit", "--cluster", "nope", "--lake", str(tmp_path / "lake")])
+    assert code == 2
+    assert "kraft-audit replay" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------- log info and plans
+OGS = REALDATA / "ogs59-3broker-mv3.7"
+
+
+@pytest.fixture(scope="module")
+def ogs_log_info(tmp_path_factory):
+    out = tmp_path_factory.mktemp("loginfo")
+    files = []
+    for b in (1, 2, 3):
+        f = out / f"broker-{b}.json"
+        assert cli.main(["collect-log-info", "--broker-id", str(b), "--data-dir", str(OGS / f"kafka-{b}"),
+                         "--at", "2025-09-22T14:31:30Z", "-o", str(f)]) == 0
+        files.append(f)
+    return files
+
+
+def test_collect_log_info_cli_on_the_three_replicas(ogs_log_info):
+    docs = [json.loads(f.read_text()) for f in ogs_log_info]
+    got = {d["BrokerId"]: [(t["TopicId"], p["Partition"], p["LastWrittenLeaderEpoch"], p["LogEndOffset"])
+                           for t in d["TopicPartitionLogInfoList"] for p in t["PartitionLogInfo"]] for d in docs}
+    # rxx-topic-1 as each broker stores it: two one-record batches (LEO 2); broker 3's checkpoint ends at epoch 6
+    assert got == {1: [("KFvSE487Q4m4j_tN115p3w", 1, 0, 2)], 2: [("KFvSE487Q4m4j_tN115p3w", 1, 0, 2)],
+                   3: [("KFvSE487Q4m4j_tN115p3w", 1, 6, 2)]}
+
+
+def test_log_info_ingest_is_idempotent_and_quarantines_bad_files(ogs_log_info, tmp_path):
+    from jobs import gold
+    from jobs.lake import Lake
+
+    bad = tmp_path / "broker-9.json"
+    bad.write_text('{"BrokerId": 9, "BrokerEpoch": 3, "TopicPartitionLogInfoList": [{"TopicId": "x", '
+                   '"PartitionLogInfo": [{"Partition": "zero"}]}]}')
+    lake = Lake(tmp_path / "lake", None, backend="delta-rs")
+    paths = [str(f) for f in ogs_log_info] + [str(bad)]
+    n, q = gold.ingest_log_info(lake, "ogs59", paths)
+    assert n == 3 and q.num_rows == 1 and "broker-9.json" in q.column("source_file")[0].as_py()
+    v = lake.version(gold.LOG_INFO_TABLE)
+    assert gold.ingest_log_info(lake, "ogs59", paths)[0] == 3
+    rows = gold.log_info_from_lake(lake, "ogs59")
+    assert rows.num_rows == 3  # re-ingesting replaced, not duplicated
+    assert sorted(rows.column("broker_id").to_pylist()) == [1, 2, 3]
+    assert lake.version(gold.LOG_INFO_TABLE) > v
+    assert lake.read_arrow(gold.LOG_INFO_QUARANTINE_TABLE).num_rows == 1
+
+
+def test_recovery_with_log_info_at_a_leaderless_point(ogs_log_info, capsys):
+    # at offset 26200 rxx-topic-1 is leaderless; the replies were read off disk later (epochs 0 and 6 vs
+    # the partition's): strict checking refuses them all, and balanced recovery names who is missing
+    argv = ["--log-dir", str(OGS / "kafka-1"), "--json", "--at-offset", "26200", "--log-info", str(ogs_log_info[0]),
+            "--log-info", str(ogs_log_info[1]), "--log-info", str(ogs_log_info[2])]
+    _, cap = _audit(argv, capsys)
+    cands = [c for c in json.loads(cap.out)["recoveryCandidates"] if c["topic"] == "rxx-topic" and c["partition"] == 1]
+    assert {c["broker"] for c in cands} == {1, 2, 3}
+    assert not any(c["recommended"] for c in cands)
+    assert {c["excluded_reason"].split(" (")[0] for c in cands if c["broker"] in (1, 3)} == {"stale leader epoch"}
+
+
+def test_plan_cli_writes_kafka_tool_files(tmp_path, capsys):
+    # induswargods at offset 3598: test-topic-0 leaderless, its only replica (ELR member) fenced: no clean
+    # candidate, and no active replica either, so the unclean plan has nothing it could run yet
+    out = tmp_path / "plan"
+    code = cli.main(["plan", "--log-dir", str(REALDATA / CLUSTERS["induswargods"]), "--at-offset", "3598",
+                     "--election-type", "unclean", "-o", str(out)])
+    assert code == 0
+    assert (out / "PLAN.md").is_file()
+    text = capsys.readouterr().out
+    assert "test-topic" in text
+    # ogs59 at the end: every leader is its preferred replica or the preferred one is down; the files that
+    # are written have exactly kafka-leader-election.sh's shape
+    out2 = tmp_path / "plan2"
+    assert cli.main(["plan", "--log-dir", str(REALDATA / CLUSTERS["ogs59"]), "--election-type", "preferred",
+                     "-o", str(out2)]) == 0
+    for f in out2.glob("*.json"):
+        doc = json.loads(f.read_text())
+        assert set(doc) == {"partitions"}
+        assert all(set(p) == {"topic", "partition"} for p in doc["partitions"])
+
+
+def test_collect_log_info_on_a_damaged_copy_reports_errors(tmp_path, capsys):
+    d = tmp_path / "kafka-2"
+    shutil.copytree(OGS / "kafka-2", d)
+    seg = d / "rxx-topic-1" / "00000000000000000000.log"
+    seg.write_bytes(seg.read_bytes()[:100])  # torn in the second batch
+    (d / "rxx-topic-1" / "partition.metadata").write_text("garbage")
+    out = io.StringIO()
+    assert cli.main(["collect-log-info", "--broker-id", "2", "--data-dir", str(d), "-o", str(tmp_path / "o.json")]) == 0
+    doc = json.loads((tmp_path / "o.json").read_text())
+    entries = [p for t in doc["TopicPartitionLogInfoList"] for p in t["PartitionLogInfo"]]
+    assert len(entries) == 1 and entries[0]["ErrorCode"] != 0
+    assert "partition.metadata" in entries[0]["ErrorMessage"]
+    assert out.getvalue() == ""
