@@ -20,6 +20,36 @@ def add_arguments(p) -> None:
     p.add_argument("--at-offset", type=int, metavar="N",
                    help="the metadata log offset the capture corresponds to, if known")
     p.add_argument("-o", "--output", required=True, metavar="FILE.json", help="where to write the JSON ('-': stdout)")
+    p.add_argument("--no-metadata", action="store_true",
+                   help="do not read the broker's own __cluster_metadata-0 replica for its broker epoch and "
+                        "the partitions' current leader epochs")
+
+
+def from_own_metadata(doc: dict, data_dirs, err) -> None:
+    """Fill what only the broker's metadata knows -- its registration epoch, each partition's current
+    leader epoch, the metadata offset of the capture -- from the broker's own replica of
+    ``__cluster_metadata`` when one of its data directories holds it.  A leader epoch bump that left a
+    partition leaderless is written only there, never to the partition's own files."""
+    from jobs.describe import DescribeError, replay
+
+    meta = next((Path(d) for d in data_dirs if (Path(d) / "__cluster_metadata-0").is_dir()), None)
+    if meta is None:
+        return
+    try:
+        image, reached = replay(str(meta), at_offset=doc.get("CollectedAtOffset"), err=err)
+    except (DescribeError, OSError, ValueError) as exc:
+        print(f"kraft-audit collect-log-info: {meta}/__cluster_metadata-0 not used: {exc}", file=err)
+        return
+    b = image.brokers.get(doc["BrokerId"])
+    if doc["BrokerEpoch"] == -1 and b is not None:
+        doc["BrokerEpoch"] = b.epoch
+    if doc.get("CollectedAtOffset") is None and reached.offset is not None:
+        doc["CollectedAtOffset"] = reached.offset
+    for t in doc["TopicPartitionLogInfoList"]:
+        for p in t["PartitionLogInfo"]:
+            part = image.partitions.get((t.get("TopicId"), p["Partition"]))
+            if part is not None and p["ErrorCode"] == 0:
+                p["CurrentLeaderEpoch"] = part.leader_epoch
 
 
 def main(args, out=None, err=None) -> int:
@@ -34,6 +64,8 @@ def main(args, out=None, err=None) -> int:
     except FileNotFoundError as exc:
         print(f"kraft-audit collect-log-info: {exc}", file=err)
         return 2
+    if not getattr(args, "no_metadata", False):
+        from_own_metadata(doc, args.data_dir, err)
     text = json.dumps(doc, indent=2) + "\n"
     if args.output == "-":
         out.write(text)

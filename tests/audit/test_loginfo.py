@@ -172,7 +172,9 @@ def test_cli_writes_valid_json_that_reads_back_as_rows(ogs59, tmp_path):
     assert rows.schema == LOG_INFO_SCHEMA and bad.num_rows == 0
     got = sorted((r["broker_id"], r["broker_epoch"], r["partition"], r["last_written_leader_epoch"],
                   r["current_leader_epoch"], r["log_end_offset"], r["error_code"]) for r in rows.to_pylist())
-    assert got == [(1, 101, 1, 0, 0, 2, 0), (2, 102, 1, 0, 0, 2, 0), (3, 103, 1, 6, 6, 2, 0)]
+    # broker 1's data dir holds its __cluster_metadata-0 replica: its current leader epoch is the one
+    # its metadata knows at offset 31000 (6), not the last epoch its partition files hold (0)
+    assert got == [(1, 101, 1, 0, 6, 2, 0), (2, 102, 1, 0, 0, 2, 0), (3, 103, 1, 6, 6, 2, 0)]
 
 
 def test_cli_rejects_missing_data_dir(tmp_path):

@@ -134,7 +134,22 @@ def test_recovery_with_log_info_at_a_leaderless_point(ogs_log_info, capsys):
     cands = [c for c in json.loads(cap.out)["recoveryCandidates"] if c["topic"] == "rxx-topic" and c["partition"] == 1]
     assert {c["broker"] for c in cands} == {1, 2, 3}
     assert not any(c["recommended"] for c in cands)
-    assert {c["excluded_reason"].split(" (")[0] for c in cands if c["broker"] in (1, 3)} == {"stale leader epoch"}
+    reason = {c["broker"]: (c["excluded_reason"] or "").split(" (")[0] for c in cands}
+    # broker 1's reply says it was captured at metadata offset 31932, after the audited point: not used
+    assert reason == {1: "no log info", 2: "stale leader epoch", 3: "stale leader epoch"}
+
+
+def test_collected_log_info_carries_what_the_brokers_metadata_knows(ogs_log_info):
+    from controller_core.state import parse_mv  # noqa: F401  (the image below is the scalar reference)
+    from jobs.describe import replay as image_at
+
+    image, reached = image_at(str(OGS / "kafka-1"))
+    doc = json.loads(ogs_log_info[0].read_text())  # kafka-1 holds a __cluster_metadata-0 replica
+    part = doc["TopicPartitionLogInfoList"][0]["PartitionLogInfo"][0]
+    assert doc["BrokerEpoch"] == image.brokers[1].epoch and doc["CollectedAtOffset"] == reached.offset
+    assert part["CurrentLeaderEpoch"] == image.partitions[("KFvSE487Q4m4j_tN115p3w", 1)].leader_epoch == 6
+    other = json.loads(ogs_log_info[1].read_text())  # kafka-2 has no metadata replica: unknown stays -1
+    assert other["BrokerEpoch"] == -1 and other["CollectedAtOffset"] is None
 
 
 def test_plan_cli_writes_kafka_tool_files(tmp_path, capsys):
