@@ -72,6 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
     from jobs import plan
     plan.add_arguments(p)
 
+    p = sub.add_parser("quality", help="Great Expectations data-quality checks on a cluster's bronze/silver tables")
+    from jobs import quality
+    quality.add_arguments(p)
+
     p = sub.add_parser("collect-log-info", help="a broker's per-replica log info (KIP-966 GetReplicaLogInfo) "
                                                 "from its data directory")
     from jobs import collect_log_info
@@ -110,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "plan":
             from jobs import plan
             return plan.run(args)
+        if args.command == "quality":
+            from jobs import quality
+            return quality.run(args)
         if args.command == "collect-log-info":
             from jobs import collect_log_info
             return collect_log_info.main(args)
@@ -124,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     raise AssertionError(args.command)
 
 
-SPARK_FREE = {"decode", "verify", "describe", "whatif", "audit", "plan", "collect-log-info", "simulate"}
+SPARK_FREE = {"decode", "verify", "describe", "whatif", "audit", "plan", "collect-log-info", "simulate", "quality"}
 
 
 def console() -> None:

@@ -117,3 +117,32 @@ def test_audit_from_the_lake_equals_the_audit_of_the_log_directory(silver, capsy
     cli.main(["audit", "--cluster", "induswargods", "--lake", str(lake.root)])
     capsys.readouterr()
     assert len(_rows(lake, "violations", "induswargods")) == n
+
+
+def test_quality_checks_pass_on_real_replays_and_catch_a_broken_table(silver, capsys, tmp_path):
+    import pyarrow as pa
+
+    from jobs import quality
+
+    lake, _ = silver
+    assert cli.main(["quality", "--cluster", "vasifvortex", "--lake", str(lake.root)]) == 0
+    assert "0 failed" in capsys.readouterr().out
+    rows = lake.read_arrow(quality.QUALITY_TABLE, filters=[("cluster", "=", "vasifvortex")])
+    assert rows.num_rows == len(quality.checks()) and all(rows.column("success").to_pylist())
+    # the same checks on tables with planted faults: a duplicated history row, a negative epoch, a
+    # valid-to before its valid-from, a divergence
+    tables = quality.load_tables(lake, "vasifvortex")
+    h = tables["partition_state_history"]
+    bad = h.iloc[[0, 0, 1]].copy()
+    bad.iloc[2, bad.columns.get_loc("leader_epoch")] = -5
+    bad.iloc[1, bad.columns.get_loc("valid_to_offset")] = int(bad.iloc[1]["offset"]) - 1
+    tables["partition_state_history"] = bad
+    tables["divergences"] = tables["divergences"].reindex(range(1))
+    got = quality.validate(tables, "x").to_pylist()
+    failed = {(r["table"], r["expectation"], r["kwargs"]) for r in got if not r["success"]}
+    assert ("partition_state_history", "ExpectCompoundColumnsToBeUnique",
+            '{"column_list": ["topic_id", "partition_id", "offset"]}') in failed
+    assert any(t == "partition_state_history" and '"leader_epoch"' in k for t, _, k in failed)
+    assert any(t == "partition_state_history" and '"valid_to_offset"' in k for t, _, k in failed)
+    assert ("divergences", "ExpectTableRowCountToEqual", '{"value": 0}') in failed
+    assert len(failed) == 4

@@ -1,0 +1,184 @@
+"""``kraft-audit quality --cluster NAME``: Great Expectations checks on a cluster's bronze and silver
+tables -- the data-quality gate a scheduler runs before trusting (or publishing) an audit.
+
+Each table gets a suite of expectations that hold for any metadata log Kafka wrote and any replay this
+tool made: keys unique, offsets and epochs in range, validity intervals well ordered, record types
+known, no divergence, no ERROR invariant breach, nothing quarantined.  A failed expectation is a row of
+the gold ``data_quality`` table with its severity; the exit code is 1 when an ERROR-severity
+expectation fails.
+
+GX runs its pandas engine on the columns each suite needs, read with delta-rs (no SparkSession), in an
+ephemeral context: nothing is written outside the lake, and no network is used.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import sys
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from jobs.config import load_config
+
+PROG = "kraft-audit quality"
+QUALITY_TABLE = "data_quality"
+QUALITY_SCHEMA = pa.schema([
+    ("cluster", pa.string()), ("checked_at", pa.timestamp("us", tz="UTC")), ("table", pa.string()),
+    ("expectation", pa.string()), ("kwargs", pa.string()), ("severity", pa.string()), ("success", pa.bool_()),
+    ("element_count", pa.int64()), ("unexpected_count", pa.int64()), ("unexpected_sample", pa.string()),
+])
+
+
+@dataclass(frozen=True)
+class Check:
+    table: str
+    expectation: str  # the GX class name in great_expectations.expectations
+    kwargs: dict
+    severity: str = "ERROR"
+
+
+def _known_types() -> list[str]:
+    from controller_core.records import BY_TYPE_NAME
+
+    return sorted(BY_TYPE_NAME)
+
+
+def checks() -> list[Check]:
+    """The expectations, table by table."""
+    c = []
+    b = "metadata_records"
+    c += [Check(b, "ExpectColumnValuesToNotBeNull", {"column": "offset"}),
+          Check(b, "ExpectColumnValuesToBeBetween", {"column": "offset", "min_value": 0}),
+          Check(b, "ExpectCompoundColumnsToBeUnique", {"column_list": ["source_file", "offset"]}),
+          Check(b, "ExpectColumnValuesToBeInSet", {"column": "record_type", "value_set": _known_types()}),
+          Check(b, "ExpectColumnValuesToBeInSet", {"column": "source_kind",
+                                                   "value_set": ["segment", "snapshot", "bootstrap"]}),
+          Check(b, "ExpectColumnValuesToBeBetween", {"column": "record_version", "min_value": 0}),
+          Check(b, "ExpectColumnValuesToNotBeNull", {"column": "timestamp"}),
+          Check(b, "ExpectColumnValuesToBeBetween", {"column": "partition_id", "min_value": 0}),
+          Check(b, "ExpectColumnValuesToBeBetween", {"column": "broker_id", "min_value": 0})]
+    c += [Check("quarantine", "ExpectTableRowCountToEqual", {"value": 0}, "WARN")]
+    h = "partition_state_history"
+    c += [Check(h, "ExpectCompoundColumnsToBeUnique", {"column_list": ["topic_id", "partition_id", "offset"]}),
+          Check(h, "ExpectColumnValuesToBeBetween", {"column": "leader", "min_value": -1}),
+          Check(h, "ExpectColumnValuesToBeBetween", {"column": "leader_epoch", "min_value": 0}),
+          Check(h, "ExpectColumnValuesToBeBetween", {"column": "partition_epoch", "min_value": 0}),
+          Check(h, "ExpectColumnValuesToBeInSet", {"column": "leader_recovery_state", "value_set": [0, 1]}),
+          Check(h, "ExpectColumnPairValuesAToBeGreaterThanB",
+                {"column_A": "valid_to_offset", "column_B": "offset", "ignore_row_if": "either_value_is_missing"}),
+          Check(h, "ExpectColumnPairValuesAToBeGreaterThanB",
+                {"column_A": "valid_to_timestamp", "column_B": "valid_from_timestamp", "or_equal": True,
+                 "ignore_row_if": "either_value_is_missing"}),
+          Check(h, "ExpectColumnValuesToNotBeNull", {"column": "valid_from_timestamp", "mostly": 0.5}, "WARN")]
+    s = "partition_state"
+    c += [Check(s, "ExpectCompoundColumnsToBeUnique", {"column_list": ["topic_id", "partition_id"]}),
+          Check(s, "ExpectColumnValuesToBeNull", {"column": "valid_to_offset"})]
+    c += [Check("broker_state_history", "ExpectColumnValuesToBeBetween", {"column": "broker_id", "min_value": 0}),
+          Check("broker_state_history", "ExpectColumnValuesToBeBetween", {"column": "broker_epoch", "min_value": 0}),
+          Check("topic_config_history", "ExpectColumnValuesToBeBetween",
+                {"column": "effective_min_isr", "min_value": 1}),
+          Check("topic_config_history", "ExpectColumnValuesToNotBeNull", {"column": "topic_name"})]
+    c += [Check("divergences", "ExpectTableRowCountToEqual", {"value": 0}),
+          Check("invariant_breaches", "ExpectColumnValuesToNotBeInSet", {"column": "severity", "value_set": ["ERROR"]})]
+    return c
+
+
+def _columns(checks_of_table: list[Check]) -> list[str]:
+    cols: list[str] = []
+    for ch in checks_of_table:
+        k = ch.kwargs
+        for c in [k.get("column"), k.get("column_A"), k.get("column_B"), *(k.get("column_list") or [])]:
+            if c and c not in cols:
+                cols.append(c)
+    return cols
+
+
+def validate(tables: dict[str, "object"], cluster: str) -> pa.Table:
+    """Run every check on ``tables`` ({name: pandas DataFrame}); one QUALITY_SCHEMA row per check.
+    A table that is absent fails its checks with severity ERROR (except row-count-zero checks)."""
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
+    import great_expectations as gx
+    import great_expectations.expectations as gxe
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    ctx = gx.get_context(mode="ephemeral")
+    ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
+    source = ctx.data_sources.add_pandas(name="lake")
+    now = dt.datetime.now(dt.timezone.utc)
+    rows = []
+    by_table: dict[str, list[Check]] = {}
+    for ch in checks():
+        by_table.setdefault(ch.table, []).append(ch)
+    for name, mine in by_table.items():
+        df = tables.get(name)
+        if df is None:
+            for ch in mine:
+                empty_ok = ch.expectation == "ExpectTableRowCountToEqual"
+                rows.append(dict(cluster=cluster, checked_at=now, table=name, expectation=ch.expectation,
+                                 kwargs=json.dumps(ch.kwargs), severity=ch.severity, success=empty_ok,
+                                 element_count=0, unexpected_count=0,
+                                 unexpected_sample=None if empty_ok else "table missing"))
+            continue
+        batch = source.add_dataframe_asset(name=name).add_batch_definition_whole_dataframe(name)
+        suite = ctx.suites.add(gx.ExpectationSuite(name=f"{name}_suite"))
+        for i, ch in enumerate(mine):
+            suite.add_expectation(getattr(gxe, ch.expectation)(**ch.kwargs, meta={"check": i}))
+        res = batch.get_batch(batch_parameters={"dataframe": df}).validate(suite, result_format="SUMMARY")
+        # GX does not return results in the suite's order: match them through the meta tag
+        for r in sorted(res.results, key=lambda r: r.expectation_config.meta["check"]):
+            ch = mine[r.expectation_config.meta["check"]]
+            got = r.result or {}
+            sample = got.get("partial_unexpected_list") or (
+                [got.get("observed_value")] if not r.success and "observed_value" in got else None)
+            rows.append(dict(cluster=cluster, checked_at=now, table=name, expectation=ch.expectation,
+                             kwargs=json.dumps(ch.kwargs), severity=ch.severity, success=bool(r.success),
+                             element_count=got.get("element_count", len(df)),
+                             unexpected_count=got.get("unexpected_count", 0 if r.success else None),
+                             unexpected_sample=json.dumps(sample[:5], default=str) if sample else None))
+    return pa.Table.from_pylist(rows, schema=QUALITY_SCHEMA)
+
+
+def load_tables(lake, cluster: str) -> dict:
+    """The columns the checks read, of every table the cluster has, as pandas frames."""
+    by_table: dict[str, list[Check]] = {}
+    for ch in checks():
+        by_table.setdefault(ch.table, []).append(ch)
+    out = {}
+    for name, mine in by_table.items():
+        if not lake.exists(name):
+            continue
+        cols = _columns(mine)
+        t = lake.read_arrow(name, columns=cols or ["cluster"], filters=[("cluster", "=", cluster)])
+        out[name] = t.to_pandas()
+    return out
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--cluster", required=True)
+    p.add_argument("--lake", help="lake root (default: conf lake, env KRAFT_AUDIT_LAKE)")
+    p.add_argument("--conf", help="YAML file overriding conf/defaults.yaml")
+    p.add_argument("--json", action="store_true", help="the result rows as a JSON array")
+
+
+def run(args, out=None, err=None) -> int:
+    from jobs.lake import Lake
+
+    out, err = out or sys.stdout, err or sys.stderr
+    config = load_config(args.conf, {"lake": args.lake} if args.lake else None)
+    lake = Lake(config["lake"], None, backend="delta-rs")
+    if not lake.exists("metadata_records"):
+        print(f"{PROG}: no metadata_records table in {lake.root}: run kraft-audit ingest first", file=err)
+        return 2
+    result = validate(load_tables(lake, args.cluster), args.cluster)
+    lake.overwrite_arrow(QUALITY_TABLE, result, partition_by="cluster", where={"cluster": args.cluster})
+    failed = [r for r in result.to_pylist() if not r["success"]]
+    if args.json:
+        out.write(json.dumps(result.to_pylist(), default=str, indent=2) + "\n")
+    else:
+        out.write(f"{PROG}: cluster {args.cluster!r}: {result.num_rows} expectations, {len(failed)} failed\n")
+        for r in failed:
+            out.write(f"  [{r['severity']}] {r['table']}: {r['expectation']} {r['kwargs']}: "
+                      f"{r['unexpected_count']} unexpected of {r['element_count']} {r['unexpected_sample'] or ''}\n")
+    return 1 if any(r["severity"] == "ERROR" for r in failed) else 0
