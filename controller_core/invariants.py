@@ -17,9 +17,11 @@ broker epochs) are evaluated in ``before_record`` on the state the record produc
 :func:`controller_core.state.merge`.  Rules that speak about the state *after a batch* (min ISR,
 fencing, unclean-shutdown handling, availability windows) are evaluated in ``after_batch``.
 
-Not here (they need the trigger of a record, i.e. the recomputation of the controller's decision):
-INV-ELECTION-ORDER, INV-LEADER-ACTIVE, INV-UNCLEAN-CONFIG, INV-UNCLEAN-ELECTION.  For those,
-:func:`is_unclean_election` classifies one PartitionChangeRecord as §2.6-5 does.
+The election rules a record shows by itself are here too: INV-UNCLEAN-ELECTION (every unclean election,
+:func:`is_unclean_election` classifies a PartitionChangeRecord as §2.6-5 does), INV-UNCLEAN-CONFIG (that
+election on a topic whose unclean config resolves false at that point) and INV-LEADER-ACTIVE (a new
+leader that is not an active broker when the record is written).  Not here: INV-ELECTION-ORDER, which
+needs the recomputation of the controller's decision (verify.py reports it as a divergence).
 
 One id not in the §4 table: INV-TOPIC-UNIQUE (E) for a TopicRecord naming a live topic (§1.4), which
 ``Cluster.apply`` refuses like the records of INV-TOPIC-EXISTS.
@@ -74,10 +76,14 @@ RULES: dict[str, str] = {
     "INV-BROKER-EPOCH-MATCH": ERROR,
     "INV-CS-STICKY": ERROR,
     "INV-REGISTER-UNCLEAN-BATCH": WARN,
+    "INV-LEADER-ACTIVE": WARN,
+    "INV-UNCLEAN-CONFIG": WARN,
+    "INV-UNCLEAN-ELECTION": WARN,
 }
 
-# §4 rules evaluated elsewhere (the lead's recomputation of each trigger)
-NOT_HERE = ("INV-ELECTION-ORDER", "INV-LEADER-ACTIVE", "INV-UNCLEAN-CONFIG", "INV-UNCLEAN-ELECTION")
+# the §4 rule evaluated elsewhere: it needs the recomputed election (verify.py reports a leader that
+# differs from the recomputed one as a divergence with this rule id)
+NOT_HERE = ("INV-ELECTION-ORDER",)
 
 
 @dataclass(frozen=True)
@@ -401,7 +407,35 @@ class InvariantChecker:
         self._check_state(c, rec, key, after, w, d, out)
         self._check_change(c, rec, key, before, after, w, d, out)
         self._check_isr_expand(c, rec, key, before, after, d, out)
+        self._check_election(c, rec, key, before, d, out)
         self._touch(c, key, rec.offset, before, after, d)
+
+    def _check_election(self, c: Cluster, rec: Rec, key, before: Partition, d: dict, out: list[Breach]) -> None:
+        """INV-UNCLEAN-ELECTION, INV-UNCLEAN-CONFIG, INV-LEADER-ACTIVE for a record that elects a new leader."""
+        leader = d.get("leader", LEADER_UNCHANGED)
+        if leader < 0 or leader == before.leader:
+            return
+        prev = {"previousLeader": before.leader, "previousIsr": before.isr, "previousElr": before.elr,
+                "previousLastKnownElr": before.last_known_elr}
+        tp = f"{c.topics.get(key[0], key[0])}-{key[1]}"
+        if is_unclean_election(before, d):
+            out.append(self._breach(c, rec.offset, "INV-UNCLEAN-ELECTION", None, key, {"leader": leader, **prev},
+                                    "a leader from the ISR or ELR",
+                                    f"unclean election of broker {leader} for {tp}: previous ISR {before.isr}, ELR "
+                                    f"{before.elr}, LastKnownElr {before.last_known_elr}; records only they held "
+                                    "may be lost"))
+            if not c.unclean_enabled(key[0]):
+                out.append(self._breach(c, rec.offset, "INV-UNCLEAN-CONFIG", None, key,
+                                        {"unclean.leader.election.enable": c.topic_config(
+                                            c.topics.get(key[0], ""), "unclean.leader.election.enable")},
+                                        "true", f"unclean election for {tp} while its unclean.leader.election.enable "
+                                        "resolves to false in the log: an admin UNCLEAN election, the "
+                                        "last-known-leader path, or a static broker config the log cannot show"))
+        if not c.active(leader):
+            b = c.brokers.get(leader)
+            state = ("not registered" if b is None else "fenced" if b.fenced else "in controlled shutdown")
+            out.append(self._breach(c, rec.offset, "INV-LEADER-ACTIVE", None, key, {"leader": leader, "broker": state},
+                                    "an active broker", f"broker {leader} became leader of {tp} while {state}"))
 
     def _check_state(self, c: Cluster, rec: Rec, key, p: Partition, w: frozenset[str], d: dict,
                      out: list[Breach]) -> None:

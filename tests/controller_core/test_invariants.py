@@ -803,9 +803,12 @@ REAL_EXPECTED: dict[str, Counter] = {
     # Kafka 4.2, ELR on, one broker, min ISR 1.  At 3594 broker 1 is fenced: test-topic-0 gets ISR [],
     # ELR [1] (|ISR| 0 < 1: INFO window).  At 3599 the unclean-shutdown handling of broker 1 empties the
     # ELR before its RegisterBrokerRecord: no candidate left (WARN) until the last-known-leader election
-    # at 3602 (an unclean election, reported by the recomputation, not here).
+    # at 3602: an unclean election (§2.3-3) on a topic whose unclean config is not set (resolves false).
+    # Broker 1 is unfenced earlier in that batch, so the new leader is active.
     "induswargods-elr-mv4.2/kafka-data": Counter({("INV-UNDER-MINISR", INFO, 3594): 1,
-                                                  ("INV-OFFLINE-NO-CANDIDATE", WARN, 3599): 1}),
+                                                  ("INV-OFFLINE-NO-CANDIDATE", WARN, 3599): 1,
+                                                  ("INV-UNCLEAN-ELECTION", WARN, 3602): 1,
+                                                  ("INV-UNCLEAN-CONFIG", WARN, 3602): 1}),
     # Kafka 3.9, three brokers shut down one after another in controlled shutdown, min ISR 1
     "mavila01-3broker-mv3.9/kafka1": Counter(),
     # Kafka 3.7, three brokers, many leader changes and ISR shrinks, min ISR 1
@@ -848,3 +851,51 @@ def test_real_snapshots_replayed_alone_hold_no_breach(snapshot):
         breaches += checker.after_batch(c, recs)
     assert breaches + checker.finish(c) == []
     assert c.partitions  # the snapshot did hold partitions
+
+
+# ---------------------------------------------------------------------------------------------- elections
+def test_unclean_election_and_unclean_config(tmp_path):
+    """An out-of-sync replica elected while the topic's unclean config is false (an admin UNCLEAN
+    election) breaks both rules; the same election with the config on is only INV-UNCLEAN-ELECTION."""
+    log = _leaderless()  # t-0 on [1, 2], ISR [1], broker 1 fenced: leaderless
+    [o] = log.add(log.change("t", 0, leader=2, isr=[2], lrs=1))
+    found = run(log, tmp_path)
+    assert hits(found, "INV-UNCLEAN-ELECTION") == [(o, WARN)]
+    assert hits(found, "INV-UNCLEAN-CONFIG") == [(o, WARN)]
+    [b] = [b for b in found if b.rule == "INV-UNCLEAN-ELECTION"]
+    assert (b.topic, b.partition, b.recorded["leader"], b.recorded["previousIsr"]) == ("t", 0, 2, [1])
+
+    allowed = _leaderless()
+    allowed.add(allowed.config("unclean.leader.election.enable", "true", resource_type=2, resource="t"))
+    [o2] = allowed.add(allowed.change("t", 0, leader=2, isr=[2], lrs=1))
+    found = run(allowed, tmp_path)
+    assert hits(found, "INV-UNCLEAN-ELECTION") == [(o2, WARN)]
+    assert hits(found, "INV-UNCLEAN-CONFIG") == []
+
+    clean = _leaderless()  # broker 1 comes back and is elected from the ISR: clean
+    clean.add(clean.unfence(1))
+    clean.add(clean.change("t", 0, leader=1))
+    found = run(clean, tmp_path)
+    assert hits(found, "INV-UNCLEAN-ELECTION") == [] and hits(found, "INV-UNCLEAN-CONFIG") == []
+
+
+def test_elr_election_is_clean_and_last_known_leader_is_not(tmp_path):
+    log = base(elr=True, min_isr=2, parts=([1, 2, 3],))
+    log.add(log.change("t", 0, isr=[1, 2], elr=[3]), log.fence(3))
+    log.add(log.change("t", 0, isr=[1], elr=[3, 2]), log.fence(2))
+    log.add(log.change("t", 0, leader=-1, isr=[], elr=[3, 2, 1], lke=[1]), log.fence(1))
+    log.add(log.unfence(2))
+    log.add(log.change("t", 0, leader=2, isr=[2], elr=[3, 1], lke=[]))  # from ELR: clean
+    assert hits(run(log, tmp_path), "INV-UNCLEAN-ELECTION") == []
+
+
+def test_leader_active(tmp_path):
+    log = _leaderless()
+    [o] = log.add(log.change("t", 0, leader=1))  # broker 1 is still fenced
+    found = run(log, tmp_path)
+    assert hits(found, "INV-LEADER-ACTIVE") == [(o, WARN)]
+    assert [b.recorded for b in found if b.rule == "INV-LEADER-ACTIVE"] == [{"leader": 1, "broker": "fenced"}]
+
+    legal = _leaderless()
+    legal.add(legal.unfence(1), legal.change("t", 0, leader=1))  # unfenced earlier in the same batch
+    assert hits(run(legal, tmp_path), "INV-LEADER-ACTIVE") == []

@@ -19,9 +19,11 @@ EXPECTED = {
     "arthurarutunyan04": {("ERROR", "OFFLINE"): 240, ("WARN", "OFFLINE"): 190},
     # test-topic-0 (one replica, ELR on): broker 1 fenced at 3594 (ISR -> [], ELR [1]: under min ISR,
     # offline), its unclean restart at 3599 empties the ELR (offline, no candidate), and at 3602 Kafka
-    # elects it back as the last known leader, RECOVERING: an unclean election (controller-rules §2.3-3)
+    # elects it back as the last known leader, RECOVERING: an unclean election (controller-rules §2.3-3),
+    # with unclean.leader.election.enable not set for the topic (INV-UNCLEAN-CONFIG)
     "induswargods": {("ERROR", "OFFLINE_NO_CANDIDATE"): 1, ("ERROR", "UNCLEAN_ELECTION"): 1,
-                     ("WARN", "INV-OFFLINE-NO-CANDIDATE"): 1, ("WARN", "OFFLINE"): 1, ("WARN", "UNDER_MIN_ISR"): 1},
+                     ("WARN", "INV-OFFLINE-NO-CANDIDATE"): 1, ("WARN", "OFFLINE"): 1, ("WARN", "UNDER_MIN_ISR"): 1,
+                     ("WARN", "INV-UNCLEAN-ELECTION"): 1, ("WARN", "INV-UNCLEAN-CONFIG"): 1},
     # broker 1 (the sole ISR member of the 9 partitions) is down at the end of the log: 9 open windows
     "mavila01": {("WARN", "OFFLINE"): 9},
     # brokers 2 and 3 went down around offsets 26144-26389: 56 partitions offline twice (14.7 s, 3.5 min)
