@@ -1,0 +1,219 @@
+"""The simulated controller's partition decisions, written from controller-rules.md §2.
+
+Deliberately independent of ``controller_core``: the verifier replays what this module decides and the
+two must agree because both follow the rules, not because they share code.
+
+A :class:`Part` is one partition's registration; :func:`decide` is the change builder (steps B1-B11 of
+§2.1) and returns the PartitionChangeRecord body to write, or ``None``; :func:`apply_change` merges such a
+body into a partition (§1.3).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+NONE = -1          # no leader
+UNCHANGED = -2     # leader field "unchanged"
+RECOVERED, RECOVERING = 0, 1
+
+ONLINE, PREFERRED, UNCLEAN = "online", "preferred", "unclean"
+
+# metadata.version feature levels that switch behaviour (§1.8)
+LV_3_2_IV0, LV_3_3_IV2, LV_3_3_IV3, LV_3_6_IV0, LV_3_7_IV2, LV_4_0_IV1 = 3, 6, 7, 12, 17, 23
+
+MV_LEVELS = {
+    "3.0-IV1": 1, "3.1-IV0": 2, "3.2-IV0": 3, "3.3-IV0": 4, "3.3-IV1": 5, "3.3-IV2": 6, "3.3-IV3": 7,
+    "3.4-IV0": 8, "3.5-IV0": 9, "3.5-IV1": 10, "3.5-IV2": 11, "3.6-IV0": 12, "3.6-IV1": 13, "3.6-IV2": 14,
+    "3.7-IV0": 15, "3.7-IV1": 16, "3.7-IV2": 17, "3.7-IV3": 18, "3.7-IV4": 19, "3.8-IV0": 20, "3.9-IV0": 21,
+    "4.0-IV0": 22, "4.0-IV1": 23, "4.0-IV2": 24, "4.0-IV3": 25, "4.1-IV0": 26, "4.1-IV1": 27, "4.2-IV0": 28,
+}
+
+
+@dataclass(slots=True)
+class Part:
+    topic_id: str
+    pid: int
+    replicas: list[int]
+    isr: list[int]
+    leader: int
+    directories: list[str]
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+    removing: list[int] = field(default_factory=list)
+    adding: list[int] = field(default_factory=list)
+    elr: list[int] = field(default_factory=list)
+    lke: list[int] = field(default_factory=list)
+    lrs: int = RECOVERED
+
+
+@dataclass
+class Ask:
+    """What a trigger asks of the builder (the inputs of §2.1)."""
+
+    election: str
+    acceptable: object                 # callable(broker) -> bool
+    elr: bool
+    min_isr: int
+    mv: int
+    target_isr: list[int] | None = None
+    target_replicas: list[int] | None = None
+    target_removing: list[int] | None = None
+    target_adding: list[int] | None = None
+    target_lrs: int | None = None
+    unclean_brokers: frozenset = frozenset()
+    default_dir: object = None         # callable(broker) -> directory id, for new replicas
+
+
+def change_version(mv: int) -> int:
+    return 2 if mv >= LV_4_0_IV1 else 1 if mv >= LV_3_7_IV2 else 0
+
+
+def _without(xs, drop) -> list[int]:
+    return [x for x in xs if x not in drop]
+
+
+def decide(p: Part, a: Ask) -> tuple[dict | None, bool]:
+    """Run the change builder on ``p``; returns (change body or None, whether the election was unclean)."""
+    t_isr = list(p.isr if a.target_isr is None else a.target_isr)
+    t_rep = list(p.replicas if a.target_replicas is None else a.target_replicas)
+    t_rem = list(p.removing if a.target_removing is None else a.target_removing)
+    t_add = list(p.adding if a.target_adding is None else a.target_adding)
+
+    # B1: a reassignment completes once the ISR (without the leaving replicas) covers the new replica set
+    if t_rem or t_add:
+        isr2, rep2 = _without(t_isr, t_rem), _without(t_rep, t_rem)
+        if not (t_rem and (not isr2 or not rep2)) and set(rep2) <= set(isr2):
+            t_isr, t_rep, t_rem, t_add = isr2, rep2, [], []
+
+    # B2: eligible leader replicas, fed by the current ISR
+    elr = list(p.elr)
+    if a.elr:
+        if len(t_isr) >= a.min_isr:
+            elr = []
+        else:
+            elr = sorted((set(p.elr) | set(p.isr)) - set(t_isr) - set(a.unclean_brokers))
+
+    # B3: election
+    node, unclean = _elect(p, a, t_isr, t_rep, elr)
+
+    out: dict = {}
+    # B4: apply the election
+    if node != p.leader:
+        if node in elr:
+            t_isr = [node]
+            elr = [b for b in elr if b != node]
+        out["leader"] = node
+        if unclean:
+            out["isr"] = [node]
+            if p.lrs != RECOVERING and a.mv >= LV_3_2_IV0:
+                out["leaderRecoveryState"] = RECOVERING
+    # B5: losing a replica bumps the leader epoch
+    if "leader" not in out and not set(p.replicas) <= set(t_rep):
+        out["leader"] = p.leader
+    # B6: ELR field
+    if unclean or not a.elr:
+        elr = []
+    if elr != p.elr:
+        out["eligibleLeaderReplicas"] = elr
+    # B7: ISR field (never emptied without ELR)
+    if "isr" not in out and (t_isr or a.elr) and t_isr != p.isr:
+        out["isr"] = t_isr
+    # B8: old metadata versions bump the epoch on every shrink
+    if a.mv < LV_3_6_IV0 and "leader" not in out and any(b not in t_isr for b in p.isr):
+        out["leader"] = p.leader
+    # B9: last known leader
+    if a.elr:
+        written = out.get("leader", UNCHANGED)
+        if out.get("isr") == [] and p.lke != [p.leader]:
+            out["lastKnownElr"] = [p.leader]
+        elif (written >= 0 or (p.leader != NONE and written != NONE)) and p.lke:
+            out["lastKnownElr"] = []
+    # B10: assignment
+    if t_rep:
+        if a.mv >= LV_3_7_IV2:
+            dirs = [p.directories[p.replicas.index(b)] if b in p.replicas else a.default_dir(b) for b in t_rep]
+            if dirs != p.directories:
+                out["directories"] = dirs
+        if t_rep != p.replicas:
+            out["replicas"] = t_rep
+        if t_rem != p.removing:
+            out["removingReplicas"] = t_rem
+        if t_add != p.adding:
+            out["addingReplicas"] = t_add
+    if a.target_lrs is not None and a.target_lrs != p.lrs:
+        out["leaderRecoveryState"] = a.target_lrs
+    # B11
+    if not out:
+        return None, False
+    body = {"partitionId": p.pid, "topicId": p.topic_id}
+    body.update(out)
+    return body, unclean
+
+
+def _elect(p: Part, a: Ask, t_isr, t_rep, elr) -> tuple[int, bool]:
+    ok = a.acceptable
+
+    def valid(b: int) -> bool:
+        return ok(b) and (b in t_isr or (not t_isr and b in elr))
+
+    def last_known():
+        # Balanced-recovery stand-in; 4.x elects the last known leader only when it is acceptable
+        if a.elr and not t_isr and not elr and len(p.lke) == 1 and p.lke[0] >= 0 and ok(p.lke[0]):
+            return p.lke[0]
+        return None
+
+    if a.election == PREFERRED:
+        if t_rep and valid(t_rep[0]):
+            return t_rep[0], False
+        if p.leader != NONE and valid(p.leader):
+            return p.leader, False
+        for b in t_rep[1:]:
+            if valid(b):
+                return b, False
+        lk = last_known()
+        return (lk, True) if lk is not None else (NONE, False)
+    if p.leader != NONE and valid(p.leader):
+        return p.leader, False
+    for b in t_rep:
+        if valid(b):
+            return b, False
+    lk = last_known()
+    if lk is not None:
+        return lk, True
+    if a.election == UNCLEAN:
+        for b in t_rep:
+            if ok(b):
+                return b, True
+    return NONE, False
+
+
+def apply_change(p: Part, d: dict) -> None:
+    """§1.3: merge a change body into ``p`` in place (PE +1 always, LE +1 when a leader is written)."""
+    if d.get("isr") is not None:
+        p.isr = list(d["isr"])
+    leader = d.get("leader", UNCHANGED)
+    if leader != UNCHANGED:
+        p.leader = leader
+        p.leader_epoch += 1
+    for key, attr in (("replicas", "replicas"), ("removingReplicas", "removing"), ("addingReplicas", "adding"),
+                      ("directories", "directories"), ("eligibleLeaderReplicas", "elr"), ("lastKnownElr", "lke")):
+        if d.get(key) is not None:
+            setattr(p, attr, list(d[key]))
+    if d.get("leaderRecoveryState", -1) != -1:
+        p.lrs = d["leaderRecoveryState"]
+    p.partition_epoch += 1
+
+
+def partition_record(p: Part, mv: int) -> tuple[str, int, dict]:
+    """The PartitionRecord of a snapshot or of a creation (§1.2-6)."""
+    version = change_version(mv)
+    d = {"partitionId": p.pid, "topicId": p.topic_id, "replicas": list(p.replicas), "isr": list(p.isr),
+         "removingReplicas": list(p.removing), "addingReplicas": list(p.adding), "leader": p.leader,
+         "leaderRecoveryState": p.lrs, "leaderEpoch": p.leader_epoch, "partitionEpoch": p.partition_epoch}
+    if version >= 1:
+        d["directories"] = list(p.directories)
+    if version >= 2:
+        if p.elr:
+            d["eligibleLeaderReplicas"] = list(p.elr)
+        if p.lke:
+            d["lastKnownElr"] = list(p.lke)
+    return ("PARTITION_RECORD", version, d)

@@ -1,0 +1,832 @@
+"""The event-driven cluster simulator: brokers, replica logs, the active controller and its metadata log.
+
+Every action runs at a simulated time taken from a priority queue (timeline events, and the follow-ups
+they schedule: a fence after the session timeout, an unfence after a restart, followers catching up).
+Each action asks :mod:`simulator.controller` what the controller writes, writes it as batches through
+:class:`simulator.writer.LogWriter`, applies it to the model and updates the ground truth.
+"""
+from __future__ import annotations
+
+import heapq
+import json
+import random
+from pathlib import Path
+
+from controller_core.codec.message import uuid_to_str
+from simulator import controller as C
+from simulator.controller import Ask, Part, apply_change, decide, partition_record
+from simulator.truth import Incident, Truth, iso
+from simulator.writer import LogWriter, write_bootstrap, write_side_files
+
+MIGRATING = "AAAAAAAAAAAAAAAAAAAAAA"
+RESERVED = {"AAAAAAAAAAAAAAAAAAAAAA", "AAAAAAAAAAAAAAAAAAAAAQ", "AAAAAAAAAAAAAAAAAAAAAg"}
+TOPIC_RES, BROKER_RES = 2, 4
+MIN_ISR, UNCLEAN_KEY = "min.insync.replicas", "unclean.leader.election.enable"
+SETUP = -1        # incident index of the cluster's creation (brokers, scenario topics)
+HEARTBEAT = -2    # NoOp records belong to no incident
+
+
+def random_uuid(rng: random.Random) -> str:
+    """A version-4 UUID in Kafka's base64 text form, not starting with '-' and not reserved."""
+    while True:
+        raw = bytearray(rng.getrandbits(128).to_bytes(16, "big"))
+        raw[6] = (raw[6] & 0x0F) | 0x40
+        raw[8] = (raw[8] & 0x3F) | 0x80
+        text = uuid_to_str(bytes(raw))
+        if not text.startswith("-") and text not in RESERVED:
+            return text
+
+
+class ReplicaLog:
+    """One replica's log: end offset and the leader epochs its records were written in."""
+
+    __slots__ = ("leo", "epochs")
+
+    def __init__(self):
+        self.leo = 0
+        self.epochs: list[tuple[int, int]] = []  # (leader epoch, start offset)
+
+    def append(self, n: int, epoch: int) -> None:
+        if n <= 0:
+            return
+        if not self.epochs or self.epochs[-1][0] != epoch:
+            self.epochs.append((epoch, self.leo))
+        self.leo += n
+
+    def truncate(self, leo: int) -> None:
+        self.leo = max(0, leo)
+        self.epochs = [(e, s) for e, s in self.epochs if s < self.leo]
+
+    def copy_from(self, other: "ReplicaLog") -> None:
+        self.leo, self.epochs = other.leo, list(other.epochs)
+
+    @property
+    def last_epoch(self) -> int:
+        return self.epochs[-1][0] if self.epochs else -1
+
+
+class Broker:
+    def __init__(self, bid: int, rack, dir_id: str):
+        self.id, self.rack, self.dir_id = bid, rack, dir_id
+        self.registered = False
+        self.epoch = -1
+        self.incarnation = ""
+        self.fenced = True
+        self.cs = False
+        self.alive = True       # process running
+        self.reachable = True   # heartbeats reach the controller, replication works
+        self.unclean = False    # last stop was an unclean shutdown
+
+    @property
+    def active(self) -> bool:
+        return self.registered and not self.fenced and not self.cs
+
+    @property
+    def up(self) -> bool:
+        return self.alive and self.reachable
+
+
+class Simulator:
+    def __init__(self, sc: dict, seed: int, out: Path):
+        self.sc, self.seed, self.out = sc, seed, Path(out)
+        self.rng = random.Random(seed)
+        self.mv = C.MV_LEVELS.get(str(sc["metadata_version"]), sc["metadata_version"])
+        self.elr = bool(sc["elr"])
+        self.now = sc["start_ms"]
+        self.queue: list = []
+        self.seq = 0
+        self.writer = LogWriter(self.out, sc["segment_bytes"])
+        self.truth = Truth(sc["long_window_ms"], sc["truth_info"])
+        self.raft_epoch = 0
+        self.raft_leader = -1
+        self.controllers = list(sc["controllers"])
+        self.epoch_starts: list[tuple[int, int]] = []
+        self.noop_paused_until = 0
+        self.next_noop = sc["start_ms"] + sc["heartbeat_interval_ms"]
+        self.since_snapshot = 0
+        self.cluster_id = random_uuid(self.rng)
+        self.brokers: dict[int, Broker] = {}
+        self.topics: dict[str, str] = {}                   # name -> topic id (creation order)
+        self.names: dict[str, str] = {}                    # topic id -> name
+        self.parts: dict[tuple[str, int], Part] = {}       # (topic id, partition) -> state
+        self.logs: dict[tuple[str, int, int], ReplicaLog] = {}
+        self.configs: dict[tuple[int, str], dict[str, str]] = {}
+        self.features: dict[str, int] = {}
+        self.hw: dict[tuple[str, int], int] = {}
+        self.last_standing: dict[tuple[str, int], int] = {}  # partition -> last replica that crashed uncleanly
+        self.pending_restart: set[int] = set()
+        self.stats = {"records": 0, "batches": 0}
+        self._min_isr: dict[str, int] = {}
+        self._unclean: dict[str, bool] = {}
+
+    # ------------------------------------------------------------------------------ model queries
+    def active(self, b: int) -> bool:
+        br = self.brokers.get(b)
+        return br is not None and br.active
+
+    def config(self, topic: str, key: str) -> str | None:
+        for res in ((TOPIC_RES, topic), (BROKER_RES, str(self.raft_leader)), (BROKER_RES, "")):
+            v = self.configs.get(res, {}).get(key)
+            if v is not None:
+                return v
+        return None
+
+    def min_isr(self, tid: str) -> int:
+        m = self._min_isr.get(tid)
+        if m is None:
+            m = self._min_isr[tid] = self._resolve_min_isr(tid)
+        return m
+
+    def _resolve_min_isr(self, tid: str) -> int:
+        configured = int(self.config(self.names[tid], MIN_ISR) or 1)
+        p0 = self.parts.get((tid, 0))
+        if p0 is None:
+            return configured
+        return min(configured, len(set(p0.replicas) | set(p0.adding) | set(p0.removing)))
+
+    def unclean_allowed(self, tid: str) -> bool:
+        u = self._unclean.get(tid)
+        if u is None:
+            v = self.config(self.names[tid], UNCLEAN_KEY)
+            u = self._unclean[tid] = v is not None and v.strip().lower() == "true"
+        return u
+
+    def forget_configs(self) -> None:
+        """Resolved settings are cached per topic; a config or controller change invalidates them."""
+        self._min_isr.clear()
+        self._unclean.clear()
+
+    def mode(self, tid: str) -> str:
+        return C.UNCLEAN if self.unclean_allowed(tid) else C.ONLINE
+
+    def ask(self, p: Part, election: str, acceptable, **kw) -> Ask:
+        return Ask(election=election, acceptable=acceptable, elr=self.elr, min_isr=self.min_isr(p.topic_id),
+                   mv=self.mv, default_dir=self.default_dir, **kw)
+
+    def default_dir(self, b: int) -> str:
+        return self.brokers[b].dir_id if self.mv >= C.LV_3_7_IV2 else MIGRATING
+
+    def log(self, key, b: int) -> ReplicaLog:
+        k = (key[0], key[1], b)
+        lg = self.logs.get(k)
+        if lg is None:
+            lg = self.logs[k] = ReplicaLog()
+        return lg
+
+    # ------------------------------------------------------------------------------ scheduling
+    def at(self, t: int, fn, idx: int) -> None:
+        heapq.heappush(self.queue, (t, self.seq, fn, idx))
+        self.seq += 1
+
+    def run(self) -> dict:
+        sc = self.sc
+        if sc.get("generate"):
+            from simulator.fleet import expand
+            expand(sc, self.rng)
+        self.truth.incidents[SETUP] = Incident(SETUP, "setup", "cluster start: brokers register, scenario topics "
+                                               "are created", sc["start_ms"], [])
+        self.setup()
+        last_event = sc["start_ms"]
+        for i, ev in enumerate(sc["timeline"]):
+            self.truth.incidents[i] = Incident(i, ev["event"], ev.get("description") or self.describe(ev),
+                                               ev["at_ms"], self.event_brokers(ev))
+            self.at(ev["at_ms"], lambda ev=ev, i=i: self.dispatch(ev, i), i)
+            last_event = max(last_event, ev["at_ms"])
+        while self.queue:
+            t, _, fn, idx = heapq.heappop(self.queue)
+            self.heartbeats_until(t)
+            self.now = max(self.now, t)
+            self.idx = idx
+            fn()
+            last_event = max(last_event, self.now)
+        end = last_event + int(sc["end_after_s"] * 1000)
+        self.heartbeats_until(end)
+        self.now = max(self.now, end)
+        return self.finish()
+
+    def heartbeats_until(self, t: int) -> None:
+        hb = self.sc["heartbeat_interval_ms"]
+        while self.next_noop < t:
+            if self.next_noop >= self.noop_paused_until:
+                self.now = max(self.now, self.next_noop)
+                idx, self.idx = self.idx, HEARTBEAT
+                self.emit([("NO_OP_RECORD", 0, {})])
+                self.idx = idx
+            self.next_noop += hb
+
+    # ------------------------------------------------------------------------------ writing
+    def emit(self, records: list[tuple[str, int, dict]]) -> int:
+        """Write one batch at the current time (strictly after the previous one) and apply it."""
+        self.now = max(self.now, self.writer.last_timestamp + 1)
+        base = self.writer.append(self.now, self.raft_epoch, records)
+        touched = []
+        for i, (rtype, _, d) in enumerate(records):
+            key = self.apply(rtype, d, base + i)
+            if key is not None:
+                touched.append(key)
+        n = len(records)
+        self.stats["records"] += n
+        self.stats["batches"] += 1
+        self.truth.note_batch(self.idx, base, n)
+        self.observe(touched)
+        self.since_snapshot += n
+        if self.since_snapshot >= self.sc["snapshot_every"]:
+            self.snapshot()
+        return base
+
+    def emit_many(self, changes: list[tuple[str, int, dict]], tail: list | None = None, head: list | None = None):
+        """A heartbeat-driven trigger: head records, partition changes split into batches, tail records."""
+        recs = list(head or []) + changes + list(tail or [])
+        if not recs:
+            return
+        step = self.sc["max_batch_records"]
+        for i in range(0, len(recs), step):
+            self.emit(recs[i:i + step])
+
+    def snapshot(self) -> None:
+        self.since_snapshot = 0
+        self.writer.snapshot(self.raft_epoch, self.writer.last_timestamp + 50, self.snapshot_records())
+
+    def snapshot_records(self):
+        """The image as records (features, brokers, topics with their partitions, configs), lazily."""
+        for n, v in self.features.items():
+            yield ("FEATURE_LEVEL_RECORD", 0, {"name": n, "featureLevel": v})
+        if self.mv >= 8:
+            yield ("ZK_MIGRATION_STATE_RECORD", 0, {"zkMigrationState": 0})
+        for b in sorted(self.brokers):
+            br = self.brokers[b]
+            if br.registered:
+                yield self.register_record(br)
+        for name, tid in self.topics.items():
+            yield ("TOPIC_RECORD", 0, {"name": name, "topicId": tid})
+            for (t, pid) in self.topic_keys(tid):
+                yield partition_record(self.parts[(t, pid)], self.mv)
+        for (rt, rn), kv in self.configs.items():
+            for k, v in kv.items():
+                yield ("CONFIG_RECORD", 0, {"resourceType": rt, "resourceName": rn, "name": k, "value": v})
+
+    def topic_keys(self, tid: str):
+        n = self.partition_counts[tid]
+        return [(tid, p) for p in range(n)]
+
+    # ------------------------------------------------------------------------------ applying
+    def apply(self, rtype: str, d: dict, offset: int):
+        if rtype == "PARTITION_CHANGE_RECORD":
+            key = (d["topicId"], d["partitionId"])
+            apply_change(self.parts[key], d)
+            if key[1] == 0 and ("replicas" in d or "addingReplicas" in d or "removingReplicas" in d):
+                self._min_isr.pop(key[0], None)  # m is capped by partition 0's replica count
+            return key
+        if rtype == "PARTITION_RECORD":
+            key = (d["topicId"], d["partitionId"])
+            dirs = d.get("directories") or [MIGRATING] * len(d["replicas"])
+            self.parts[key] = Part(d["topicId"], d["partitionId"], list(d["replicas"]), list(d["isr"]), d["leader"],
+                                   list(dirs))
+            if key[1] == 0:
+                self._min_isr.pop(key[0], None)
+            return key
+        if rtype == "TOPIC_RECORD":
+            self.topics[d["name"]] = d["topicId"]
+            self.names[d["topicId"]] = d["name"]
+        elif rtype == "REMOVE_TOPIC_RECORD":
+            tid = d["topicId"]
+            name = self.names.pop(tid)
+            del self.topics[name]
+            for key in self.topic_keys(tid):
+                self.truth.forget(key, name, key[1], self.now)
+                del self.parts[key]
+                self.hw.pop(key, None)
+                self.last_standing.pop(key, None)
+            for k in [k for k in self.logs if k[0] == tid]:
+                del self.logs[k]
+            self.configs.pop((TOPIC_RES, name), None)
+            del self.partition_counts[tid]
+            self.forget_configs()
+        elif rtype == "REGISTER_BROKER_RECORD":
+            br = self.brokers[d["brokerId"]]
+            br.registered, br.epoch, br.incarnation = True, d["brokerEpoch"], d["incarnationId"]
+            br.fenced, br.cs = d["fenced"], d.get("inControlledShutdown", False)
+        elif rtype in ("BROKER_REGISTRATION_CHANGE_RECORD", "FENCE_BROKER_RECORD", "UNFENCE_BROKER_RECORD"):
+            br = self.brokers[d.get("brokerId", d.get("id"))]
+            f = d.get("fenced", 0)
+            if rtype == "FENCE_BROKER_RECORD" or f == 1:
+                br.fenced = True
+            elif rtype == "UNFENCE_BROKER_RECORD" or f == -1:
+                br.fenced = False
+            if d.get("inControlledShutdown", 0) == 1:
+                br.cs = True
+        elif rtype == "CONFIG_RECORD":
+            res = self.configs.setdefault((d["resourceType"], d["resourceName"]), {})
+            if d["value"] is None:
+                res.pop(d["name"], None)
+            else:
+                res[d["name"]] = d["value"]
+            self.forget_configs()
+            if d["resourceType"] == TOPIC_RES:
+                tid = self.topics.get(d["resourceName"])
+                self.observe(self.topic_keys(tid) if tid in self.partition_counts else [])
+            else:
+                self.observe(list(self.parts))
+        elif rtype == "CLEAR_ELR_RECORD":
+            tids = [self.topics[d["topicName"]]] if d["topicName"] else list(self.topics.values())
+            for tid in tids:
+                for key in self.topic_keys(tid):
+                    p = self.parts[key]
+                    if p.elr or p.lke:
+                        apply_change(p, {"eligibleLeaderReplicas": [], "lastKnownElr": []})
+                        self.truth.point(self.idx, "MIN_ISR_CHANGE_CLEARED_ELR", "WARN", self.names[tid], key[1])
+        elif rtype == "FEATURE_LEVEL_RECORD":
+            self.features[d["name"]] = d["featureLevel"]
+        elif rtype == "LEADER_CHANGE":
+            self.forget_configs()
+            self.observe(list(self.parts))
+        return None
+
+    def observe(self, keys) -> None:
+        for key in dict.fromkeys(keys):
+            p = self.parts.get(key)
+            if p is None:
+                continue
+            m = self.min_isr(key[0])
+            n = len(p.isr)
+            flags = set()
+            if n < m:
+                flags.add("UNDER_MIN_ISR")
+            elif n == m and n < len(p.replicas) and self.truth.include_info:
+                flags.add("AT_MIN_ISR")
+            if p.leader == C.NONE:
+                flags.add("OFFLINE")
+                if not p.isr and not p.elr:
+                    flags.add("OFFLINE_NO_CANDIDATE")
+                    flags.add("INV-OFFLINE-NO-CANDIDATE")
+            elif not self.elr and p.isr == [p.leader] and m >= 2:
+                flags.add("LAST_REPLICA_STANDING")
+            if p.lke == [-1]:
+                flags.add("INV-LKE-NEGATIVE")
+            self.truth.observe(key, self.names[key[0]], key[1], flags, self.now, self.idx)
+
+    # ------------------------------------------------------------------------------ records
+    def register_record(self, br: Broker) -> tuple[str, int, dict]:
+        version = 3 if self.mv >= C.LV_3_7_IV2 else 2 if self.mv >= 6 else 1
+        d = {"brokerId": br.id, "isMigratingZkBroker": False, "incarnationId": br.incarnation,
+             "brokerEpoch": br.epoch,
+             "endPoints": [{"name": "PLAINTEXT", "host": f"broker-{br.id}", "port": 9092, "securityProtocol": 0}],
+             "features": [{"name": "metadata.version", "minSupportedVersion": 1, "maxSupportedVersion": self.mv}],
+             "rack": br.rack, "fenced": br.fenced, "inControlledShutdown": br.cs}
+        if version >= 3:
+            d["logDirs"] = [br.dir_id]
+        return ("REGISTER_BROKER_RECORD", version, d)
+
+    def fence_record(self, br: Broker, fenced: bool):
+        if self.mv >= C.LV_3_3_IV2:
+            return ("BROKER_REGISTRATION_CHANGE_RECORD", 0,
+                    {"brokerId": br.id, "brokerEpoch": br.epoch, "fenced": 1 if fenced else -1})
+        return ("FENCE_BROKER_RECORD" if fenced else "UNFENCE_BROKER_RECORD", 0, {"id": br.id, "epoch": br.epoch})
+
+    def change(self, body: dict) -> tuple[str, int, dict]:
+        return ("PARTITION_CHANGE_RECORD", C.change_version(self.mv), body)
+
+    def note_election(self, p: Part, body: dict, unclean: bool) -> None:
+        """Point findings of an election the controller is about to write."""
+        key = (p.topic_id, p.pid)
+        name = self.names[p.topic_id]
+        leader = body.get("leader", C.UNCHANGED)
+        if unclean:
+            self.truth.point(self.idx, "UNCLEAN_ELECTION", "ERROR", name, p.pid)
+            self.truth.point(self.idx, "INV-UNCLEAN-ELECTION", "WARN", name, p.pid)
+            if not self.unclean_allowed(p.topic_id):
+                self.truth.point(self.idx, "INV-UNCLEAN-CONFIG", "WARN", name, p.pid)
+        if leader >= 0 and leader != p.leader:
+            crashed = self.last_standing.pop(key, None)
+            if crashed is not None and crashed == leader and not unclean:
+                self.truth.point(self.idx, "DATA_LOSS_LIKELY", "ERROR", name, p.pid)
+
+    def changes_for(self, keys, make_ask) -> list:
+        out = []
+        for key in keys:
+            p = self.parts[key]
+            a = make_ask(p)
+            if a is None:
+                continue
+            body, unclean = decide(p, a)
+            if body is not None:
+                self.note_election(p, body, unclean)
+                out.append(self.change(body))
+        return out
+
+    def keys_where(self, pred) -> list:
+        return [k for k, p in self.parts.items() if pred(p)]
+
+    # ------------------------------------------------------------------------------ setup
+    def setup(self) -> None:
+        sc = self.sc
+        self.idx = SETUP
+        self.partition_counts: dict[str, int] = {}
+        for b in sc["brokers"]:
+            self.brokers[b["id"]] = Broker(b["id"], b.get("rack"), random_uuid(self.rng))
+        self.leader_change(self.controllers[0])
+        recs = []
+        if self.mv >= 13:
+            recs.append(("BEGIN_TRANSACTION_RECORD", 0, {"name": "Bootstrap records"}))
+        recs.append(("FEATURE_LEVEL_RECORD", 0, {"name": "metadata.version", "featureLevel": self.mv}))
+        if self.elr:
+            recs.append(("FEATURE_LEVEL_RECORD", 0, {"name": "eligible.leader.replicas.version", "featureLevel": 1}))
+        if self.mv >= 8:
+            recs.append(("ZK_MIGRATION_STATE_RECORD", 0, {"zkMigrationState": 0}))
+        if self.mv >= 13:
+            recs.append(("END_TRANSACTION_RECORD", 0, {}))
+        self.now += 700
+        self.emit(recs)
+        if sc["cluster_configs"]:
+            self.now += 50
+            self.emit([("CONFIG_RECORD", 0, {"resourceType": BROKER_RES, "resourceName": "", "name": k,
+                                             "value": None if v is None else str(v)})
+                       for k, v in sc["cluster_configs"].items()])
+        order = sorted(self.brokers)
+        self.rng.shuffle(order)  # brokers register in the order they happen to start
+        for b in order:
+            self.now += self.rng.randint(5, 60)
+            self.register(self.brokers[b])
+        for b in order:
+            self.at(self.now + self.sc["unfence_delay_ms"] + self.rng.randint(0, 300),
+                    lambda b=b: self.unfence(self.brokers[b]), SETUP)
+        t0 = self.now + self.sc["unfence_delay_ms"] + 2000
+        for i, t in enumerate(sc["topics"] or []):
+            self.at(t0 + 1000 * i, lambda t=t: self.create_topic(t), SETUP)
+
+    def leader_change(self, leader: int) -> None:
+        self.raft_epoch += 1
+        self.raft_leader = leader
+        self.epoch_starts.append((self.raft_epoch, self.writer.next_offset))
+        granting = [leader] + [c for c in self.controllers if c != leader][: len(self.controllers) // 2]
+        self.emit([("LEADER_CHANGE", 0, {"version": 0, "leaderId": leader,
+                                         "voters": [{"voterId": v} for v in self.controllers],
+                                         "grantingVoters": [{"voterId": v} for v in sorted(granting)]})])
+
+    # ------------------------------------------------------------------------------ broker lifecycle
+    def register(self, br: Broker) -> None:
+        """A (re)start: new incarnation; at MV >= 4.0-IV1 with ELR on, an unclean restart is handled first."""
+        changes = []
+        if br.registered and self.elr and br.unclean:
+            u = frozenset({br.id})
+            keys = self.keys_where(lambda p: br.id in p.isr) + self.keys_where(lambda p: br.id in p.elr)
+            changes = self.changes_for(keys, lambda p: self.ask(
+                p, self.mode(p.topic_id), lambda x: x != br.id and self.active(x),
+                target_isr=[x for x in p.isr if x != br.id], unclean_brokers=u))
+        elif br.registered and self.mv >= C.LV_4_0_IV1:
+            # a clean restart keeps ELR membership (Kafka 4.1+); the pinned 4.0 controller would have run
+            # the unclean-shutdown handling for any new incarnation: INV-REGISTER-UNCLEAN-BATCH (W)
+            for key in self.keys_where(lambda p: br.id in p.elr or br.id in p.isr):
+                self.truth.point(self.idx, "INV-REGISTER-UNCLEAN-BATCH", "WARN", self.names[key[0]], key[1])
+        br.incarnation = random_uuid(self.rng)
+        br.epoch = self.writer.next_offset + len(changes)
+        br.fenced, br.cs, br.unclean = True, False, False
+        br.alive = br.reachable = True
+        self.emit(changes + [self.register_record(br)])
+
+    def unfence(self, br: Broker) -> None:
+        if not br.registered or not br.fenced or not br.up:
+            return
+        b = br.id
+        changes = self.changes_for(self.keys_where(lambda p: p.leader == C.NONE), lambda p: self.ask(
+            p, self.mode(p.topic_id), lambda x: x == b or self.active(x)))
+        self.emit_many(changes, head=[self.fence_record(br, False)])
+        self.at(self.now + self.sc["catch_up_ms"], self.catch_up, self.idx)
+
+    def fence(self, br: Broker, incarnation: str | None = None) -> None:
+        """Session timeout (or a shutdown while leading nothing): ISR removals, then the fence record.
+        ``incarnation``: only if the broker has not re-registered since the timeout started."""
+        if not br.registered or br.fenced or (incarnation is not None and incarnation != br.incarnation):
+            return
+        b = br.id
+        changes = self.changes_for(self.keys_where(lambda p: b in p.isr), lambda p: self.ask(
+            p, self.mode(p.topic_id), lambda x: x != b and self.active(x), target_isr=[x for x in p.isr if x != b]))
+        self.emit_many(changes, tail=[self.fence_record(br, True)])
+
+    def controlled_shutdown(self, br: Broker) -> None:
+        if not br.registered or br.fenced or not br.up:
+            return
+        b = br.id
+        leads = any(p.leader == b for p in self.parts.values())
+        if leads and self.mv >= C.LV_3_3_IV3 and not br.cs:
+            changes = self.changes_for(self.keys_where(lambda p: b in p.isr), lambda p: self.ask(
+                p, self.mode(p.topic_id), lambda x: x != b and self.active(x),
+                target_isr=[x for x in p.isr if x != b]))
+            self.emit_many(changes, head=[("BROKER_REGISTRATION_CHANGE_RECORD", 1,
+                                           {"brokerId": b, "brokerEpoch": br.epoch, "inControlledShutdown": 1})])
+            self.at(self.now + self.sc["controlled_shutdown_ms"], lambda: self._finish_shutdown(br), self.idx)
+        else:
+            self.fence(br)
+            br.alive = False
+
+    def _finish_shutdown(self, br: Broker) -> None:
+        self.fence(br)
+        br.alive = False
+
+    def crash(self, br: Broker, lose: int) -> None:
+        """Unclean shutdown: the tail of every local log is lost; the controller notices at session timeout."""
+        if not br.alive:
+            return
+        br.alive = False
+        br.unclean = True
+        for key, p in self.parts.items():
+            if br.id in p.replicas:
+                lg = self.log(key, br.id)
+                lg.truncate(lg.leo - lose)
+                if p.isr == [br.id] and not self.elr and self.min_isr(key[0]) >= 2:
+                    self.last_standing[key] = br.id
+        self.at(self.now + self.sc["session_timeout_ms"], lambda inc=br.incarnation: self.fence(br, inc), self.idx)
+
+    def restart(self, br: Broker) -> None:
+        if br.alive and br.registered and not br.fenced:
+            # a bounce of a running broker: controlled shutdown first
+            self.controlled_shutdown(br)
+            self.at(self.now + 2 * self.sc["controlled_shutdown_ms"], lambda: self.restart(br), self.idx)
+            return
+        if br.registered and not br.fenced:
+            self.fence(br)
+        self.register(br)
+        self.at(self.now + self.sc["unfence_delay_ms"], lambda: self.unfence(br), self.idx)
+
+    def isolate(self, br: Broker, duration_ms: int | None) -> None:
+        """Heartbeats stop reaching the controller (session timeout / network partition)."""
+        br.reachable = False
+        self.at(self.now + self.sc["session_timeout_ms"], lambda inc=br.incarnation: self.fence(br, inc), self.idx)
+        if duration_ms:
+            self.at(self.now + duration_ms, lambda: self.heal(br), self.idx)
+
+    def heal(self, br: Broker) -> None:
+        br.reachable = True
+        self.at(self.now + self.sc["unfence_delay_ms"], lambda: self.unfence(br), self.idx)
+
+    # ------------------------------------------------------------------------------ replication
+    def catch_up(self) -> None:
+        """Followers that are up fetch from their leader and are added back to the ISR (AlterPartition,
+        one request per leader); a RECOVERING leader first reports RECOVERED."""
+        by_leader: dict[int, list] = {}
+        again = False
+        ready = {b for b, br in self.brokers.items() if br.up and br.active}  # may fetch and join an ISR
+        for key, p in self.parts.items():
+            if p.leader not in ready or (len(p.isr) == len(p.replicas) and p.lrs == C.RECOVERED):
+                continue
+            if p.lrs == C.RECOVERING:
+                by_leader.setdefault(p.leader, []).append((key, list(p.isr), C.RECOVERED))
+                again = True
+                continue
+            joining = [b for b in p.replicas if b in ready and b not in p.isr]
+            if joining:
+                src = self.log(key, p.leader)
+                for b in joining:
+                    self.log(key, b).copy_from(src)
+                by_leader.setdefault(p.leader, []).append((key, p.isr + joining, None))
+        for leader in sorted(by_leader):
+            recs = []
+            for key, isr, lrs in by_leader[leader]:
+                p = self.parts[key]
+                body, unclean = decide(p, self.ask(p, self.mode(p.topic_id), self.active, target_isr=isr,
+                                                   target_lrs=lrs))
+                if body is not None:
+                    self.note_election(p, body, unclean)
+                    recs.append(self.change(body))
+            if recs:
+                self.now += self.rng.randint(1, 40)
+                self.emit_many(recs)
+        if again:
+            self.at(self.now + self.sc["catch_up_ms"], self.catch_up, self.idx)
+
+    def produce(self, tid: str | None, n: int) -> None:
+        for key, p in self.parts.items():
+            if tid is not None and key[0] != tid:
+                continue
+            if p.leader == C.NONE or not self.brokers[p.leader].up:
+                continue
+            src = self.log(key, p.leader)
+            src.append(n, p.leader_epoch)
+            for b in p.isr:
+                if b != p.leader and self.brokers[b].up:
+                    self.log(key, b).copy_from(src)
+            self.hw[key] = min(self.log(key, b).leo for b in p.isr)
+
+    # ------------------------------------------------------------------------------ admin operations
+    def create_topic(self, t: dict) -> None:
+        name, n, rf = t["name"], t["partitions"], t["replication_factor"]
+        if name in self.topics:
+            return
+        configs = {k: None if v is None else str(v) for k, v in (t.get("configs") or {}).items()}
+        assignment = t.get("assignment") or self.place(n, rf)
+        tid = random_uuid(self.rng)
+        recs = [("TOPIC_RECORD", 0, {"name": name, "topicId": tid})]
+        recs += [("CONFIG_RECORD", 0, {"resourceType": TOPIC_RES, "resourceName": name, "name": k, "value": v})
+                 for k, v in configs.items()]
+        for pid, replicas in enumerate(assignment):
+            isr = [b for b in replicas if self.active(b)]
+            if not isr:
+                return  # INVALID_REPLICATION_FACTOR: nothing is written
+            dirs = [self.default_dir(b) for b in replicas]
+            p = Part(tid, pid, list(replicas), isr, isr[0], dirs)
+            recs.append(partition_record(p, self.mv))
+        self.partition_counts[tid] = n
+        self.emit(recs)  # topic creation is atomic: one batch
+        m_conf = int(self.config(name, MIN_ISR) or 1)
+        for pid in range(n):
+            if m_conf > rf:
+                self.truth.point(self.idx, "MIN_ISR_ABOVE_RF", "WARN", name, pid)
+            if self.unclean_allowed(tid):
+                self.truth.point(self.idx, "UNCLEAN_CONFIG", "WARN", name, pid)
+
+    def place(self, n: int, rf: int) -> list[list[int]]:
+        """Striped placement over a rack-alternating broker list, from a random start (as Kafka's placer)."""
+        by_rack: dict = {}
+        for b in sorted(self.brokers):
+            by_rack.setdefault(str(self.brokers[b].rack), []).append(b)
+        racks = [by_rack[r] for r in sorted(by_rack)]
+        order = []
+        for i in range(max(len(r) for r in racks)):
+            order += [r[i] for r in racks if i < len(r)]
+        nb = len(order)
+        start = self.rng.randrange(nb)
+        out = []
+        for pid in range(n):
+            # consecutive entries of a rack-alternating list sit in different racks (when there are enough)
+            first = (start + pid + pid // nb) % nb
+            out.append([order[(first + j) % nb] for j in range(rf)])
+        return out
+
+    def delete_topic(self, name: str) -> None:
+        tid = self.topics.get(name)
+        if tid is not None:
+            self.emit([("REMOVE_TOPIC_RECORD", 0, {"topicId": tid})])
+
+    def set_config(self, ev: dict) -> None:
+        res = ev["resource"]
+        rtype, rname = (TOPIC_RES, str(ev["name"])) if res == "topic" else \
+            (BROKER_RES, str(ev["name"])) if res == "broker" else (BROKER_RES, "")
+        value = ev.get("value")
+        recs = [("CONFIG_RECORD", 0, {"resourceType": rtype, "resourceName": rname, "name": ev["key"],
+                                      "value": None if value is None else str(value).lower()
+                                      if isinstance(value, bool) else None if value is None else str(value)})]
+        if self.elr and ev["key"] == MIN_ISR:
+            recs.append(("CLEAR_ELR_RECORD", 0, {"topicName": rname if res == "topic" else ""}))
+        self.emit(recs)
+        for tid, name in self.names.items():
+            if ev["key"] == UNCLEAN_KEY and self.unclean_allowed(tid):
+                for pid in range(self.partition_counts[tid]):
+                    self.truth.point(self.idx, "UNCLEAN_CONFIG", "WARN", name, pid)
+            if ev["key"] == MIN_ISR and int(self.config(name, MIN_ISR) or 1) > len(self.parts[(tid, 0)].replicas):
+                for pid in range(self.partition_counts[tid]):
+                    self.truth.point(self.idx, "MIN_ISR_ABOVE_RF", "WARN", name, pid)
+        if ev["key"] == UNCLEAN_KEY:
+            self.at(self.now + self.sc["unclean_election_interval_ms"], self.periodic_unclean, self.idx)
+
+    def periodic_unclean(self) -> None:
+        keys = self.keys_where(lambda p: p.leader == C.NONE and self.unclean_allowed(p.topic_id))
+        changes = self.changes_for(keys, lambda p: self.ask(p, C.UNCLEAN, self.active))
+        self.emit_many(changes)
+        if changes:
+            self.at(self.now + self.sc["catch_up_ms"], self.catch_up, self.idx)
+
+    def elect(self, election: str, topic: str | None, partitions) -> None:
+        tid = self.topics.get(topic) if topic else None
+        keys = [k for k in self.parts if (tid is None or k[0] == tid) and (not partitions or k[1] in partitions)]
+        if election == C.PREFERRED:
+            keys = [k for k in keys if self.parts[k].leader != self.parts[k].replicas[0]]
+        else:
+            keys = [k for k in keys if self.parts[k].leader == C.NONE]
+        changes = self.changes_for(keys, lambda p: self.ask(p, election, self.active))
+        self.emit_many(changes)
+        self.at(self.now + self.sc["catch_up_ms"], self.catch_up, self.idx)
+
+    def reassign(self, topic: str, pid: int, target: list[int]) -> None:
+        key = (self.topics[topic], pid)
+        p = self.parts[key]
+        removing = sorted(set(p.replicas) - set(target))
+        adding = sorted(set(target) - set(p.replicas))
+        new_r = list(target) + removing
+        body, unclean = decide(p, self.ask(p, C.ONLINE, self.active, target_replicas=new_r,
+                                           target_removing=removing or None, target_adding=adding or None))
+        if body is not None:
+            self.note_election(p, body, unclean)
+            self.emit([self.change(body)])
+        self.at(self.now + self.sc["catch_up_ms"], self.catch_up, self.idx)
+
+    def failover(self, to: int | None) -> None:
+        others = [c for c in self.controllers if c != self.raft_leader]
+        new = to if to is not None else others[0]
+        gap = 1500 + self.rng.randint(0, 1500)
+        self.noop_paused_until = self.now + gap
+        self.at(self.now + gap, lambda: self.leader_change(new), self.idx)
+
+    # ------------------------------------------------------------------------------ timeline
+    def event_brokers(self, ev: dict) -> list[int]:
+        if "broker" in ev:
+            return [ev["broker"]]
+        if "brokers" in ev:
+            return list(ev["brokers"])
+        if ev["event"] == "az_outage":
+            return [b["id"] for b in self.sc["brokers"] if b.get("rack") == ev["rack"]]
+        return []
+
+    @staticmethod
+    def describe(ev: dict) -> str:
+        args = ", ".join(f"{k}={v}" for k, v in ev.items() if k not in ("event", "at", "at_ms", "description"))
+        return f"{ev['event']}({args})"
+
+    def dispatch(self, ev: dict, i: int) -> None:
+        kind = ev["event"]
+        br = self.brokers.get(ev.get("broker"))
+        dur = int(ev["duration_s"] * 1000) if ev.get("duration_s") else None
+        if kind == "create_topic":
+            self.create_topic(ev)
+        elif kind == "delete_topic":
+            self.delete_topic(ev["name"])
+        elif kind == "broker_session_timeout":
+            self.isolate(br, dur)
+        elif kind == "network_partition":
+            for b in ev["brokers"]:
+                self.isolate(self.brokers[b], dur)
+        elif kind == "controlled_shutdown":
+            self.controlled_shutdown(br)
+        elif kind == "unclean_shutdown":
+            self.crash(br, ev.get("lose_records", 0))
+        elif kind == "restart":
+            self.restart(br)
+        elif kind == "az_outage":
+            for b in self.event_brokers(ev):
+                self.crash(self.brokers[b], ev.get("lose_records", 0))
+                if dur:
+                    self.at(self.now + dur, lambda b=b: self.restart(self.brokers[b]), i)
+        elif kind == "rolling_restart":
+            brokers = ev.get("brokers") or sorted(self.brokers)
+            down = int(ev.get("down_s", 20) * 1000)
+            every = int(ev.get("interval_s", 60) * 1000)
+            for k, b in enumerate(brokers):
+                t = self.now + k * every
+                self.at(t, lambda b=b: self.controlled_shutdown(self.brokers[b]), i)
+                self.at(t + down, lambda b=b: self.restart(self.brokers[b]), i)
+        elif kind == "reassignment":
+            self.reassign(ev["topic"], ev["partition"], ev["replicas"])
+        elif kind == "preferred_election":
+            self.elect(C.PREFERRED, ev.get("topic"), ev.get("partitions"))
+        elif kind == "unclean_election":
+            self.elect(C.UNCLEAN, ev.get("topic"), ev.get("partitions"))
+        elif kind == "config_change":
+            self.set_config(ev)
+        elif kind == "controller_failover":
+            self.failover(ev.get("to"))
+        elif kind == "produce":
+            self.produce(self.topics.get(ev["topic"]) if ev.get("topic") else None, ev["records"])
+
+    # ------------------------------------------------------------------------------ output
+    def finish(self) -> dict:
+        if not self.writer.snapshots or self.since_snapshot:
+            if not self.writer.snapshots:
+                self.snapshot()
+        self.writer.close()
+        self.truth.finish(self.now, lambda key: (self.names[key[0]], key[1]))
+        sc = self.sc
+        write_bootstrap(self.out, sc["start_ms"] - 41_000, [("metadata.version", self.mv)] +
+                        ([("eligible.leader.replicas.version", 1)] if self.elr else []))
+        write_side_files(self.out, node_id=self.controllers[0], directory_id=random_uuid(self.rng),
+                         cluster_id=self.cluster_id, raft_leader=self.raft_leader, raft_epoch=self.raft_epoch,
+                         voters=self.controllers, epoch_starts=self.epoch_starts,
+                         start_text=iso(sc["start_ms"]))
+        self.write_log_info()
+        truth = {"scenario": sc["name"], "seed": self.seed, "metadataVersion": str(sc["metadata_version"]),
+                 "elrEnabled": self.elr,
+                 "incidents": [inc.to_json() for _, inc in sorted(self.truth.incidents.items())
+                               if inc.findings or (inc.first_offset is not None
+                                                   and inc.kind not in ("produce", "create_topic", "setup"))]}
+        big = sum(len(i["expectedFindings"]) for i in truth["incidents"]) > 20_000
+        with open(self.out / "ground_truth.json", "w", encoding="utf-8") as f:
+            json.dump(truth, f, indent=None if big else 2)
+            f.write("\n")
+        return {"records": self.writer.next_offset, "batches": self.writer.batches,
+                "bytes": self.writer.bytes_written, "segments": len(self.writer.segments),
+                "snapshots": list(self.writer.snapshots)}
+
+    def write_log_info(self) -> None:
+        d = self.out / "log-info"
+        d.mkdir(exist_ok=True)
+        for b in sorted(self.brokers):
+            br = self.brokers[b]
+            topics = []
+            for name, tid in self.topics.items():
+                infos = []
+                for key in self.topic_keys(tid):
+                    p = self.parts[key]
+                    if b in p.replicas:
+                        lg = self.log(key, b)
+                        infos.append({"Partition": key[1], "LastWrittenLeaderEpoch": lg.last_epoch,
+                                      "CurrentLeaderEpoch": p.leader_epoch, "LogEndOffset": lg.leo,
+                                      "ErrorCode": 0, "ErrorMessage": None})
+                if infos:
+                    topics.append({"TopicId": tid, "PartitionLogInfo": infos})
+            doc = {"BrokerId": b, "BrokerEpoch": br.epoch if br.registered else -1,
+                   "CollectedAtOffset": self.writer.next_offset - 1, "CollectedAt": iso(self.now),
+                   "TopicPartitionLogInfoList": topics}
+            big = sum(len(t["PartitionLogInfo"]) for t in topics) > 20_000
+            (d / f"broker-{b}.json").write_text(json.dumps(doc, indent=None if big else 1) + "\n", encoding="utf-8")
+
+
+def simulate(sc: dict, out, seed: int = 0) -> dict:
+    return Simulator(sc, seed, Path(out)).run()
