@@ -28,7 +28,7 @@ def add_arguments(p) -> None:
 
 def run(args, out=None, err=None) -> int:
     from controller_core import plans
-    from controller_core.audit.run import active_brokers, state_at, truncate
+    from controller_core.audit.run import active_brokers, log_info_as_of, state_at, truncate
     from controller_core.recovery import recovery_candidates_table
     from jobs import gold
 
@@ -43,6 +43,7 @@ def run(args, out=None, err=None) -> int:
     if at is not None and at < end_offset:
         tables, _ = truncate(tables, at)
     parts, brokers = state_at(tables)
+    info = log_info_as_of(info, at)
     strategy = {"longest_log_balanced": "balanced", "longest_log_aggressive": "aggressive"}.get(
         args.election_type, args.strategy or config["audit"]["recovery_strategy"])
     cands = recovery_candidates_table(parts, brokers, info, strategy, config["audit"].get("leader_epoch_check", "strict"))

@@ -775,6 +775,10 @@ class Simulator:
             self.failover(ev.get("to"))
         elif kind == "produce":
             self.produce(self.topics.get(ev["topic"]) if ev.get("topic") else None, ev["records"])
+        elif kind == "collect_log_info":
+            # a crashed broker cannot answer: only running brokers reply (KIP-966 GetReplicaLogInfo)
+            wanted = ev.get("brokers") or sorted(self.brokers)
+            self.write_log_info([b for b in wanted if self.brokers[b].alive], at_offset=True)
 
     # ------------------------------------------------------------------------------ output
     def finish(self) -> dict:
@@ -804,10 +808,11 @@ class Simulator:
                 "bytes": self.writer.bytes_written, "segments": len(self.writer.segments),
                 "snapshots": list(self.writer.snapshots)}
 
-    def write_log_info(self) -> None:
+    def write_log_info(self, brokers=None, at_offset: bool = False) -> None:
+        """``log-info/broker-<id>.json`` (end of the log) or, mid-timeline, ``broker-<id>-at-<offset>.json``."""
         d = self.out / "log-info"
         d.mkdir(exist_ok=True)
-        for b in sorted(self.brokers):
+        for b in sorted(self.brokers) if brokers is None else brokers:
             br = self.brokers[b]
             topics = []
             for name, tid in self.topics.items():
@@ -825,7 +830,8 @@ class Simulator:
                    "CollectedAtOffset": self.writer.next_offset - 1, "CollectedAt": iso(self.now),
                    "TopicPartitionLogInfoList": topics}
             big = sum(len(t["PartitionLogInfo"]) for t in topics) > 20_000
-            (d / f"broker-{b}.json").write_text(json.dumps(doc, indent=None if big else 1) + "\n", encoding="utf-8")
+            name = f"broker-{b}-at-{doc['CollectedAtOffset']}.json" if at_offset else f"broker-{b}.json"
+            (d / name).write_text(json.dumps(doc, indent=None if big else 1) + "\n", encoding="utf-8")
 
 
 def simulate(sc: dict, out, seed: int = 0) -> dict:

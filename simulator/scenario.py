@@ -61,6 +61,8 @@ EVENTS = {
     "config_change": ({"resource", "key"}, {"name", "value"}),
     "controller_failover": (set(), {"to"}),
     "produce": ({"records"}, {"topic"}),
+    # GetReplicaLogInfo from every broker still running (or those listed), at this point of the log
+    "collect_log_info": (set(), {"brokers"}),
 }
 COMMON = {"at", "event", "description"}
 GENERATE_KEYS = {"brokers", "partitions", "events", "topics", "racks", "replication_factor", "min_isr",

@@ -124,6 +124,9 @@ def silver_tables(log_dir: str | Path, invariants: bool = True) -> dict[str, pa.
     seg = pc.equal(bronze.column("source_kind"), SEGMENT).to_numpy(zero_copy_only=False)
     offsets = bronze.column("offset").to_numpy()
     last = int(np.flatnonzero(seg)[np.argmax(offsets[seg])]) if seg.any() else bronze.num_rows - 1
+    # every segment record's time (NoOps included): an audit "as of" an offset or time resolves it here
+    record_times = pa.table({"offset": bronze.column("offset").filter(pa.array(seg)),
+                             "timestamp": bronze.column("timestamp").filter(pa.array(seg)).cast(TS)})
     log_end = pa.table({"end_offset": [int(offsets[last])],
                         "end_timestamp": bronze.column("timestamp").cast(TS).take(pa.array([last]))},
                        schema=LOG_END_SCHEMA)
@@ -139,6 +142,7 @@ def silver_tables(log_dir: str | Path, invariants: bool = True) -> dict[str, pa.
         "topic_config_history": _with_us_timestamps(topics),
         "invariant_breaches": _breaches(bronze) if invariants else BREACH_SCHEMA.empty_table(),
         "log_end": log_end,
+        "record_times": record_times,
     }
 
 

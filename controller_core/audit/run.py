@@ -49,7 +49,13 @@ class AuditResult:
 
 # ------------------------------------------------------------------------------------ as of a point
 def offset_at_time(tables: dict[str, pa.Table], at_us: int) -> int | None:
-    """The last offset, among the rows of the timelines, written at or before ``at_us`` (epoch us)."""
+    """The last offset written at or before ``at_us`` (epoch us): of any log record when the tables
+    carry ``record_times``, else of the timelines' rows."""
+    rt = tables.get("record_times")
+    if rt is not None and rt.num_rows:
+        ok = pc.fill_null(pc.less_equal(pc.cast(rt.column("timestamp"), TS).cast(pa.int64()), at_us), False)
+        offs = pc.filter(rt.column("offset"), ok)
+        return pc.max(offs).as_py() if len(offs) else None
     best = None
     for name, col in (("partition_state_history", "valid_from_timestamp"), ("broker_state_history", "timestamp"),
                       ("topic_config_history", "timestamp")):
@@ -85,6 +91,11 @@ def truncate(tables: dict[str, pa.Table], at: int) -> tuple[dict[str, pa.Table],
         if name in out:
             out[name] = _cut(out[name], at)
     when = None
+    rt = tables.get("record_times")
+    if rt is not None and rt.num_rows:  # the time of the last record at or before ``at`` (NoOps count)
+        upto = rt.filter(pc.less_equal(rt.column("offset"), at))
+        if upto.num_rows:
+            return out, pc.max(pc.cast(upto.column("timestamp"), TS)).as_py()
     for name, col in (("partition_state_history", "valid_from_timestamp"), ("broker_state_history", "timestamp"),
                       ("topic_config_history", "timestamp")):
         t = out.get(name)
@@ -133,6 +144,17 @@ def active_brokers(brokers: pa.Table) -> set[int]:
     return {r["broker_id"] for r in brokers.to_pylist() if r["registered"] and not r["fenced"]}
 
 
+def log_info_as_of(info: pa.Table | None, at_offset: int | None) -> pa.Table:
+    """The replies usable at ``at_offset``: one captured after that point describes a later state than
+    the one being recovered (replies without a capture offset are kept)."""
+    if info is None:
+        return loginfo.LOG_INFO_SCHEMA.empty_table()
+    if at_offset is None or "collected_at_offset" not in info.column_names:
+        return info
+    late = pc.fill_null(pc.greater(info.column("collected_at_offset"), at_offset), False)
+    return info.filter(pc.invert(late))
+
+
 # ------------------------------------------------------------------------------------------ the audit
 def audit(tables: dict[str, pa.Table], config: dict, end_offset: int, end_time, *, at_offset: int | None = None,
           log_info: pa.Table | None = None, strategy: str | None = None) -> AuditResult:
@@ -145,12 +167,13 @@ def audit(tables: dict[str, pa.Table], config: dict, end_offset: int, end_time, 
         tables, at_time = truncate(tables, at_offset)
         end_offset = at_offset
     found = violations(tables, config, end_offset, at_time)
+    if at_offset is not None and end_offset == at_offset:  # "still open" means at the audited point here
+        text = found.column("explanation")
+        for a, b in (("at the end of the log", f"at offset {at_offset}"), ("to the end of the log", f"to offset {at_offset}")):
+            text = pc.replace_substring(text, a, b)
+        found = found.set_column(found.schema.get_field_index("explanation"), "explanation", text)
     parts, brokers = state_at(tables)
-    info = log_info if log_info is not None else loginfo.LOG_INFO_SCHEMA.empty_table()
-    if "collected_at_offset" in info.column_names and at_offset is not None:
-        # a reply captured after the audited point describes a later state than the one being recovered
-        late = pc.fill_null(pc.greater(info.column("collected_at_offset"), at_offset), False)
-        info = info.filter(pc.invert(late))
+    info = log_info_as_of(log_info, at_offset)
     cands = recovery.recovery_candidates_table(parts, brokers, info, strategy,
                                                conf.get("leader_epoch_check", "strict"))
     if isinstance(at_time, (int, np.integer)):
