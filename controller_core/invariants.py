@@ -96,6 +96,7 @@ class Breach:
     recorded: object  # JSON-able: what the log holds
     expected: object  # JSON-able: what the rule wants
     message: str  # one sentence an operator understands
+    topic_id: str | None = field(default=None, compare=False, repr=False)  # for callers that key by id
 
 
 # --------------------------------------------------------------------------------------------- helpers
@@ -257,7 +258,8 @@ class InvariantChecker:
     def _breach(c: Cluster, offset: int, rule: str, severity: str | None, key, recorded, expected,
                 message: str) -> Breach:
         topic, part = (None, None) if key is None else (c.topics.get(key[0], key[0]), key[1])
-        return Breach(offset, rule, severity or RULES[rule], topic, part, recorded, expected, message)
+        return Breach(offset, rule, severity or RULES[rule], topic, part, recorded, expected, message,
+                      topic_id=None if key is None else key[0])
 
     def _verify_epochs(self, c: Cluster, out: list[Breach]) -> None:
         """INV-LEADER-EPOCH-STEP / INV-PARTITION-EPOCH-STEP: a change record carries no epochs, so the rule

@@ -36,6 +36,7 @@ class Divergence:
     trigger: str
     rule: str
     severity: str = "ERROR"
+    topic_id: str | None = field(default=None, compare=False, repr=False)  # for callers that key by id
 
 
 @dataclass
@@ -57,7 +58,8 @@ class Report:
 
 def _item(x) -> dict:
     d = asdict(x)
-    return {"offset": d.pop("offset"), "topic": d.pop("topic"), "partition": d.pop("partition"),
+    tid = d.pop("topic_id", None)
+    return {"offset": d.pop("offset"), "topic": d.pop("topic"), "topicId": tid, "partition": d.pop("partition"),
             "rule": d.pop("rule"), "severity": d.pop("severity"), "recorded": d.pop("recorded"),
             "expected": d.pop("expected"), **d}
 
@@ -284,7 +286,8 @@ def _check_change(c: Cluster, rep: Report, p: Partition, rec: Rec, events) -> No
     topic = c.topics.get(p.topic_id, p.topic_id)
     for k, got, want in diff(recorded, expected):
         rep.divergences.append(Divergence(rec.offset, topic, p.partition_id, k, got, want, cand.trigger,
-                                          "INV-ELECTION-ORDER" if k == "leader" else "RECOMPUTE"))
+                                          "INV-ELECTION-ORDER" if k == "leader" else "RECOMPUTE",
+                                          topic_id=p.topic_id))
 
 
 def _check_creation(c: Cluster, rep: Report, rec: Rec) -> None:
@@ -302,7 +305,7 @@ def _check_creation(c: Cluster, rep: Report, rec: Rec) -> None:
     topic = c.topics.get(d["topicId"], d["topicId"])
     for k, got, want in diff(recorded, expected):
         rep.divergences.append(Divergence(rec.offset, topic, d["partitionId"], k, got, want, "create_partition",
-                                          "RECOMPUTE"))
+                                          "RECOMPUTE", topic_id=d["topicId"]))
 
 
 def verify_log_dir(log_dir: str | Path, checker=None, elr_override: bool | None = None) -> Report:

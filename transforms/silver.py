@@ -60,14 +60,22 @@ def bucketize(rows: DataFrame, buckets: int) -> DataFrame:
     """Partition records to the bucket of their partition; cluster-level records to every bucket.
 
     A partition record's ``data_json`` is dropped except for partition 0 (the topic timeline needs
-    it): the typed columns hold the same values (``controller_core.fastpath.record_data``)."""
+    it): the typed columns hold the same values (``controller_core.fastpath.record_data``).
+
+    Partition 0's records are also copied into every other bucket as *context* (``context`` true):
+    a topic's effective min ISR is capped by partition 0's replica count (§1.7), which every
+    partition's decisions and invariants depend on.  Only the owning bucket reports partition 0."""
+    spark = rows.sparkSession
     parts = rows.where(F.col("bucket_key").isNotNull()).withColumn(
         "bucket", F.pmod(F.hash("bucket_key"), F.lit(buckets))).withColumn(
-        "data_json", F.when(F.col("partition_id") == 0, F.col("data_json")))
+        "data_json", F.when(F.col("partition_id") == 0, F.col("data_json"))).withColumn("context", F.lit(False))
+    context = (parts.where(F.col("partition_id") == 0).withColumnRenamed("bucket", "owner")
+               .crossJoin(spark.range(buckets).withColumnRenamed("id", "bucket"))
+               .where(F.col("bucket") != F.col("owner")).drop("owner").withColumn("context", F.lit(True)))
     shared = rows.where(F.col("bucket_key").isNull()).crossJoin(
-        rows.sparkSession.range(buckets).withColumnRenamed("id", "bucket"))
-    return parts.unionByName(shared).select(
-        "bucket", "phase", *CORE_COLUMNS, *[F.array_join(c, ",").alias(c) for c in LIST_COLUMNS])
+        spark.range(buckets).withColumnRenamed("id", "bucket")).withColumn("context", F.lit(False))
+    return parts.unionByName(context).unionByName(shared).select(
+        "bucket", "phase", "context", *CORE_COLUMNS, *[F.array_join(c, ",").alias(c) for c in LIST_COLUMNS])
 
 
 def unpack(table: pa.Table) -> pa.Table:
@@ -99,7 +107,7 @@ def ordered(table: pa.Table, snapshot_start: int | None) -> pa.Table:
         off = pc.if_else(pc.equal(table.column("phase"), PHASE["snapshot"]),
                          pa.scalar(snapshot_start - 1, pa.int64()), table.column("offset"))
         table = table.set_column(table.schema.get_field_index("offset"), "offset", off)
-    return unpack(table.drop_columns([c for c in ("bucket", "phase") if c in table.column_names]))
+    return unpack(table.drop_columns([c for c in ("bucket", "phase", "context") if c in table.column_names]))
 
 
 def _finding_rows(rep, exp) -> list[dict]:
@@ -141,6 +149,13 @@ def core(bucketed: DataFrame, snapshot_start: int | None = None, invariants: boo
         from controller_core.invariants import check_batches
         from controller_core.verify import Report, verify_batches
 
+        # partition 0 of these topics is here only as context (another bucket owns it): not reported
+        ctx = set()
+        if "context" in table.column_names:
+            import pyarrow.compute as pc
+
+            ctx = set(pc.unique(table.column("topic_id").filter(pc.fill_null(table.column("context"), False)))
+                      .to_pylist())
         bronze = ordered(table, snapshot_start)
         history = fold.fold_partitions(bronze)
         brokers, topics = timelines.build(cluster_level_recs(bronze))
@@ -152,8 +167,20 @@ def core(bucketed: DataFrame, snapshot_start: int | None = None, invariants: boo
         rep = verify_batches(scalar_batches(bronze, todo), snapshot_files=snaps) if todo else Report()
         if invariants:
             rep.breaches.extend(check_batches(scalar_batches(bronze, None)))
-        found = pa.Table.from_pylist(_finding_rows(rep, exp), schema=FINDING)
         hist = history.cast(fold.HISTORY_SCHEMA)
+        if ctx:
+            import pyarrow.compute as pc
+
+            rep.divergences = [d for d in rep.divergences if not (d.partition == 0 and d.topic_id in ctx)]
+            rep.breaches = [b for b in rep.breaches if not (b.partition == 0 and b.topic_id in ctx)]
+            rep.explained = [e for e in rep.explained if not (e[2] == 0 and e[1] in ctx)]
+            exp = exp.filter(pc.invert(pc.and_(pc.equal(exp.column("partition_id"), 0),
+                                               pc.is_in(exp.column("topic_id"), pa.array(sorted(ctx), pa.string())))))
+
+            mine = pc.invert(pc.and_(pc.equal(hist.column("partition_id"), 0),
+                                     pc.is_in(hist.column("topic_id"), pa.array(sorted(ctx), pa.string()))))
+            hist = hist.filter(mine)
+        found = pa.Table.from_pylist(_finding_rows(rep, exp), schema=FINDING)
         hist = hist.append_column("kind", pa.array(["history"] * hist.num_rows, pa.string()))
         return pa.concat_tables([_widen(hist), _widen(found)])
 
