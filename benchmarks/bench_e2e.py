@@ -28,7 +28,7 @@ def rss_mb() -> float:
 
 def line(stage: str, seconds: float, records: int | None = None, extra: str = "") -> None:
     rate = f"{records / seconds:>12,.0f} rec/s" if records and seconds > 0 else " " * 18
-    print(f"{stage:<34} {seconds:>8.1f} s {rate}  peak RSS {rss_mb():>7,.0f} MB  {extra}", flush=True)
+    print(f"{stage:<42} {seconds:>8.1f} s {rate}  peak RSS {rss_mb():>7,.0f} MB  {extra}", flush=True)
 
 
 def fleet(partitions: int, events: int, seed: int) -> tuple[Path, dict]:
