@@ -188,3 +188,15 @@ def test_collect_log_info_on_a_damaged_copy_reports_errors(tmp_path, capsys):
     assert len(entries) == 1 and entries[0]["ErrorCode"] != 0
     assert "partition.metadata" in entries[0]["ErrorMessage"]
     assert out.getvalue() == ""
+
+
+def test_audit_at_a_time_resolves_to_the_last_record_written_by_then(capsys):
+    # induswargods: offset 3598 (a NoOp) was written at 1775473338080 ms, 3599 (the unclean-shutdown
+    # handling) at ...145: a time between them audits through 3598, NoOps included
+    log = str(REALDATA / CLUSTERS["induswargods"])
+    code, cap = _audit(["--log-dir", log, "--json", "--at-time", "1775473338100"], capsys)
+    doc = json.loads(cap.out)
+    assert doc["atOffset"] == 3598 and doc["atTime"].startswith("2026-04-06T11:02:18.08")
+    assert "OFFLINE_NO_CANDIDATE" not in {c["code"] for c in doc["counts"]}
+    code, cap = _audit(["--log-dir", log, "--json", "--at-time", "2026-04-06T11:02:18.300Z"], capsys)
+    assert json.loads(cap.out)["atOffset"] == 3602  # after the re-election batch (…212 ms)
