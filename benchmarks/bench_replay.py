@@ -220,8 +220,8 @@ def main(argv=None) -> int:
         exp = explain(table, history, brokers, topics)
         t3 = time.perf_counter()
         matched = exp.column("matched").to_numpy(zero_copy_only=False)
-        todo = {(t, p) for t, p, ok in zip(exp.column("topic_id").to_pylist(), exp.column("partition_id").to_pylist(),
-                                           matched.tolist()) if not ok}
+        missed = exp.filter(pa.array(~matched))
+        todo = set(zip(missed.column("topic_id").to_pylist(), missed.column("partition_id").to_pylist()))
         if todo:
             totals["div"] += len(verify_batches(scalar_batches(table, todo)).divergences)
         totals["records"] += table.num_rows

@@ -16,6 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from controller_core import recompute as V
+from controller_core.codec.arrowutil import from_numpy, strings
+from controller_core.fold import _array, _raw, _valid
 from controller_core.replay import Rec
 
 PCR = "PARTITION_CHANGE_RECORD"
@@ -33,24 +35,88 @@ def _np(col, dtype=None):
     return out if dtype is None else out.astype(dtype)
 
 
+def _bools(col) -> np.ndarray:
+    return np.asarray(col, bool)
+
+
+def _of_type(col, names: tuple[str, ...]) -> np.ndarray:
+    """record_type in ``names`` (null: False), plain or dictionary-encoded."""
+    if pa.types.is_dictionary(col.type):
+        arr = _array(col.unify_dictionaries() if isinstance(col, pa.ChunkedArray) else col)
+        lut = np.array([v in names for v in arr.dictionary.to_pylist()] + [False], bool)
+        return lut[np.asarray(arr.indices.fill_null(len(lut) - 1), np.int64)]
+    hit = pc.equal(col, names[0]) if len(names) == 1 else pc.is_in(col, value_set=strings(list(names)))
+    return _bools(pc.fill_null(hit, False))
+
+
+def _ints_at(col, rows: np.ndarray | None, fill: int, dtype=np.int32) -> np.ndarray:
+    """A fixed-width column's values at ``rows`` (None: all) as ``dtype``, nulls as ``fill``."""
+    arr = _array(col)
+    vals = _raw(arr, arr.type.to_pandas_dtype())
+    vals = vals if rows is None else vals[rows]
+    if arr.null_count:
+        ok = _valid(arr)
+        vals = np.where(ok if rows is None else ok[rows], vals, fill)
+    return vals.astype(dtype, copy=False)
+
+
+def _count_below(sorted_keys: np.ndarray, q: np.ndarray, upto: bool = False):
+    """Number of keys < q, per query (``searchsorted``; a table over the queries' range when that
+    range is dense: random queries make a binary search mispredict at every step).  ``upto``: also
+    the number of keys <= q."""
+    if not len(q) or not len(sorted_keys):
+        zero = np.zeros(len(q), np.int64)
+        return (zero, zero) if upto else zero
+    lo, hi = int(q.min()), int(q.max())
+    if hi - lo > 4 * len(q) + (1 << 20):
+        below = np.searchsorted(sorted_keys, q, side="left")
+        return (below, np.searchsorted(sorted_keys, q, side="right")) if upto else below
+    base = int(np.searchsorted(sorted_keys, lo, side="left"))
+    inside = sorted_keys[base:np.searchsorted(sorted_keys, hi, side="right")] - lo
+    dt = np.int32 if base + len(inside) < 2**31 else np.int64
+    below = np.full(hi - lo + 2, base, dt)
+    below[1:] += np.cumsum(np.bincount(inside, minlength=hi - lo + 1), dtype=dt)
+    at = q - lo
+    return (below[at], below[at + 1]) if upto else below[at]
+
+
+def _row_of(keys: np.ndarray, rows: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """rows[searchsorted(keys, q)] for queries present in strictly increasing ``keys``: a direct table
+    when the keys' range is dense, else one sort of the queries (a searchsorted of unsorted queries
+    into millions of keys is mostly cache misses)."""
+    if not len(q):
+        return np.zeros(0, np.int64)
+    lo, hi = int(keys[0]), int(keys[-1])
+    if hi - lo <= 16 * len(keys) + (1 << 20) and (len(keys) < 2 or (keys[1:] > keys[:-1]).all()):
+        lut = np.zeros(hi - lo + 1, rows.dtype)
+        lut[keys - lo] = rows
+        return lut[np.clip(q - lo, 0, hi - lo)]
+    order = np.argsort(q, kind="stable")
+    out = np.empty(len(q), rows.dtype)
+    out[order] = rows[np.minimum(np.searchsorted(keys, q[order]), len(rows) - 1)]
+    return out
+
+
 def _broker_events(bronze: pa.Table, brokers: pa.Table):
     """(batch, offset, trigger, broker, side) of the broker records that trigger partition changes."""
-    rtype = _np(bronze.column("record_type")).astype(object)
-    data = bronze.column("data_json")
-    off = _np(bronze.column("offset"), np.int64)
-    batch = _np(bronze.column("batch_base_offset"), np.int64)
-    idx = np.flatnonzero(np.isin(rtype, ["BROKER_REGISTRATION_CHANGE_RECORD", "FENCE_BROKER_RECORD",
-                                         "UNFENCE_BROKER_RECORD", "UNREGISTER_BROKER_RECORD",
-                                         "REGISTER_BROKER_RECORD"]))
+    mask = _of_type(bronze.column("record_type"), (
+        "BROKER_REGISTRATION_CHANGE_RECORD", "FENCE_BROKER_RECORD", "UNFENCE_BROKER_RECORD",
+        "UNREGISTER_BROKER_RECORD", "REGISTER_BROKER_RECORD"))
+    rows = bronze.select(["record_type", "data_json", "offset", "batch_base_offset"]).filter(from_numpy(mask))
+    rtype = rows.column("record_type").to_pylist()
+    data = rows.column("data_json").to_pylist()
+    off = rows.column("offset").to_pylist()
+    batch = rows.column("batch_base_offset").to_pylist()
     # previous incarnation of each broker, to tell a new incarnation (unclean shutdown) from an amend
     b_id = _np(brokers.column("broker_id"), np.int64)
     b_off = _np(brokers.column("offset"), np.int64)
-    b_inc = _np(brokers.column("incarnation_id")).astype(object)
     order = np.lexsort((b_off, b_id))
     keys = b_id[order] * V.BIG + b_off[order]
+    b_id_o = b_id[order]
+    b_inc_o = brokers.column("incarnation_id").take(from_numpy(order)).to_pylist() if len(order) else []
     ev = []
-    for i in idx.tolist():
-        d = json.loads(data[i].as_py())
+    for i in range(len(rtype)):
+        d = json.loads(data[i])
         t = rtype[i]
         if t == "BROKER_REGISTRATION_CHANGE_RECORD":
             b = d["brokerId"]
@@ -68,138 +134,225 @@ def _broker_events(bronze: pa.Table, brokers: pa.Table):
             ev.append((batch[i], off[i], V.FENCE, d["brokerId"], _AFTER))
         else:
             b = d["brokerId"]
-            j = np.searchsorted(keys, b * V.BIG + off[i], side="left") - 1
-            prev = b_inc[order][j] if j >= 0 and b_id[order][j] == b else None
+            j = int(np.searchsorted(keys, b * V.BIG + off[i], side="left")) - 1
+            prev = b_inc_o[j] if j >= 0 and b_id_o[j] == b else None
             if prev is not None and prev != d["incarnationId"]:
                 ev.append((batch[i], off[i], V.UNCLEAN_SHUTDOWN, b, _AFTER))
     return ev
 
 
+def _topic_codes(col, rows: np.ndarray, dictionary: pa.Array) -> np.ndarray:
+    """Code in ``dictionary`` (-1: absent) of the topic id at each of ``rows``.  History rows are
+    grouped by partition, so the ids come in long runs: one lookup per run, no hash per row."""
+    if pa.types.is_dictionary(col.type):
+        arr = _array(col.unify_dictionaries() if isinstance(col, pa.ChunkedArray) else col)
+        lut = np.append(np.asarray(pc.fill_null(pc.index_in(arr.dictionary, value_set=dictionary), -1), np.int64), -1)
+        return lut[np.asarray(arr.indices.fill_null(len(lut) - 1), np.int64)[rows]]
+    changes, heads = [], []
+    for c in (col.chunks if isinstance(col, pa.ChunkedArray) else [col]):
+        change = np.ones(len(c), bool)
+        if len(c) > 1:
+            change[1:] = _bools(pc.fill_null(pc.not_equal(c.slice(1), c.slice(0, len(c) - 1)), True))
+        changes.append(change)
+        heads.append(c.take(from_numpy(np.flatnonzero(change))).cast(pa.string()))
+    if not changes:
+        return np.zeros(0, np.int64)
+    run = np.cumsum(np.concatenate(changes), dtype=np.int64) - 1
+    code = pc.fill_null(pc.index_in(pa.concat_arrays(heads), value_set=dictionary), -1)
+    return np.asarray(code, np.int64)[run[rows]]
+
+
 def explain(bronze: pa.Table, history: pa.Table, brokers: pa.Table, topics: pa.Table) -> pa.Table:
     """Per PartitionChangeRecord: offset, topic_id, partition_id, trigger, matched, modelled."""
-    h_type = _np(history.column("record_type")).astype(object)
-    h_orphan = _np(history.column("orphan"), bool)
-    idx = np.flatnonzero((h_type == PCR) & ~h_orphan)
+    idx = np.flatnonzero(_of_type(history.column("record_type"), (PCR,)) & ~_bools(history.column("orphan")))
     n = len(idx)
     out_schema = pa.schema([("offset", pa.int64()), ("topic_id", pa.string()), ("partition_id", pa.int32()),
                             ("trigger", pa.string()), ("matched", pa.bool_()), ("modelled", pa.bool_())])
     if n == 0:
         return out_schema.empty_table()
-    state_cols = ["replicas", "isr", "eligible_leader_replicas", "last_known_elr", "leader", "leader_recovery_state",
-                  "adding_replicas", "removing_replicas"]
-    prev = history.select(state_cols).take(pa.array(idx - 1))
-    cur = history.select(["offset", "topic_id", "partition_id"]).take(pa.array(idx))
-    offset = _np(cur.column("offset"), np.int64)
+    prev = idx - 1  # the partition's row before each change record: the state it applies to
+    offset = _ints_at(history.column("offset"), idx, 0, np.int64)
 
-    # ---- the state before each record
-    R, rl, _ = V.padded(prev.column("replicas"))
+    # ---- the state before each record (column-major padded matrices, gathered without a take)
+    R, rl, _ = V.padded_rows(history.column("replicas"), prev)
     w = R.shape[1]
-    before = {"replicas": R, "replicas_len": rl, "leader": _np(prev.column("leader"), np.int64),
-              "lrs": _np(prev.column("leader_recovery_state"), np.int64)}
+    before = {"replicas": R, "replicas_len": rl, "leader": _ints_at(history.column("leader"), prev, 0),
+              "lrs": _ints_at(history.column("leader_recovery_state"), prev, 0)}
     for key, col in (("isr", "isr"), ("elr", "eligible_leader_replicas"), ("lke", "last_known_elr")):
-        mat, ln, _ = V.padded(prev.column(col))
+        mat, ln, _ = V.padded_rows(history.column(col), prev)
         before[key], before[key + "_len"] = V._fit(mat, max(w, mat.shape[1])), ln
-    before["adding_len"] = V.padded(prev.column("adding_replicas"))[1]
-    before["removing_len"] = V.padded(prev.column("removing_replicas"))[1]
+    before["adding_len"] = _list_lens(history.column("adding_replicas"), prev)
+    before["removing_len"] = _list_lens(history.column("removing_replicas"), prev)
 
     # ---- the record as written (bronze row of the same offset)
-    b_off = _np(bronze.column("offset"), np.int64)
-    b_is_pcr = _np(pc.equal(bronze.column("record_type"), PCR), bool)
-    pcr_rows = np.flatnonzero(b_is_pcr)
-    pos = pcr_rows[np.searchsorted(b_off[pcr_rows], offset)]
-    rows = bronze.select(["leader", "leader_recovery_state", "isr", "eligible_leader_replicas", "last_known_elr",
-                          "replicas", "removing_replicas", "adding_replicas", "directories",
-                          "batch_base_offset"]).take(pa.array(pos))
-    rec = {"leader": _np(pc.fill_null(rows.column("leader"), -2), np.int64),
-           "lrs": _np(pc.fill_null(rows.column("leader_recovery_state"), -1), np.int64)}
+    b_off = _ints_at(bronze.column("offset"), None, 0, np.int64)
+    pcr_rows = np.flatnonzero(_of_type(bronze.column("record_type"), (PCR,)))
+    pos = _row_of(b_off[pcr_rows], pcr_rows, offset)
+    rec = {"leader": _ints_at(bronze.column("leader"), pos, -2),
+           "lrs": _ints_at(bronze.column("leader_recovery_state"), pos, -1)}
     for key, col in (("isr", "isr"), ("elr", "eligible_leader_replicas"), ("lke", "last_known_elr")):
-        rec[key], rec[key + "_len"], rec[key + "_valid"] = V.padded(rows.column(col))
+        rec[key], rec[key + "_len"], rec[key + "_valid"] = V.padded_rows(bronze.column(col), pos)
     other = np.zeros(n, bool)
     for col in ("replicas", "removing_replicas", "adding_replicas", "directories"):
-        other |= _np(rows.column(col).is_valid(), bool)
+        c = bronze.column(col)
+        if len(c) - c.null_count:
+            other |= _bools(pc.is_valid(c))[pos]
     rec["other_written"] = other
-    batch = _np(rows.column("batch_base_offset"), np.int64)
+    batch = _ints_at(bronze.column("batch_base_offset"), pos, 0, np.int64)
 
     # ---- primary trigger: the single broker event of the record's batch on the right side
-    trig = np.full(n, V.ALTER)
-    broker = np.full(n, -1, np.int64)
+    trig = np.full(n, V.ALTER, np.int8)
+    chosen_ev = np.full(n, -1, np.int64)  # the event that gave the trigger (and its broker)
     events = _broker_events(bronze, brokers)
+    ev = np.zeros((0, 5), np.int64)
     if events:
         ev = np.array(events, dtype=np.int64)
         ev = ev[np.argsort(ev[:, 0], kind="stable")]
-        lo = np.searchsorted(ev[:, 0], batch, side="left")
-        hi = np.searchsorted(ev[:, 0], batch, side="right")
-        in_isr_or_elr = lambda b: V.member(before["isr"], b) | V.member(before["elr"], b)  # noqa: E731
-        chosen = np.zeros(n, bool)
-        ambiguous = np.zeros(n, bool)
-        for k in range(int((hi - lo).max(initial=0))):
-            has = lo + k < hi
-            e = ev[np.minimum(lo + k, len(ev) - 1)]
-            side_ok = np.where(e[:, 4] == _AFTER, e[:, 1] > offset, e[:, 1] < offset)
-            # an event concerns this partition: unfence (every leaderless partition) or its broker is in
-            # the ISR / ELR the trigger removes it from
-            relevant = has & side_ok & ((e[:, 2] == V.UNFENCE) | in_isr_or_elr(e[:, 3]))
-            ambiguous |= relevant & chosen
-            take = relevant & ~chosen
-            trig = np.where(take, e[:, 2], trig)
-            broker = np.where(take, e[:, 3], broker)
-            chosen |= take
-        trig = np.where(ambiguous, -1, trig)  # two events could explain it: the scalar reference decides
+        ev_batch = np.ascontiguousarray(ev[:, 0])
+        lo, hi = _count_below(ev_batch, batch, upto=True)
+        cand = np.flatnonzero(hi > lo)  # records sharing their batch with a broker event
+        if len(cand):
+            lo_c, hi_c, off_c = lo[cand], hi[cand], offset[cand]
+            isr_c, elr_c = before["isr"][cand], before["elr"][cand]
+            chosen = np.full(len(cand), -1, np.int64)
+            ambiguous = np.zeros(len(cand), bool)
+            for k in range(int((hi_c - lo_c).max())):
+                has = lo_c + k < hi_c
+                ei = np.minimum(lo_c + k, len(ev) - 1)
+                e = ev[ei]
+                side_ok = np.where(e[:, 4] == _AFTER, e[:, 1] > off_c, e[:, 1] < off_c)
+                # an event concerns this partition: unfence (every leaderless partition) or its broker is in
+                # the ISR / ELR the trigger removes it from
+                relevant = has & side_ok & ((e[:, 2] == V.UNFENCE) | _member(isr_c, e[:, 3])
+                                            | _member(elr_c, e[:, 3]))
+                ambiguous |= relevant & (chosen >= 0)
+                chosen = np.where(relevant & (chosen < 0), ei, chosen)
+            chosen_ev[cand] = chosen
+            picked = chosen >= 0
+            # two events could explain it: the scalar reference decides
+            trig[cand[picked]] = np.where(ambiguous[picked], -1, ev[chosen[picked], 2])
     # no broker event: an election if the leader moved without an ISR request, else AlterPartition
     plain = trig == V.ALTER
     leader_moved = rec["leader"] != -2
     unclean_shape = leader_moved & rec["isr_valid"] & (rec["isr_len"] == 1) & (rec["isr"][:, 0] == rec["leader"]) \
         & (rec["lrs"] == 1)
-    trig = np.where(plain & unclean_shape, V.UNCLEAN_ELECTION,
-                    np.where(plain & leader_moved & ~rec["isr_valid"], V.PREFERRED_ELECTION, trig))
+    trig = np.where(plain & unclean_shape, np.int8(V.UNCLEAN_ELECTION),
+                    np.where(plain & leader_moved & ~rec["isr_valid"], np.int8(V.PREFERRED_ELECTION), trig))
+    broker = np.append(ev[:, 3], -1).astype(np.int32)[chosen_ev]  # chosen_ev -1: the last, no broker
 
-    # ---- topic settings just before each record (topic ids as dictionary codes shared by both sides)
-    ids = pc.dictionary_encode(pa.chunked_array(list(topics.column("topic_id").chunks) +
-                                                list(cur.column("topic_id").chunks), pa.string()).combine_chunks())
-    codes = _np(ids.indices, np.int64)
-    t_code, r_code = codes[:topics.num_rows], codes[topics.num_rows:]
+    # ---- topic settings just before each record
+    t_enc = pc.dictionary_encode(_array(topics.column("topic_id")).cast(pa.string()))
+    t_code = np.asarray(t_enc.indices.fill_null(-1), np.int64)
+    r_code = _topic_codes(history.column("topic_id"), idx, t_enc.dictionary)
     t_off = _np(topics.column("offset"), np.int64)
     t_order = np.lexsort((t_off, t_code))
     t_keys = t_code[t_order] * V.BIG + t_off[t_order]
     j = V.lookup(t_keys, r_code * V.BIG + offset)
-    found = (j >= 0) & (t_code[t_order][np.maximum(j, 0)] == r_code)
-    tj = t_order[np.maximum(j, 0)]
+    found = (j >= 0) & (t_code[t_order][np.maximum(j, 0)] == r_code) & (r_code >= 0)
+    tj = t_order[np.maximum(j, 0)] if len(t_order) else np.zeros(n, np.int64)
 
     def tcol(name, default, dtype):
-        vals = _np(pc.fill_null(topics.column(name), default), dtype)
-        return np.where(found, vals[tj], default)
+        vals = _np(pc.fill_null(topics.column(name), default), dtype) if topics.num_rows else np.zeros(1, dtype)
+        return np.where(found, vals[tj], dtype(default))
 
-    mv = tcol("metadata_version", 0, np.int64)
-    ctx_elr = tcol("elr_enabled", False, bool)
-    m = tcol("effective_min_isr", 1, np.int64)
+    mv = tcol("metadata_version", 0, np.int16)
+    ctx_elr = tcol("elr_enabled", False, np.bool_)
+    m = tcol("effective_min_isr", 1, np.int32)
 
     # ---- brokers active just before each record, per replica position
-    b_id = _np(brokers.column("broker_id"), np.int64)
-    b_off2 = _np(brokers.column("offset"), np.int64)
-    b_order = np.lexsort((b_off2, b_id))
-    b_keys = b_id[b_order] * V.BIG + b_off2[b_order]
-    alive = (_np(pc.fill_null(brokers.column("registered"), False), bool)
-             & ~_np(pc.fill_null(brokers.column("fenced"), True), bool)
-             & ~_np(pc.fill_null(brokers.column("in_controlled_shutdown"), False), bool))[b_order]
-    q = np.where(R >= 0, R.astype(np.int64), 0) * V.BIG + offset[:, None]
-    jb = V.lookup(b_keys, q.ravel()).reshape(q.shape)
-    okb = (jb >= 0) & (b_id[b_order][np.maximum(jb, 0)] == R)
-    active = okb & alive[np.maximum(jb, 0)] & (R >= 0)
+    active = _active(brokers, R, offset)
 
     ctx = V.Context(trigger=np.maximum(trig, 0), broker=broker, mv=mv, elr_on=ctx_elr, min_isr=m,
                     check_lkl=mv >= 22, active=active)
     res = V.recompute(before, rec, ctx)
     matched = res.matched & (trig >= 0)
-    # trigger labels such as "fence(3)": formatted once per distinct (trigger, broker)
-    key = np.where(trig >= 0, trig, len(V.TRIGGER_NAMES)) * (1 << 32) + (broker + 1)
-    uniq, inverse = np.unique(key, return_inverse=True)
+    return pa.table({"offset": from_numpy(offset), "topic_id": _take(history.column("topic_id"), idx),
+                     "partition_id": from_numpy(_ints_at(history.column("partition_id"), idx, 0)),
+                     "trigger": _labels(trig, chosen_ev, ev), "matched": from_numpy(matched),
+                     "modelled": from_numpy(res.modelled & (trig >= 0))}, schema=out_schema)
+
+
+def _member(mat: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``recompute.member`` one replica position at a time (column-major matrices)."""
+    hit = mat[:, 0] == b
+    for j in range(1, mat.shape[1]):
+        hit |= mat[:, j] == b
+    return hit & (b >= 0)
+
+
+def _list_lens(col, rows: np.ndarray) -> np.ndarray:
+    """Lengths of a list column at ``rows`` (null: 0)."""
+    arr = _array(col)
+    offs = np.asarray(arr.offsets)
+    lens = (offs[rows + 1] - offs[rows]).astype(np.int64)
+    return np.where(_valid(arr)[rows], lens, 0) if arr.null_count else lens
+
+
+def _take(col, rows: np.ndarray):
+    out = col.take(from_numpy(rows))
+    return out.cast(pa.string()) if pa.types.is_dictionary(out.type) else out
+
+
+def _active(brokers: pa.Table, R: np.ndarray, offset: np.ndarray) -> np.ndarray:
+    """(n x w): replica j of each record's partition belongs to a broker that is registered, unfenced
+    and not in controlled shutdown just before the record.
+
+    The broker timeline is small: a table of every broker's state after each of its rows (one row of
+    the table per broker row, in offset order) is indexed by the number of broker rows before the
+    record and by the replica's broker."""
+    b_id = _np(brokers.column("broker_id"), np.int64)
+    b_off = _np(brokers.column("offset"), np.int64)
+    alive = (_np(pc.fill_null(brokers.column("registered"), False), bool)
+             & ~_np(pc.fill_null(brokers.column("fenced"), True), bool)
+             & ~_np(pc.fill_null(brokers.column("in_controlled_shutdown"), False), bool))
+    n, w = R.shape
+    active = np.zeros((n, w), bool, order="F")
+    if not len(b_id):
+        return active
+    ids, code = np.unique(b_id, return_inverse=True)
+    nb = len(ids) + 1  # the last column: not a broker (always inactive)
+    E = len(b_id)
+    if (E + 1) * nb > 64_000_000:  # a huge broker timeline: one lookup per replica instead
+        order = np.lexsort((b_off, b_id))
+        keys = b_id[order] * V.BIG + b_off[order]
+        q = np.where(R >= 0, R.astype(np.int64), 0) * V.BIG + offset[:, None]
+        jb = V.lookup(keys, q.ravel()).reshape(q.shape)
+        okb = (jb >= 0) & (b_id[order][np.maximum(jb, 0)] == R)
+        return okb & alive[order][np.maximum(jb, 0)] & (R >= 0)
+    so = np.argsort(b_off, kind="stable")
+    last = np.full((E + 1, nb), -1, np.int32)  # per table row: each broker's latest row so far
+    last[np.arange(1, E + 1), code[so]] = np.arange(E, dtype=np.int32)
+    np.maximum.accumulate(last, axis=0, out=last)
+    table = (alive[so][np.maximum(last, 0)] & (last >= 0)).ravel()
+    at = _count_below(b_off[so], offset) * nb
+    top = max(int(ids[-1]), int(R.max(initial=-1)))
+    if ids[0] >= 0 and top < (1 << 22) and int(R.min(initial=-1)) >= -1:
+        lut = np.full(top + 2, nb - 1, np.int32)  # index -1 (padding) and unknown ids: the inactive column
+        lut[ids] = np.arange(len(ids))
+    else:
+        lut = None
+    for j in range(w):
+        r = R[:, j]
+        if lut is not None:
+            c = lut[r]
+        else:
+            k = np.minimum(np.searchsorted(ids, r), len(ids) - 1)
+            c = np.where(ids[k] == r, k, nb - 1)
+        active[:, j] = table[at + c] & (r >= 0)
+    return active
+
+
+def _labels(trig: np.ndarray, chosen_ev: np.ndarray, ev: np.ndarray) -> pa.Array:
+    """Trigger labels such as "fence(3)": each distinct (trigger, broker) formatted once."""
     names = V.TRIGGER_NAMES + ["?"]
-    texts = [names[k >> 32] + (f"({(k & 0xFFFFFFFF) - 1})" if (k & 0xFFFFFFFF) else "") for k in uniq.tolist()]
-    label = pa.array(texts, pa.string()).take(pa.array(inverse.astype(np.int64)))
-    return pa.table({"offset": offset, "topic_id": cur.column("topic_id"),
-                     "partition_id": _np(cur.column("partition_id"), np.int32),
-                     "trigger": label, "matched": matched, "modelled": res.modelled & (trig >= 0)},
-                    schema=out_schema)
+    t = np.where(trig >= 0, trig, len(names) - 1).astype(np.int64)
+    brokers = np.unique(ev[:, 3]) if len(ev) else np.zeros(0, np.int64)
+    nb = len(brokers) + 1  # code 0: no broker
+    ev_code = np.append(np.searchsorted(brokers, ev[:, 3]) + 1, 0)  # per event; the last: no event
+    bcode = ev_code[chosen_ev]
+    texts = [name + (f"({b})" if k else "") for name in names
+             for k, b in enumerate([None] + brokers.tolist())]
+    return pa.array(texts, pa.string()).take(from_numpy(t * nb + bcode))
 
 
 def record_data(row: dict) -> dict:
@@ -232,17 +385,24 @@ def record_data(row: dict) -> dict:
 def scalar_batches(bronze: pa.Table, partitions: set[tuple[str, int]] | None) -> list[list[Rec]]:
     """The replay batches the scalar reference needs for ``partitions`` (None: all): every
     cluster-level record and the partition records of those partitions, in log order."""
-    pid = bronze.column("partition_id")
-    tid = bronze.column("topic_id")
-    rtype = bronze.column("record_type").to_pylist()
-    keep = []
-    for i, (t, p, r) in enumerate(zip(tid.to_pylist(), pid.to_pylist(), rtype)):
-        if r in ("PARTITION_RECORD", PCR):
-            if partitions is None or (t, p) in partitions:
-                keep.append(i)
-        elif r not in ("NO_OP_RECORD",):
-            keep.append(i)
-    rows = bronze.take(pa.array(keep, pa.int64()))
+    rtype = bronze.column("record_type")
+    part = _of_type(rtype, ("PARTITION_RECORD", PCR))
+    keep = ~part & ~_of_type(rtype, ("NO_OP_RECORD",))
+    if partitions is None:
+        keep |= part
+    elif partitions:
+        # partition records of the topics named, then the exact (topic, partition) test on those only
+        tid = bronze.column("topic_id")
+        topics = strings(sorted({t for t, _ in partitions if t is not None}))
+        named = _bools(pc.fill_null(pc.is_in(tid, value_set=topics), False))
+        if any(t is None for t, _ in partitions):
+            named |= _bools(pc.is_null(tid))
+        cand = np.flatnonzero(part & named)
+        sub = bronze.select(["topic_id", "partition_id"]).filter(from_numpy(part & named))
+        hit = [(t, p) in partitions for t, p in zip(sub.column("topic_id").to_pylist(),
+                                                     sub.column("partition_id").to_pylist())]
+        keep[cand[np.array(hit, bool)]] = True
+    rows = bronze.filter(from_numpy(keep))
     cols = {c: rows.column(c).to_pylist() for c in ("offset", "timestamp", "batch_base_offset", "record_type",
                                                       "record_version", "data_json", "source_file")}
     typed = None
@@ -293,25 +453,32 @@ def replay_table(log_dir) -> tuple[pa.Table, frozenset[str]]:
     return pa.concat_tables(parts) if parts else None, snaps
 
 
+def _epoch_ms(col) -> list[int]:
+    """``int(ts.timestamp() * 1000)`` of each timestamp (0 if null), without a datetime per row: the
+    same float operations (microseconds / 1e6, * 1000, truncated)."""
+    us = np.asarray(pc.fill_null(col.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64()), 0), np.int64)
+    return ((us / 1e6) * 1000).astype(np.int64).tolist()
+
+
 def cluster_level_recs(bronze: pa.Table) -> list[Rec]:
     """Records the timelines need: everything but partition records, plus partition 0's."""
-    rtype = _np(bronze.column("record_type")).astype(object)
-    pid = _np(pc.fill_null(bronze.column("partition_id"), -1), np.int64)
-    keep = np.flatnonzero(~np.isin(rtype, ["NO_OP_RECORD", "PARTITION_RECORD", PCR]) | (pid == 0))
-    rows = bronze.take(pa.array(keep))
-    cols = {c: rows.column(c).to_pylist() for c in ("offset", "timestamp", "batch_base_offset", "record_type",
-                                                      "record_version", "data_json", "source_file")}
+    partition = _of_type(bronze.column("record_type"), ("NO_OP_RECORD", "PARTITION_RECORD", PCR))
+    keep = from_numpy(~partition | (_ints_at(bronze.column("partition_id"), None, -1) == 0))
+    names = ("offset", "timestamp", "batch_base_offset", "record_type", "record_version", "data_json", "source_file")
+    rows = bronze.select(list(names)).filter(keep)  # a filter, not a take: no concatenation of chunks
+    cols = {c: rows.column(c).to_pylist() for c in names if c != "timestamp"}
+    cols["timestamp"] = _epoch_ms(rows.column("timestamp"))
     typed = None
     out = []
     for i in range(rows.num_rows):
         text = cols["data_json"][i]
         if text is None:  # a partition record without its JSON (e.g. an incremental replay's seed state)
             if typed is None:
-                typed = {c: rows.column(c).to_pylist() for c in _TYPED}
+                typed = {c: bronze.column(c).filter(keep).to_pylist() for c in _TYPED}
             data = record_data({c: typed[c][i] for c in _TYPED})
         else:
             data = json.loads(text)
-        out.append(Rec(cols["offset"][i], int(cols["timestamp"][i].timestamp() * 1000), cols["batch_base_offset"][i],
+        out.append(Rec(cols["offset"][i], cols["timestamp"][i], cols["batch_base_offset"][i],
                        cols["record_type"][i], cols["record_version"][i], data, cols["source_file"][i]))
     return out
 
@@ -329,11 +496,12 @@ def fast_verify(log_dir, checker=None):
     brokers, topics = timelines.build(cluster_level_recs(bronze))
     exp = explain(bronze, history, brokers, topics)
     matched = _np(exp.column("matched"), bool)
-    todo = {(t, p) for t, p, ok in zip(exp.column("topic_id").to_pylist(), exp.column("partition_id").to_pylist(),
-                                       matched.tolist()) if not ok}
+    missed = exp.filter(from_numpy(~matched))
+    todo = set(zip(missed.column("topic_id").to_pylist(), missed.column("partition_id").to_pylist()))
     rep = verify_batches(scalar_batches(bronze, todo), checker, snapshot_files=snaps) if todo else Report()
     rep.records = bronze.num_rows
     rep.partition_changes = len(exp)
-    for name in np.array(exp.column("trigger").to_pylist(), dtype=object)[matched].tolist():
-        rep.triggers[name] = rep.triggers.get(name, 0) + 1
+    # per trigger label, in order of first occurrence (value_counts keeps it)
+    for item in pc.value_counts(exp.column("trigger").filter(from_numpy(matched))).to_pylist():
+        rep.triggers[item["values"]] = rep.triggers.get(item["values"], 0) + item["counts"]
     return rep, exp

@@ -54,7 +54,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from controller_core.codec.arrowutil import from_numpy
+from controller_core.codec.arrowutil import from_numpy, repeat_str
 from controller_core.state import LEADER_UNCHANGED, MIGRATING
 
 INT_LIST = pa.list_(pa.int32())
@@ -304,6 +304,22 @@ def _strings(dictionary: pa.Array, codes: np.ndarray, as_dictionary: bool) -> pa
     return pa.chunked_array([dictionary.take(idx.slice(i, step)) for i in range(0, len(codes), step)], pa.string())
 
 
+_REPEATED: dict[str, pa.Array] = {}
+_REPEATED_MAX_BYTES = 1 << 30
+
+
+def _repeated(text: str, n: int) -> pa.Array:
+    """``text`` n times as a string array.  Arrow arrays are immutable, so the longest one built so far
+    is kept and sliced (zero-copy): a fold writes MIGRATING for every replica of every row, and
+    filling (and faulting in) those hundreds of MB again for every group is a large share of its cost."""
+    arr = _REPEATED.get(text)
+    if arr is None or len(arr) < n:
+        arr = repeat_str(text, n)
+        if n * max(len(text), 1) <= _REPEATED_MAX_BYTES:
+            _REPEATED[text] = arr
+    return arr.slice(0, n)
+
+
 def _string_lists(off: np.ndarray, codes: np.ndarray, valid: np.ndarray, dictionary: pa.Array,
                   as_dictionary: bool) -> pa.Array | pa.ChunkedArray:
     mask = None if valid.all() else from_numpy(~valid)
@@ -312,7 +328,10 @@ def _string_lists(off: np.ndarray, codes: np.ndarray, valid: np.ndarray, diction
         return pa.ListArray.from_arrays(from_numpy(off.astype(np.int32)), child, mask=mask)
     widest = int(pc.max(pc.utf8_length(dictionary)).as_py() or 0) if len(dictionary) else 0
     if len(codes) * max(widest, 1) <= _MAX_CHUNK_BYTES:
-        child = dictionary.take(from_numpy(codes.astype(np.int32)))
+        if len(codes) and not (codes != codes[0]).any():  # one value (e.g. every directory MIGRATING)
+            child = _repeated(dictionary[int(codes[0])].as_py(), len(codes))
+        else:
+            child = dictionary.take(from_numpy(codes.astype(np.int32)))
         return pa.ListArray.from_arrays(from_numpy(off.astype(np.int32)), child, mask=mask)
     # split rows so that each chunk's string bytes fit int32 offsets
     per = max(1, _MAX_CHUNK_BYTES // max(widest, 1))
@@ -696,7 +715,7 @@ def _directories(o: _Output, dirs: _Lists, a, reset, has_real, rep_len, mig: int
         lens = np.where(migr, rep_len, 0)
         off = np.zeros(len(lens) + 1, np.int64)
         np.cumsum(lens, out=off[1:])
-        codes = np.full(int(off[-1]), mig, np.int32)
+        codes = np.broadcast_to(np.int32(mig), (int(off[-1]),))  # every directory MIGRATING
     else:
         r = o.row_s[np.maximum(s, 0)]
         st, ln = dirs.starts_lens(r)
