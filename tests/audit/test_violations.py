@@ -312,3 +312,28 @@ def test_invariant_breaches_are_carried_over_with_their_severity(tmp_path, confi
     assert inv  # INV-UNDER-MINISR (INFO) at the shrink to [2]
     assert [(r["code"], r["first_offset"], r["severity"], r["explanation"]) for r in inv] == [
         (b["rule"], b["offset"], b["severity"], b["message"]) for b in tables["invariant_breaches"].to_pylist()]
+
+
+def test_last_known_leader_elected_while_fenced(tmp_path, config):
+    """§2.3-3 at the pinned commit: with ISR and ELR empty, the single LastKnownElr member is elected
+    without checking that it is active -- here broker 0, still fenced after its unclean restart.  The
+    election is unclean and its leader cannot serve: ELR_MEMBER_FENCED_LEADER and UNCLEAN_ELECTION."""
+    log = Log(25, elr=True, brokers=(0, 1), min_isr=1)
+    log.create("solo", [0], at=1 * MIN)
+    fenced, _ = log.add(log.change("solo", 0, leader=-1, isr=[], elr=[0], lke=[0]), log.fence(0), at=2 * MIN)
+    cleared, _ = log.add(log.change("solo", 0, elr=[]), log.register(0), at=3 * MIN)
+    [elected] = log.add(log.change("solo", 0, leader=0, isr=[0], lrs=1), at=3 * MIN + 100)  # 0 still fenced
+    d = log.write(tmp_path / "data")
+    tables = silver_tables(d)
+    rows = violations(tables, config, *log_end(tables)).to_pylist()
+    [fenced_leader] = find(rows, "ELR_MEMBER_FENCED_LEADER")
+    assert (fenced_leader["first_offset"], fenced_leader["brokers"], fenced_leader["severity"]) == (elected, [0], "WARN")
+    assert "solo-0" in fenced_leader["explanation"]
+    [unclean] = find(rows, "UNCLEAN_ELECTION")
+    assert unclean["first_offset"] == elected
+    # the invariant checker says the same in its own terms
+    breaches = {(b["rule"], b["offset"]) for b in tables["invariant_breaches"].to_pylist()}
+    assert {("INV-LEADER-ACTIVE", elected), ("INV-UNCLEAN-ELECTION", elected)} <= breaches
+    [gap] = find(rows, "OFFLINE_NO_CANDIDATE")
+    assert (gap["first_offset"], gap["last_offset"]) == (cleared, elected)
+    assert fenced < cleared
