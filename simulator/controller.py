@@ -9,7 +9,7 @@ body into a partition (§1.3).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 NONE = -1          # no leader
 UNCHANGED = -2     # leader field "unchanged"
@@ -28,21 +28,90 @@ MV_LEVELS = {
 }
 
 
-@dataclass(slots=True)
+# the fields of a registration, in the order of a Reg's key
+REG_FIELDS = ("leader", "lrs", "replicas", "isr", "directories", "removing", "adding", "elr", "lke")
+
+
+class Reg:
+    """A partition's registration without its ids and epochs (replicas, ISR, leader, directories, reassignment,
+    ELR, last known ELR, recovery state). Interned in a :class:`Registrations` pool and never mutated:
+    partitions in the same state share one object (a fleet has few distinct registrations), so work that
+    depends only on the registration (the builder's decision, encodings, window flags) is done once per
+    registration and keyed by identity. ``idx``: its rank in the pool."""
+
+    __slots__ = ("leader", "lrs", "replicas", "isr", "directories", "removing", "adding", "elr", "lke", "key",
+                 "unsynced", "idx", "pool")
+
+    def replace(self, **changes) -> "Reg":
+        return self.pool.get(*(changes[f] if f in changes else getattr(self, f) for f in REG_FIELDS))
+
+
+class Registrations:
+    """An interning pool of :class:`Reg` (one per simulation): ``table[idx]`` is the registration ``idx``."""
+
+    def __init__(self):
+        self._interned: dict[tuple, Reg] = {}
+        self.table: list[Reg] = []
+
+    def get(self, leader, lrs, replicas, isr, directories, removing=(), adding=(), elr=(), lke=()) -> Reg:
+        key = (leader, lrs, tuple(replicas), tuple(isr), tuple(directories), tuple(removing), tuple(adding),
+               tuple(elr), tuple(lke))
+        r = self._interned.get(key)
+        if r is None:
+            r = object.__new__(Reg)
+            r.leader, r.lrs, r.key, r.pool = leader, lrs, key, self
+            r.replicas, r.isr, r.directories = list(replicas), list(isr), list(directories)
+            r.removing, r.adding, r.elr, r.lke = list(removing), list(adding), list(elr), list(lke)
+            # the ISR is short of the replica set or the leader is still RECOVERING: a follower may catch up
+            r.unsynced = len(r.isr) != len(r.replicas) or lrs != RECOVERED
+            r.idx = len(self.table)
+            self.table.append(r)
+            self._interned[key] = r
+        return r
+
+
+DEFAULT_POOL = Registrations()  # for partitions made outside a simulation
+
+
+def _reg_property(name: str):
+    def get(p):
+        return getattr(p.reg, name)
+
+    def put(p, value):
+        p.reg = p.reg.replace(**{name: value})
+    return property(get, put, doc=f"the registration's {name} (read-only list shared with other partitions)")
+
+
 class Part:
-    topic_id: str
-    pid: int
-    replicas: list[int]
-    isr: list[int]
-    leader: int
-    directories: list[str]
-    leader_epoch: int = 0
-    partition_epoch: int = 0
-    removing: list[int] = field(default_factory=list)
-    adding: list[int] = field(default_factory=list)
-    elr: list[int] = field(default_factory=list)
-    lke: list[int] = field(default_factory=list)
-    lrs: int = RECOVERED
+    """One partition: topic id, partition id, epochs and its :class:`Reg` (whose fields read as attributes of
+    the partition; assigning one interns the new registration). ``key`` is ``(topic_id, pid)``; ``ordinal`` is
+    for the simulator (its creation rank)."""
+
+    __slots__ = ("topic_id", "pid", "reg", "leader_epoch", "partition_epoch", "key", "ordinal")
+
+    def __init__(self, topic_id: str, pid: int, replicas: list[int], isr: list[int], leader: int,
+                 directories: list[str], leader_epoch: int = 0, partition_epoch: int = 0, removing=(), adding=(),
+                 elr=(), lke=(), lrs: int = RECOVERED, pool: Registrations = DEFAULT_POOL):
+        self.topic_id, self.pid, self.key, self.ordinal = topic_id, pid, (topic_id, pid), -1
+        self.leader_epoch, self.partition_epoch = leader_epoch, partition_epoch
+        self.reg = pool.get(leader, lrs, replicas, isr, directories, removing, adding, elr, lke)
+
+    @classmethod
+    def with_reg(cls, topic_id: str, pid: int, reg: Reg, leader_epoch: int = 0, partition_epoch: int = 0) -> "Part":
+        p = object.__new__(cls)
+        p.topic_id, p.pid, p.reg, p.key, p.ordinal = topic_id, pid, reg, (topic_id, pid), -1
+        p.leader_epoch, p.partition_epoch = leader_epoch, partition_epoch
+        return p
+
+    leader = _reg_property("leader")
+    lrs = _reg_property("lrs")
+    replicas = _reg_property("replicas")
+    isr = _reg_property("isr")
+    directories = _reg_property("directories")
+    removing = _reg_property("removing")
+    adding = _reg_property("adding")
+    elr = _reg_property("elr")
+    lke = _reg_property("lke")
 
 
 @dataclass
@@ -186,20 +255,34 @@ def _elect(p: Part, a: Ask, t_isr, t_rep, elr) -> tuple[int, bool]:
     return NONE, False
 
 
+_LIST_FIELDS = {"isr": "isr", "replicas": "replicas", "removingReplicas": "removing",
+                "addingReplicas": "adding", "directories": "directories", "eligibleLeaderReplicas": "elr",
+                "lastKnownElr": "lke"}
+
+
+def changed(reg: Reg, d: dict) -> tuple[Reg, int]:
+    """§1.3 on a registration: (the registration after the change body ``d``, 1 if it writes a leader)."""
+    changes = {}
+    bump = 0
+    for key, v in d.items():  # only the fields present; each field is independent of the others
+        attr = _LIST_FIELDS.get(key)
+        if attr is not None:
+            if v is not None:
+                changes[attr] = v
+        elif key == "leader":
+            if v != UNCHANGED:
+                changes["leader"] = v
+                bump = 1
+        elif key == "leaderRecoveryState":
+            if v != -1:
+                changes["lrs"] = v
+    return (reg.replace(**changes) if changes else reg), bump
+
+
 def apply_change(p: Part, d: dict) -> None:
     """§1.3: merge a change body into ``p`` in place (PE +1 always, LE +1 when a leader is written)."""
-    if d.get("isr") is not None:
-        p.isr = list(d["isr"])
-    leader = d.get("leader", UNCHANGED)
-    if leader != UNCHANGED:
-        p.leader = leader
-        p.leader_epoch += 1
-    for key, attr in (("replicas", "replicas"), ("removingReplicas", "removing"), ("addingReplicas", "adding"),
-                      ("directories", "directories"), ("eligibleLeaderReplicas", "elr"), ("lastKnownElr", "lke")):
-        if d.get(key) is not None:
-            setattr(p, attr, list(d[key]))
-    if d.get("leaderRecoveryState", -1) != -1:
-        p.lrs = d["leaderRecoveryState"]
+    p.reg, bump = changed(p.reg, d)
+    p.leader_epoch += bump
     p.partition_epoch += 1
 
 

@@ -7,14 +7,19 @@ Each action asks :mod:`simulator.controller` what the controller writes, writes 
 """
 from __future__ import annotations
 
+import gc
 import heapq
 import json
 import random
+from array import array
 from pathlib import Path
+
+import numpy as np
 
 from controller_core.codec.message import uuid_to_str
 from simulator import controller as C
-from simulator.controller import Ask, Part, apply_change, decide, partition_record
+from simulator.controller import Ask, Part, Reg, Registrations, apply_change, changed, decide, partition_record
+from simulator.fastcodec import ChangeBody, PartitionBody, change_tags, partition_parts, partition_value
 from simulator.truth import Incident, Truth, iso
 from simulator.writer import LogWriter, write_bootstrap, write_side_files
 
@@ -24,6 +29,22 @@ TOPIC_RES, BROKER_RES = 2, 4
 MIN_ISR, UNCLEAN_KEY = "min.insync.replicas", "unclean.leader.election.enable"
 SETUP = -1        # incident index of the cluster's creation (brokers, scenario topics)
 HEARTBEAT = -2    # NoOp records belong to no incident
+_MISSING = object()
+
+
+class Plan:
+    """What the builder decided for one registration and trigger, shared by every partition it applies to:
+    the change body's fields, whether the election is unclean, the encoded tagged fields, and the transition
+    ``src`` -> ``dst`` of the registration (``bump``: 1 if a leader is written)."""
+
+    __slots__ = ("fields", "unclean", "tags", "src", "dst", "bump", "assignment", "template")
+
+    def __init__(self, src: Reg, fields: dict, unclean: bool, version: int):
+        self.src, self.fields, self.unclean = src, fields, unclean
+        self.template = {"partitionId": None, "topicId": None, **fields}  # a body, ids to fill in
+        self.tags = change_tags(version, fields)
+        self.dst, self.bump = changed(src, fields)
+        self.assignment = "replicas" in fields or "addingReplicas" in fields or "removingReplicas" in fields
 
 
 def random_uuid(rng: random.Random) -> str:
@@ -63,6 +84,9 @@ class ReplicaLog:
     @property
     def last_epoch(self) -> int:
         return self.epochs[-1][0] if self.epochs else -1
+
+
+_EMPTY_LOG = ReplicaLog()  # what a replica that was never written holds (never modified)
 
 
 class Broker:
@@ -118,6 +142,17 @@ class Simulator:
         self.stats = {"records": 0, "batches": 0}
         self._min_isr: dict[str, int] = {}
         self._unclean: dict[str, bool] = {}
+        # partitions in creation order (the order of ``parts``): key -> ordinal, ordinal -> key, and the
+        # registration (Reg.idx, -1 once deleted) per ordinal, so that "partitions whose registration ..." is an
+        # array lookup (keys_with)
+        self.regs = Registrations()
+        self._ordinal: dict[tuple[str, int], int] = {}
+        self._keys: list[tuple[str, int]] = []
+        self._regid = array("i")
+        # decide() memoised per partition registration and trigger (see planned), window flags per min ISR
+        # and registration (see observe)
+        self._plans: dict = {}
+        self._flags: dict = {}
 
     # ------------------------------------------------------------------------------ model queries
     def active(self, b: int) -> bool:
@@ -179,6 +214,17 @@ class Simulator:
         self.seq += 1
 
     def run(self) -> dict:
+        # a fleet keeps millions of long-lived objects (partitions, replica logs) and makes no cyclic garbage
+        # worth collecting while it runs: the cyclic collector would only re-scan them (a third of the time)
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._run()
+        finally:
+            if enabled:
+                gc.enable()
+
+    def _run(self) -> dict:
         sc = self.sc
         if sc.get("generate"):
             from simulator.fleet import expand
@@ -221,6 +267,9 @@ class Simulator:
         base = self.writer.append(self.now, self.raft_epoch, records)
         touched = []
         for i, (rtype, _, d) in enumerate(records):
+            if rtype == "PARTITION_CHANGE_RECORD":
+                touched.append(self.apply_partition_change(d))
+                continue
             key = self.apply(rtype, d, base + i)
             if key is not None:
                 touched.append(key)
@@ -257,10 +306,17 @@ class Simulator:
             br = self.brokers[b]
             if br.registered:
                 yield self.register_record(br)
+        version = C.change_version(self.mv)
+        encoded: dict = {}  # registration -> its encoded fields (a fleet has few distinct registrations)
         for name, tid in self.topics.items():
             yield ("TOPIC_RECORD", 0, {"name": name, "topicId": tid})
-            for (t, pid) in self.topic_keys(tid):
-                yield partition_record(self.parts[(t, pid)], self.mv)
+            for key in self.topic_keys(tid):
+                p = self.parts[key]
+                parts = encoded.get(p.reg)
+                if parts is None:
+                    parts = encoded[p.reg] = partition_parts(version, partition_record(p, self.mv)[2])
+                yield ("PARTITION_RECORD", version,
+                       partition_value(version, p.pid, p.topic_id, p.leader_epoch, p.partition_epoch, parts))
         for (rt, rn), kv in self.configs.items():
             for k, v in kv.items():
                 yield ("CONFIG_RECORD", 0, {"resourceType": rt, "resourceName": rn, "name": k, "value": v})
@@ -272,18 +328,24 @@ class Simulator:
     # ------------------------------------------------------------------------------ applying
     def apply(self, rtype: str, d: dict, offset: int):
         if rtype == "PARTITION_CHANGE_RECORD":
-            key = (d["topicId"], d["partitionId"])
-            apply_change(self.parts[key], d)
-            if key[1] == 0 and ("replicas" in d or "addingReplicas" in d or "removingReplicas" in d):
-                self._min_isr.pop(key[0], None)  # m is capped by partition 0's replica count
-            return key
+            return self.apply_partition_change(d)
         if rtype == "PARTITION_RECORD":
             key = (d["topicId"], d["partitionId"])
-            dirs = d.get("directories") or [MIGRATING] * len(d["replicas"])
-            self.parts[key] = Part(d["topicId"], d["partitionId"], list(d["replicas"]), list(d["isr"]), d["leader"],
-                                   list(dirs))
+            if d.__class__ is PartitionBody:
+                p = self.parts[key] = Part.with_reg(d["topicId"], d["partitionId"], d.reg)
+            else:
+                dirs = d.get("directories") or [MIGRATING] * len(d["replicas"])
+                p = self.parts[key] = Part(d["topicId"], d["partitionId"], list(d["replicas"]), list(d["isr"]),
+                                           d["leader"], list(dirs), pool=self.regs)
             if key[1] == 0:
                 self._min_isr.pop(key[0], None)
+            i = self._ordinal.get(key)
+            if i is None:
+                i = self._ordinal[key] = len(self._keys)
+                self._keys.append(key)
+                self._regid.append(-1)
+            p.ordinal = i
+            self._regid[i] = p.reg.idx
             return key
         if rtype == "TOPIC_RECORD":
             self.topics[d["name"]] = d["topicId"]
@@ -295,6 +357,7 @@ class Simulator:
             for key in self.topic_keys(tid):
                 self.truth.forget(key, name, key[1], self.now)
                 del self.parts[key]
+                self._regid[self._ordinal.pop(key)] = -1
                 self.hw.pop(key, None)
                 self.last_standing.pop(key, None)
             for k in [k for k in self.logs if k[0] == tid]:
@@ -334,6 +397,7 @@ class Simulator:
                     p = self.parts[key]
                     if p.elr or p.lke:
                         apply_change(p, {"eligibleLeaderReplicas": [], "lastKnownElr": []})
+                        self._regid[p.ordinal] = p.reg.idx
                         self.truth.point(self.idx, "MIN_ISR_CHANGE_CLEARED_ELR", "WARN", self.names[tid], key[1])
         elif rtype == "FEATURE_LEVEL_RECORD":
             self.features[d["name"]] = d["featureLevel"]
@@ -342,28 +406,65 @@ class Simulator:
             self.observe(list(self.parts))
         return None
 
+    def apply_partition_change(self, d: dict):
+        if d.__class__ is ChangeBody:
+            p, plan = d.part, d.plan
+            key = p.key
+            if self.parts.get(key) is not p:  # not the partition it was decided for: apply the fields
+                p, plan = self.parts[key], None
+        else:
+            key = (d["topicId"], d["partitionId"])
+            p, plan = self.parts[key], None
+        if plan is not None and plan.src is p.reg:  # the registration the plan was decided for
+            p.reg = plan.dst
+            p.leader_epoch += plan.bump
+            p.partition_epoch += 1
+            assignment = plan.assignment
+        else:
+            apply_change(p, d)
+            assignment = "replicas" in d or "addingReplicas" in d or "removingReplicas" in d
+        if assignment and key[1] == 0:
+            self._min_isr.pop(key[0], None)  # m is capped by partition 0's replica count
+        self._regid[p.ordinal] = p.reg.idx
+        return key
+
     def observe(self, keys) -> None:
+        """Open and close the partitions' windows in the ground truth after a batch."""
+        parts, memo, open_windows, min_isr = self.parts, self._flags, self.truth.open, self._min_isr
         for key in dict.fromkeys(keys):
-            p = self.parts.get(key)
+            p = parts.get(key)
             if p is None:
                 continue
-            m = self.min_isr(key[0])
-            n = len(p.isr)
-            flags = set()
-            if n < m:
-                flags.add("UNDER_MIN_ISR")
-            elif n == m and n < len(p.replicas) and self.truth.include_info:
-                flags.add("AT_MIN_ISR")
-            if p.leader == C.NONE:
-                flags.add("OFFLINE")
-                if not p.isr and not p.elr:
-                    flags.add("OFFLINE_NO_CANDIDATE")
-                    flags.add("INV-OFFLINE-NO-CANDIDATE")
-            elif not self.elr and p.isr == [p.leader] and m >= 2:
-                flags.add("LAST_REPLICA_STANDING")
-            if p.lke == [-1]:
-                flags.add("INV-LKE-NEGATIVE")
-            self.truth.observe(key, self.names[key[0]], key[1], flags, self.now, self.idx)
+            m = min_isr.get(key[0])
+            if m is None:
+                m = self.min_isr(key[0])
+            by_reg = memo.get(m)
+            if by_reg is None:
+                by_reg = memo[m] = {}
+            flags = by_reg.get(p.reg)
+            if flags is None:
+                flags = by_reg[p.reg] = self.window_flags(p.reg, m)
+            if flags or key in open_windows:
+                self.truth.observe(key, self.names[key[0]], key[1], flags, self.now, self.idx)
+
+    def window_flags(self, reg: Reg, m: int) -> frozenset:
+        """The window codes true of a registration when the topic's min ISR is ``m``."""
+        n = len(reg.isr)
+        flags = set()
+        if n < m:
+            flags.add("UNDER_MIN_ISR")
+        elif n == m and n < len(reg.replicas) and self.truth.include_info:
+            flags.add("AT_MIN_ISR")
+        if reg.leader == C.NONE:
+            flags.add("OFFLINE")
+            if not reg.isr and not reg.elr:
+                flags.add("OFFLINE_NO_CANDIDATE")
+                flags.add("INV-OFFLINE-NO-CANDIDATE")
+        elif not self.elr and reg.isr == [reg.leader] and m >= 2:
+            flags.add("LAST_REPLICA_STANDING")
+        if reg.lke == [-1]:
+            flags.add("INV-LKE-NEGATIVE")
+        return frozenset(flags)
 
     # ------------------------------------------------------------------------------ records
     def register_record(self, br: Broker) -> tuple[str, int, dict]:
@@ -401,21 +502,80 @@ class Simulator:
             if crashed is not None and crashed == leader and not unclean:
                 self.truth.point(self.idx, "DATA_LOSS_LIKELY", "ERROR", name, p.pid)
 
-    def changes_for(self, keys, make_ask) -> list:
+    def changes_for(self, keys, ok, election: str | None = None, drop: int | None = None,
+                    unclean_brokers: frozenset = frozenset()) -> list:
+        """The PartitionChangeRecords a trigger writes for ``keys``: ``ok`` says which brokers are acceptable
+        leaders, ``election`` is the election type (None: the topic's, online or unclean), ``drop`` a broker
+        the trigger removes from the ISR."""
+        ok_set = self.ok_set(ok)
         out = []
+        version = C.change_version(self.mv)
+        topic, plans = None, None
         for key in keys:
             p = self.parts[key]
-            a = make_ask(p)
-            if a is None:
-                continue
-            body, unclean = decide(p, a)
+            tid = p.topic_id
+            if tid != topic:  # the trigger's settings are per topic
+                topic, el, m = tid, election or self.mode(tid), self.min_isr(tid)
+                plans = self.plans_for(ok_set, unclean_brokers, (el, m, drop))
+            body, unclean = self.planned(p, plans, lambda: Ask(
+                election=el, acceptable=ok_set.__contains__, elr=self.elr, min_isr=m, mv=self.mv,
+                default_dir=self.default_dir, target_isr=None if drop is None else [x for x in p.isr if x != drop],
+                unclean_brokers=unclean_brokers))
             if body is not None:
-                self.note_election(p, body, unclean)
-                out.append(self.change(body))
+                if unclean or self.last_standing:
+                    self.note_election(p, body, unclean)
+                out.append(("PARTITION_CHANGE_RECORD", version, body))
         return out
+
+    def ok_set(self, ok) -> frozenset:
+        """The brokers a predicate accepts (it is never true of an unknown broker id)."""
+        return frozenset(b for b in self.brokers if ok(b))
+
+    def plans_for(self, ok_set: frozenset, unclean_brokers: frozenset, trigger: tuple) -> dict:
+        """The memo of :meth:`planned` for one trigger: registration -> Plan (or None: nothing to write)."""
+        key = (ok_set, unclean_brokers, trigger)
+        plans = self._plans.get(key)
+        if plans is None:
+            if len(self._plans) > 10_000:
+                self._plans.clear()
+            plans = self._plans[key] = {}
+        return plans
+
+    def planned(self, p: Part, plans: dict, make_ask):
+        """``decide(p, make_ask())``, memoised: the builder's answer depends only on the partition's
+        registration (not on its id or epochs) and on the trigger ``plans`` belongs to. Returns (body or None,
+        unclean); the body is a :class:`ChangeBody` of the shared :class:`Plan`."""
+        reg = p.reg
+        plan = plans.get(reg, _MISSING)
+        if plan is _MISSING:
+            body, unclean = decide(p, make_ask())
+            if body is None:
+                plan = None
+            else:
+                fields = {k: v for k, v in body.items() if k not in ("partitionId", "topicId")}
+                plan = Plan(reg, fields, unclean, C.change_version(self.mv))
+            plans[reg] = plan
+        if plan is None:
+            return None, False
+        body = ChangeBody(plan.template)
+        body["partitionId"] = p.pid
+        body["topicId"] = p.topic_id
+        body.plan, body.part = plan, p
+        return body, plan.unclean
 
     def keys_where(self, pred) -> list:
         return [k for k, p in self.parts.items() if pred(p)]
+
+    def keys_with(self, pred) -> list:
+        """Keys of the partitions whose registration satisfies ``pred`` (a predicate over :class:`Reg`,
+        evaluated once per distinct registration), in the order of ``parts``."""
+        return [self._keys[i] for i in self.ordinals_with(pred).tolist()]
+
+    def ordinals_with(self, pred):
+        table = self.regs.table
+        lut = np.zeros(len(table) + 1, dtype=bool)  # the last entry stands for -1, a deleted partition
+        lut[:-1] = [bool(pred(r)) for r in table]
+        return np.flatnonzero(lut[np.frombuffer(self._regid, dtype=np.int32)])
 
     # ------------------------------------------------------------------------------ setup
     def setup(self) -> None:
@@ -469,14 +629,13 @@ class Simulator:
         changes = []
         if br.registered and self.elr and br.unclean:
             u = frozenset({br.id})
-            keys = self.keys_where(lambda p: br.id in p.isr) + self.keys_where(lambda p: br.id in p.elr)
-            changes = self.changes_for(keys, lambda p: self.ask(
-                p, self.mode(p.topic_id), lambda x: x != br.id and self.active(x),
-                target_isr=[x for x in p.isr if x != br.id], unclean_brokers=u))
+            keys = self.keys_with(lambda r: br.id in r.isr) + self.keys_with(lambda r: br.id in r.elr)
+            changes = self.changes_for(keys, lambda x: x != br.id and self.active(x), drop=br.id,
+                                       unclean_brokers=u)
         elif br.registered and self.mv >= C.LV_4_0_IV1:
             # a clean restart keeps ELR membership (Kafka 4.1+); the pinned 4.0 controller would have run
             # the unclean-shutdown handling for any new incarnation: INV-REGISTER-UNCLEAN-BATCH (W)
-            for key in self.keys_where(lambda p: br.id in p.elr or br.id in p.isr):
+            for key in self.keys_with(lambda r: br.id in r.elr or br.id in r.isr):
                 self.truth.point(self.idx, "INV-REGISTER-UNCLEAN-BATCH", "WARN", self.names[key[0]], key[1])
         br.incarnation = random_uuid(self.rng)
         br.epoch = self.writer.next_offset + len(changes)
@@ -488,8 +647,8 @@ class Simulator:
         if not br.registered or not br.fenced or not br.up:
             return
         b = br.id
-        changes = self.changes_for(self.keys_where(lambda p: p.leader == C.NONE), lambda p: self.ask(
-            p, self.mode(p.topic_id), lambda x: x == b or self.active(x)))
+        changes = self.changes_for(self.keys_with(lambda r: r.leader == C.NONE),
+                                   lambda x: x == b or self.active(x))
         self.emit_many(changes, head=[self.fence_record(br, False)])
         self.at(self.now + self.sc["catch_up_ms"], self.catch_up, self.idx)
 
@@ -499,19 +658,18 @@ class Simulator:
         if not br.registered or br.fenced or (incarnation is not None and incarnation != br.incarnation):
             return
         b = br.id
-        changes = self.changes_for(self.keys_where(lambda p: b in p.isr), lambda p: self.ask(
-            p, self.mode(p.topic_id), lambda x: x != b and self.active(x), target_isr=[x for x in p.isr if x != b]))
+        changes = self.changes_for(self.keys_with(lambda r: b in r.isr), lambda x: x != b and self.active(x),
+                                   drop=b)
         self.emit_many(changes, tail=[self.fence_record(br, True)])
 
     def controlled_shutdown(self, br: Broker) -> None:
         if not br.registered or br.fenced or not br.up:
             return
         b = br.id
-        leads = any(p.leader == b for p in self.parts.values())
+        leads = any(p.reg.leader == b for p in self.parts.values())
         if leads and self.mv >= C.LV_3_3_IV3 and not br.cs:
-            changes = self.changes_for(self.keys_where(lambda p: b in p.isr), lambda p: self.ask(
-                p, self.mode(p.topic_id), lambda x: x != b and self.active(x),
-                target_isr=[x for x in p.isr if x != b]))
+            changes = self.changes_for(self.keys_with(lambda r: b in r.isr),
+                                       lambda x: x != b and self.active(x), drop=b)
             self.emit_many(changes, head=[("BROKER_REGISTRATION_CHANGE_RECORD", 1,
                                            {"brokerId": b, "brokerEpoch": br.epoch, "inControlledShutdown": 1})])
             self.at(self.now + self.sc["controlled_shutdown_ms"], lambda: self._finish_shutdown(br), self.idx)
@@ -529,12 +687,13 @@ class Simulator:
             return
         br.alive = False
         br.unclean = True
-        for key, p in self.parts.items():
-            if br.id in p.replicas:
-                lg = self.log(key, br.id)
+        b = br.id
+        for key in self.keys_with(lambda r: b in r.replicas):
+            lg = self.logs.get((key[0], key[1], b))
+            if lg is not None:  # a log never written stays empty
                 lg.truncate(lg.leo - lose)
-                if p.isr == [br.id] and not self.elr and self.min_isr(key[0]) >= 2:
-                    self.last_standing[key] = br.id
+            if self.parts[key].isr == [b] and not self.elr and self.min_isr(key[0]) >= 2:
+                self.last_standing[key] = b
         self.at(self.now + self.sc["session_timeout_ms"], lambda inc=br.incarnation: self.fence(br, inc), self.idx)
 
     def restart(self, br: Broker) -> None:
@@ -565,34 +724,59 @@ class Simulator:
         one request per leader); a RECOVERING leader first reports RECOVERED."""
         by_leader: dict[int, list] = {}
         again = False
-        ready = {b for b, br in self.brokers.items() if br.up and br.active}  # may fetch and join an ISR
-        for key, p in self.parts.items():
-            if p.leader not in ready or (len(p.isr) == len(p.replicas) and p.lrs == C.RECOVERED):
-                continue
-            if p.lrs == C.RECOVERING:
-                by_leader.setdefault(p.leader, []).append((key, list(p.isr), C.RECOVERED))
+        ready = frozenset(b for b, br in self.brokers.items() if br.up and br.active)  # may fetch, join an ISR
+        keys, parts, logs = self._keys, self.parts, self.logs
+        # registration -> (ISR asked for, recovery state asked for, joining replicas), for the registrations
+        # short of replicas or RECOVERING whose leader can act
+        wants = {r: self._catch_up_wanted(r, ready) for r in self.regs.table if r.unsynced}
+        for i in self.ordinals_with(lambda r: wants.get(r) is not None).tolist():
+            key = keys[i]  # in the order of ``parts``
+            p = parts[key]
+            reg = p.reg
+            isr, lrs, joining = wants[reg]
+            if lrs is not None:
                 again = True
-                continue
-            joining = [b for b in p.replicas if b in ready and b not in p.isr]
-            if joining:
-                src = self.log(key, p.leader)
+            else:  # the joining followers fetch the leader's log (an empty one needs no object)
+                src = logs.get((key[0], key[1], reg.leader), _EMPTY_LOG)
                 for b in joining:
-                    self.log(key, b).copy_from(src)
-                by_leader.setdefault(p.leader, []).append((key, p.isr + joining, None))
+                    if src.leo or src.epochs or (key[0], key[1], b) in logs:
+                        self.log(key, b).copy_from(src)
+            by_leader.setdefault(reg.leader, []).append(key)
+        ok_set = self.ok_set(self.active)
+        version = C.change_version(self.mv)
         for leader in sorted(by_leader):
             recs = []
-            for key, isr, lrs in by_leader[leader]:
-                p = self.parts[key]
-                body, unclean = decide(p, self.ask(p, self.mode(p.topic_id), self.active, target_isr=isr,
-                                                   target_lrs=lrs))
+            topic = None
+            for key in by_leader[leader]:
+                p = parts[key]
+                tid = p.topic_id
+                if tid != topic:
+                    topic, el, m = tid, self.mode(tid), self.min_isr(tid)
+                    plans = self.plans_for(ok_set, frozenset(), ("catch_up", el, m, ready))
+                isr, lrs, _ = wants[p.reg]
+                body, unclean = self.planned(p, plans, lambda: Ask(
+                    election=el, acceptable=ok_set.__contains__, elr=self.elr, min_isr=m, mv=self.mv,
+                    default_dir=self.default_dir, target_isr=isr, target_lrs=lrs))
                 if body is not None:
-                    self.note_election(p, body, unclean)
-                    recs.append(self.change(body))
+                    if unclean or self.last_standing:
+                        self.note_election(p, body, unclean)
+                    recs.append(("PARTITION_CHANGE_RECORD", version, body))
             if recs:
                 self.now += self.rng.randint(1, 40)
                 self.emit_many(recs)
         if again:
             self.at(self.now + self.sc["catch_up_ms"], self.catch_up, self.idx)
+
+    @staticmethod
+    def _catch_up_wanted(reg: Reg, ready: frozenset):
+        """What catch_up asks for a registration: a RECOVERING leader reports RECOVERED, else the followers
+        that are ready join the ISR; None when its leader cannot fetch or nobody joins."""
+        if reg.leader not in ready:
+            return None
+        if reg.lrs == C.RECOVERING:
+            return list(reg.isr), C.RECOVERED, []
+        joining = [b for b in reg.replicas if b in ready and b not in reg.isr]
+        return (reg.isr + joining, None, joining) if joining else None
 
     def produce(self, tid: str | None, n: int) -> None:
         for key, p in self.parts.items():
@@ -618,13 +802,22 @@ class Simulator:
         recs = [("TOPIC_RECORD", 0, {"name": name, "topicId": tid})]
         recs += [("CONFIG_RECORD", 0, {"resourceType": TOPIC_RES, "resourceName": name, "name": k, "value": v})
                  for k, v in configs.items()]
+        version = C.change_version(self.mv)
+        made: dict = {}  # replica list -> (record body, its encoded fields, registration)
         for pid, replicas in enumerate(assignment):
-            isr = [b for b in replicas if self.active(b)]
-            if not isr:
-                return  # INVALID_REPLICATION_FACTOR: nothing is written
-            dirs = [self.default_dir(b) for b in replicas]
-            p = Part(tid, pid, list(replicas), isr, isr[0], dirs)
-            recs.append(partition_record(p, self.mv))
+            made_as = made.get(tuple(replicas))
+            if made_as is None:
+                isr = [b for b in replicas if self.active(b)]
+                if not isr:
+                    return  # INVALID_REPLICATION_FACTOR: nothing is written
+                dirs = [self.default_dir(b) for b in replicas]
+                p = Part(tid, pid, list(replicas), isr, isr[0], dirs, pool=self.regs)
+                d = partition_record(p, self.mv)[2]
+                made_as = made[tuple(replicas)] = (d, partition_parts(version, d), p.reg)
+            d = PartitionBody(made_as[0])
+            d["partitionId"] = pid
+            d.parts, d.reg = made_as[1], made_as[2]
+            recs.append(("PARTITION_RECORD", version, d))
         self.partition_counts[tid] = n
         self.emit(recs)  # topic creation is atomic: one batch
         m_conf = int(self.config(name, MIN_ISR) or 1)
@@ -680,19 +873,20 @@ class Simulator:
 
     def periodic_unclean(self) -> None:
         keys = self.keys_where(lambda p: p.leader == C.NONE and self.unclean_allowed(p.topic_id))
-        changes = self.changes_for(keys, lambda p: self.ask(p, C.UNCLEAN, self.active))
+        changes = self.changes_for(keys, self.active, election=C.UNCLEAN)
         self.emit_many(changes)
         if changes:
             self.at(self.now + self.sc["catch_up_ms"], self.catch_up, self.idx)
 
     def elect(self, election: str, topic: str | None, partitions) -> None:
         tid = self.topics.get(topic) if topic else None
-        keys = [k for k in self.parts if (tid is None or k[0] == tid) and (not partitions or k[1] in partitions)]
         if election == C.PREFERRED:
-            keys = [k for k in keys if self.parts[k].leader != self.parts[k].replicas[0]]
+            keys = self.keys_with(lambda r: r.leader != r.replicas[0])
         else:
-            keys = [k for k in keys if self.parts[k].leader == C.NONE]
-        changes = self.changes_for(keys, lambda p: self.ask(p, election, self.active))
+            keys = self.keys_with(lambda r: r.leader == C.NONE)
+        if tid is not None or partitions:
+            keys = [k for k in keys if (tid is None or k[0] == tid) and (not partitions or k[1] in partitions)]
+        changes = self.changes_for(keys, self.active, election=election)
         self.emit_many(changes)
         self.at(self.now + self.sc["catch_up_ms"], self.catch_up, self.idx)
 
@@ -812,26 +1006,36 @@ class Simulator:
         """``log-info/broker-<id>.json`` (end of the log) or, mid-timeline, ``broker-<id>-at-<offset>.json``."""
         d = self.out / "log-info"
         d.mkdir(exist_ok=True)
+        empty = ReplicaLog()
         for b in sorted(self.brokers) if brokers is None else brokers:
             br = self.brokers[b]
-            topics = []
-            for name, tid in self.topics.items():
-                infos = []
-                for key in self.topic_keys(tid):
-                    p = self.parts[key]
-                    if b in p.replicas:
-                        lg = self.log(key, b)
-                        infos.append({"Partition": key[1], "LastWrittenLeaderEpoch": lg.last_epoch,
-                                      "CurrentLeaderEpoch": p.leader_epoch, "LogEndOffset": lg.leo,
-                                      "ErrorCode": 0, "ErrorMessage": None})
-                if infos:
-                    topics.append({"TopicId": tid, "PartitionLogInfo": infos})
-            doc = {"BrokerId": b, "BrokerEpoch": br.epoch if br.registered else -1,
-                   "CollectedAtOffset": self.writer.next_offset - 1, "CollectedAt": iso(self.now),
-                   "TopicPartitionLogInfoList": topics}
-            big = sum(len(t["PartitionLogInfo"]) for t in topics) > 20_000
-            name = f"broker-{b}-at-{doc['CollectedAtOffset']}.json" if at_offset else f"broker-{b}.json"
-            (d / name).write_text(json.dumps(doc, indent=None if big else 1) + "\n", encoding="utf-8")
+            by_topic: dict = {}  # topic id -> [(partition, last written epoch, current epoch, end offset)]
+            for key in self.keys_with(lambda r: b in r.replicas):
+                lg = self.logs.get((key[0], key[1], b), empty)
+                by_topic.setdefault(key[0], []).append((key[1], lg.last_epoch, self.parts[key].leader_epoch, lg.leo))
+            topics = [(tid, sorted(by_topic[tid])) for tid in self.topics.values() if tid in by_topic]
+            head = {"BrokerId": b, "BrokerEpoch": br.epoch if br.registered else -1,
+                    "CollectedAtOffset": self.writer.next_offset - 1, "CollectedAt": iso(self.now)}
+            name = f"broker-{b}-at-{head['CollectedAtOffset']}.json" if at_offset else f"broker-{b}.json"
+            if sum(len(infos) for _, infos in topics) > 20_000:
+                text = _log_info_compact(head, topics)
+            else:
+                doc = dict(head, TopicPartitionLogInfoList=[
+                    {"TopicId": tid, "PartitionLogInfo": [
+                        {"Partition": pid, "LastWrittenLeaderEpoch": lwe, "CurrentLeaderEpoch": cle,
+                         "LogEndOffset": leo, "ErrorCode": 0, "ErrorMessage": None}
+                        for pid, lwe, cle, leo in infos]} for tid, infos in topics])
+                text = json.dumps(doc, indent=1)
+            (d / name).write_text(text + "\n", encoding="utf-8")
+
+
+def _log_info_compact(head: dict, topics: list) -> str:
+    """``json.dumps(doc)`` (no indent) of a big log-info document, written out without building it."""
+    info = ('{"Partition": %d, "LastWrittenLeaderEpoch": %d, "CurrentLeaderEpoch": %d, "LogEndOffset": %d, '
+            '"ErrorCode": 0, "ErrorMessage": null}')
+    body = ", ".join('{"TopicId": %s, "PartitionLogInfo": [%s]}'
+                     % (json.dumps(tid), ", ".join([info % t for t in infos])) for tid, infos in topics)
+    return json.dumps(head)[:-1] + ', "TopicPartitionLogInfoList": [' + body + "]}"
 
 
 def simulate(sc: dict, out, seed: int = 0) -> dict:

@@ -413,3 +413,87 @@ def test_replayed_state_shows_the_elr_on_story(generated):
     assert p.leader == 2 and sorted(p.isr) == [1, 2, 3] and p.elr == [] and p.last_known_elr == []
     assert c.features["eligible.leader.replicas.version"] == 1
     assert all(_log_info(d, b)[0]["LogEndOffset"] == 1000 for b in (1, 2, 3))
+
+
+# ------------------------------------------------------------------------------------------ shared work
+def test_fast_encoder_writes_shared_change_bodies_like_plain_ones():
+    from controller_core.codec.batch import encode_batch
+    from simulator.fastcodec import ChangeBody, change_tags, encode_batch_fast
+
+    class Plan:  # what the encoder reads of the simulator's plan
+        def __init__(self, version, fields):
+            self.tags = change_tags(version, fields)
+
+    tid = "5hpEHBLgSLK61kD7GUiN7A"
+    for version, fields in [(0, {"isr": [1, 2]}), (1, {"leader": -1, "isr": [3]}),
+                            (2, {"isr": [], "leader": -1, "eligibleLeaderReplicas": [2, 3], "lastKnownElr": [3]}),
+                            (1, {"leader": 2, "directories": ["gTModjfrTNmoehYT5EPfeA"], "replicas": [2]})]:
+        plan = Plan(version, fields)
+        shared, plain = [], []
+        for pid in (0, 1, 70, 200, 70_000):  # offset deltas and partition ids of every varint width used
+            body = ChangeBody(partitionId=pid, topicId=tid)
+            body.update(fields)
+            body.plan = plan
+            shared.append(("PARTITION_CHANGE_RECORD", version, body))
+            plain.append(("PARTITION_CHANGE_RECORD", version, dict(body)))
+        many = shared * 40  # offset deltas above 63 take two varint bytes
+        assert encode_batch_fast(9, many, leader_epoch=2, timestamp=77) == \
+            encode_batch(9, [(t, v, dict(d)) for t, v, d in many], leader_epoch=2, timestamp=77)
+        assert encode_batch_fast(9, shared + [("NO_OP_RECORD", 0, {})], leader_epoch=2, timestamp=77) == \
+            encode_batch(9, plain + [("NO_OP_RECORD", 0, {})], leader_epoch=2, timestamp=77)
+
+
+def test_partitions_in_the_same_state_share_one_registration_and_change_alone():
+    from simulator.controller import Part, Reg, apply_change
+    a = Part("t", 0, [1, 2, 3], [1, 2, 3], 1, ["d1", "d2", "d3"])
+    b = Part("t", 1, [1, 2, 3], [1, 2, 3], 1, ["d1", "d2", "d3"])
+    assert a.reg is b.reg and isinstance(a.reg, Reg)
+    apply_change(a, {"partitionId": 0, "topicId": "t", "isr": [1, 2], "leader": 2})
+    assert (a.isr, a.leader, a.leader_epoch, a.partition_epoch) == ([1, 2], 2, 1, 1)
+    assert (b.isr, b.leader, b.leader_epoch, b.partition_epoch) == ([1, 2, 3], 1, 0, 0)
+    b.isr = [1, 2]
+    b.leader = 2
+    assert b.reg is a.reg
+
+
+def test_fleet_does_not_depend_on_the_decision_memo(tmp_path, monkeypatch):
+    """The simulator decides once per distinct registration and trigger; deciding for every partition
+    writes the same bytes."""
+    from simulator import engine
+
+    class Forgetful(dict):
+        def __setitem__(self, key, value):
+            pass
+
+    params = {"partitions": "2500", "events": "12"}
+    simulate(load("fleet-large", params), tmp_path / "memo", seed=5)
+    monkeypatch.setattr(engine.Simulator, "plans_for", lambda self, *a: Forgetful())
+    simulate(load("fleet-large", params), tmp_path / "each", seed=5)
+    assert _files(tmp_path / "memo") == _files(tmp_path / "each")
+
+
+@pytest.mark.parametrize("scenario", ["user:3.5-IV2:false", "user:4.1-IV0:true", "long-under-min-isr"])
+def test_partition_index_follows_every_registration_change(tmp_path, scenario):
+    """Bulk triggers pick their partitions from an index of registrations (one per partition, in creation
+    order): after every batch it must agree with the partitions themselves (changes, ClearElrRecord,
+    deletion, re-creation)."""
+    from simulator.engine import Simulator
+    if scenario.startswith("user:"):
+        _, mv, elr = scenario.split(":")
+        f = tmp_path / "mine.yaml"
+        f.write_text(USER_SCENARIO.format(mv=mv, elr=elr))
+        scenario = str(f)
+    sim = Simulator(load(scenario), 1, tmp_path / "out")
+    emit, checked = sim.emit, []
+
+    def emit_and_check(records):
+        base = emit(records)
+        assert [sim._keys[i] for i, r in enumerate(sim._regid) if r >= 0] == list(sim.parts)
+        assert all(sim._regid[p.ordinal] == p.reg.idx and sim.regs.table[p.reg.idx] is p.reg
+                   for p in sim.parts.values())
+        checked.append(len(records))
+        return base
+
+    sim.emit = emit_and_check
+    sim.run()
+    assert len(checked) > 20
