@@ -10,6 +10,7 @@ Prints one line per stage: seconds, records/s, and the process's peak RSS so far
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import resource
 import shutil
@@ -79,6 +80,8 @@ def main(argv=None) -> int:
     rep, exp = fast_verify(data)
     line("replay + recompute (core, 1 core)", time.perf_counter() - t0, rep.records,
          f"{rep.partition_changes:,} changes, {len(rep.divergences)} divergences")
+    del rep, exp
+    gc.collect()
 
     from controller_core.audit.run import audit
     from jobs import gold

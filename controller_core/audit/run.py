@@ -155,6 +155,45 @@ def log_info_as_of(info: pa.Table | None, at_offset: int | None) -> pa.Table:
     return info.filter(pc.invert(late))
 
 
+def _violations_in_chunks(tables, config, end_offset, end_time, chunk_rows: int) -> pa.Table:
+    """``violations`` over groups of topics, each at most about ``chunk_rows`` history rows, so the
+    working arrays of a million-partition cluster never exist all at once.  Every finding is local to a
+    topic name (a partition's windows, a topic's settings, a breach naming it), so a topic's whole
+    history -- under every id its name had -- goes to one chunk; breaches naming no topic go to the
+    first.  Same rows as one call, in the same order."""
+    hist = tables["partition_state_history"]
+    if chunk_rows <= 0 or hist.num_rows <= chunk_rows:
+        return violations(tables, config, end_offset, end_time)
+    import zlib
+
+    k = -(-hist.num_rows // chunk_rows)
+    topics = tables["topic_config_history"]
+    name_of = dict(zip(topics.column("topic_id").to_pylist(), topics.column("topic_name").to_pylist()))
+
+    def chunk_of(names) -> np.ndarray:
+        return np.array([zlib.crc32((n or "").encode()) % k for n in names], np.int64)
+
+    uniq_ids, inverse = np.unique(np.asarray(hist.column("topic_id").to_pylist(), dtype=object), return_inverse=True)
+    h_chunk = chunk_of([name_of.get(t) or t for t in uniq_ids.tolist()])[inverse]
+    t_chunk = chunk_of([name_of.get(t) or t for t in topics.column("topic_id").to_pylist()])
+    breaches = tables.get("invariant_breaches")
+    b_chunk = None
+    if breaches is not None and breaches.num_rows:
+        b_names = breaches.column("topic").to_pylist()
+        b_chunk = np.where([n is None for n in b_names], 0, chunk_of(b_names))
+    parts = []
+    for c in range(k):
+        part = dict(tables)
+        part["partition_state_history"] = hist.filter(pa.array(h_chunk == c))
+        part["topic_config_history"] = topics.filter(pa.array(t_chunk == c))
+        if b_chunk is not None:
+            part["invariant_breaches"] = breaches.filter(pa.array(b_chunk == c))
+        parts.append(violations(part, config, end_offset, end_time))
+    out = pa.concat_tables(parts)
+    return out.sort_by([("first_offset", "ascending"), ("code", "ascending"), ("topic_id", "ascending"),
+                        ("partition", "ascending")])
+
+
 # ------------------------------------------------------------------------------------------ the audit
 def audit(tables: dict[str, pa.Table], config: dict, end_offset: int, end_time, *, at_offset: int | None = None,
           log_info: pa.Table | None = None, strategy: str | None = None) -> AuditResult:
@@ -166,7 +205,7 @@ def audit(tables: dict[str, pa.Table], config: dict, end_offset: int, end_time, 
     if at_offset is not None and at_offset < end_offset:
         tables, at_time = truncate(tables, at_offset)
         end_offset = at_offset
-    found = violations(tables, config, end_offset, at_time)
+    found = _violations_in_chunks(tables, config, end_offset, at_time, int(conf.get("chunk_rows") or 0))
     if at_offset is not None and end_offset == at_offset:  # "still open" means at the audited point here
         text = found.column("explanation")
         for a, b in (("at the end of the log", f"at offset {at_offset}"), ("to the end of the log", f"to offset {at_offset}")):
