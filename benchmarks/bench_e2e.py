@@ -56,6 +56,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-spark", action="store_true", help="skip the Spark ingest and replay jobs")
     ap.add_argument("--buckets", type=int, default=8)
+    ap.add_argument("--spark-only", action="store_true", help="only the Spark ingest and replay jobs")
     args = ap.parse_args(argv)
 
     data, stats = fleet(args.partitions, args.events, args.seed)
@@ -63,6 +64,15 @@ def main(argv=None) -> int:
     line("simulate fleet-large", stats["seconds"], n, f"{stats['bytes'] / 1e6:,.0f} MB log, "
          f"{len(stats['snapshots'])} snapshots (cached: {data})")
 
+    if not args.spark_only:
+        in_process(data, n)
+    if args.no_spark:
+        return 0
+    spark_jobs(data, args.buckets)
+    return 0
+
+
+def in_process(data: Path, n: int) -> None:
     from controller_core.codec.logfile import iter_chunks
     from controller_core.logdir import discover
 
@@ -97,8 +107,12 @@ def main(argv=None) -> int:
          tables["partition_state_history"].num_rows,
          f"{result.violations.num_rows:,} findings over {tables['partition_state_history'].num_rows:,} history rows")
 
-    if args.no_spark:
-        return 0
+    del tables, result
+    gc.collect()
+
+
+def spark_jobs(data: Path, buckets: int) -> None:
+    from jobs.config import load_config
     from jobs.ingest import ingest
     from jobs.lake import Lake
     from jobs.replay import replay
@@ -113,13 +127,20 @@ def main(argv=None) -> int:
     res = ingest(spark, lake, "fleet", str(data), int(sconf["ingest"]["split_bytes"]))
     line("Spark ingest (local[2])", time.perf_counter() - t0, res.records_seen)
     t0 = time.perf_counter()
-    counts = replay(spark, lake, "fleet", args.buckets, invariants=True)
+    counts = replay(spark, lake, "fleet", buckets, invariants=True)
     line("Spark replay (local[2], invariants)", time.perf_counter() - t0, res.records_seen,
          f"{counts.get('partition_state_history', 0):,} history rows, {counts.get('divergences', 0)} divergences")
     spark.stop()
+    from controller_core.audit.run import audit
+    from jobs import gold
+
+    t0 = time.perf_counter()
+    tables, end_offset, end_time = gold.silver_from_lake(Lake(sconf["lake"], None, backend="delta-rs"), "fleet")
+    result = audit(tables, load_config(), end_offset, end_time)
+    line("audit from the lake (delta-rs + Arrow)", time.perf_counter() - t0,
+         tables["partition_state_history"].num_rows, f"{result.violations.num_rows:,} findings")
     shutil.rmtree(root, ignore_errors=True)
     print("(peak RSS is this driver process; Spark's JVM and Python workers are separate processes)")
-    return 0
 
 
 if __name__ == "__main__":
