@@ -14,7 +14,7 @@ import struct
 from controller_core.codec.batch import (
     ATTR_CONTROL, HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, crc32c, encode_value,
 )
-from controller_core.codec.message import uuid_from_str
+from controller_core.codec.message import uuid_from_str, write_uvarint
 
 _I32 = struct.Struct(">i")
 _TAIL = struct.Struct(">hiqqqhii")
@@ -24,10 +24,7 @@ _uuid_cache: dict[str, bytes] = {}
 
 def _uv_slow(n: int) -> bytes:
     out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
+    write_uvarint(out, n)  # the reference codec's writer
     return bytes(out)
 
 
