@@ -105,18 +105,18 @@ def truncate(tables: dict[str, pa.Table], at: int) -> tuple[dict[str, pa.Table],
     return out, when
 
 
-def _current(table: pa.Table, keys: list[str]) -> pa.Table:
+def _current(table: pa.Table) -> pa.Table:
     """The rows nothing follows (valid_to_offset null): the state at the end of the (cut) table."""
     return table.filter(pc.is_null(table.column("valid_to_offset")))
 
 
 def state_at(tables: dict[str, pa.Table]) -> tuple[pa.Table, pa.Table]:
     """(partitions, brokers) at the end of the (possibly truncated) tables, in recovery's schemas."""
-    hist = _current(tables["partition_state_history"], ["topic_id", "partition_id"])
+    hist = _current(tables["partition_state_history"])
     hist = hist.filter(pc.invert(hist.column("deleted")))
     if "orphan" in hist.column_names:
         hist = hist.filter(pc.invert(hist.column("orphan")))
-    topics = _current(tables["topic_config_history"], ["topic_id"])
+    topics = _current(tables["topic_config_history"])
     names = dict(zip(topics.column("topic_id").to_pylist(), topics.column("topic_name").to_pylist()))
     parts = pa.table({
         "topic_id": hist.column("topic_id"),
@@ -129,7 +129,7 @@ def state_at(tables: dict[str, pa.Table]) -> tuple[pa.Table, pa.Table]:
         "leader_recovery_state": hist.column("leader_recovery_state"),
     })
     parts = parts.sort_by([("topic", "ascending"), ("partition", "ascending")])
-    b = _current(tables["broker_state_history"], ["broker_id"])
+    b = _current(tables["broker_state_history"])
     brokers = pa.table({
         "broker_id": b.column("broker_id"),
         "registered": pc.fill_null(b.column("registered"), False),
@@ -222,26 +222,35 @@ def audit(tables: dict[str, pa.Table], config: dict, end_offset: int, end_time, 
 
 # -------------------------------------------------------------------------------------------- output
 def counts(result: AuditResult) -> list[dict]:
-    """Findings per (severity, code), most severe first."""
+    """Findings and distinct partitions per (severity, code), most severe first (a topic-level finding
+    counts its topic once)."""
     v = result.violations
-    tally: dict[tuple[str, str], list] = {}
-    for code, sev, tp, part in zip(v.column("code").to_pylist(), v.column("severity").to_pylist(),
-                                   v.column("topic").to_pylist(), v.column("partition").to_pylist()):
-        row = tally.setdefault((sev, code), [0, set()])
-        row[0] += 1
-        if tp is not None:
-            row[1].add((tp, part))
-    return [{"severity": s, "code": c, "findings": n, "partitions": len(p)}
-            for (s, c), (n, p) in sorted(tally.items(), key=lambda kv: (RANK.get(kv[0][0], 9), kv[0][1]))]
+    if not v.num_rows:
+        return []
+    where = pc.binary_join_element_wise(v.column("topic"),
+                                        pc.fill_null(pc.cast(v.column("partition"), pa.string()), ""), "-")
+    g = (pa.table({"severity": v.column("severity"), "code": v.column("code"), "where": where})
+         .group_by(["severity", "code"]).aggregate([("code", "count"), ("where", "count_distinct")]))
+    rows = [{"severity": r["severity"], "code": r["code"], "findings": r["code_count"],
+             "partitions": r["where_count_distinct"]} for r in g.to_pylist()]
+    return sorted(rows, key=lambda r: (RANK.get(r["severity"], 9), r["code"]))
 
 
-def _ordered_findings(result: AuditResult, min_severity: str) -> list[dict]:
-    rows = [r for r in result.violations.to_pylist() if RANK.get(r["severity"], 9) <= RANK[min_severity]]
-    # most severe first; within a severity what is still going on first, then in log order
-    rows.sort(key=lambda r: (RANK[r["severity"]], not r["open"],
-                             r["first_offset"] if r["first_offset"] is not None else -1,
-                             r["code"], r["topic"] or "", r["partition"] if r["partition"] is not None else -1))
-    return rows
+def _ordered_findings(result: AuditResult, min_severity: str,
+                      limit: int | None = None) -> tuple[list[dict], int]:
+    """(the first ``limit`` findings at or above ``min_severity``, how many there are): most severe
+    first; within a severity what is still going on first, then in log order."""
+    v = result.violations
+    keep = pc.is_in(v.column("severity"), pa.array([s for s in SEVERITIES if RANK[s] <= RANK[min_severity]]))
+    v = v.filter(keep)
+    rank = pc.fill_null(pc.index_in(v.column("severity"), pa.array(SEVERITIES)), len(SEVERITIES))
+    keyed = (v.append_column("_rank", rank).append_column("_topic", pc.fill_null(v.column("topic"), ""))
+             .append_column("_part", pc.fill_null(v.column("partition"), -1)))
+    keyed = keyed.sort_by([("_rank", "ascending"), ("open", "descending"), ("first_offset", "ascending"),
+                           ("code", "ascending"), ("_topic", "ascending"), ("_part", "ascending")])
+    if limit is not None:
+        keyed = keyed.slice(0, limit)
+    return keyed.drop_columns(["_rank", "_topic", "_part"]).to_pylist(), v.num_rows
 
 
 def summary_json(result: AuditResult, cluster: str | None, fail_on: str) -> dict:
@@ -252,7 +261,7 @@ def summary_json(result: AuditResult, cluster: str | None, fail_on: str) -> dict
         "cluster": cluster, "atOffset": result.at_offset, "atTime": iso(result.at_time),
         "worstSeverity": result.worst(), "failOn": fail_on, "failed": result.fails(fail_on),
         "counts": counts(result),
-        "findings": [{k: iso(v) for k, v in r.items()} for r in _ordered_findings(result, "INFO")],
+        "findings": [{k: iso(v) for k, v in r.items()} for r in _ordered_findings(result, "INFO")[0]],
         "recoveryStrategy": result.strategy,
         "recoveryCandidates": result.candidates.to_pylist(),
     }
@@ -268,36 +277,29 @@ def summary_text(result: AuditResult, cluster: str | None, fail_on: str, limit: 
         lines.append(f"  {'SEVERITY':<8} {'CODE':<30} {'FINDINGS':>8} {'PARTITIONS':>10}")
         for r in table:
             lines.append(f"  {r['severity']:<8} {r['code']:<30} {r['findings']:>8} {r['partitions']:>10}")
-    act = _ordered_findings(result, "WARN")
+    act, n_act = _ordered_findings(result, "WARN", limit)
     if act:
-        lines += ["", f"To act on ({len(act)} findings at WARN or above, most severe first):"]
-        for r in act[:limit]:
+        lines += ["", f"To act on ({n_act} findings at WARN or above, most severe first):"]
+        for r in act:
             lines.append(f"  [{r['severity']}] {r['code']} @{r['first_offset']}: {r['explanation']}")
-        if len(act) > limit:
-            lines.append(f"  ... {len(act) - limit} more: --json, or the violations table")
-    rec = [r for r in result.candidates.to_pylist() if r["recommended"]]
-    leaderless = len({(r["topic_id"], r["partition"]) for r in result.candidates.to_pylist()})
-    if leaderless:
-        lines += ["", f"Leaderless partitions at offset {result.at_offset}: {leaderless}; "
+        if n_act > limit:
+            lines.append(f"  ... {n_act - limit} more: --json, or the violations table")
+    by_partition: dict[tuple, list[dict]] = {}  # candidate rows per leaderless partition, in rank order
+    for r in result.candidates.to_pylist():
+        by_partition.setdefault((r["topic"] or r["topic_id"], r["partition"]), []).append(r)
+    if by_partition:
+        lines += ["", f"Leaderless partitions at offset {result.at_offset}: {len(by_partition)}; "
                   f"recovery strategy {result.strategy}:"]
-        seen = set()
-        for r in result.candidates.to_pylist():
-            key = (r["topic"] or r["topic_id"], r["partition"])
-            if key in seen:
-                continue
-            seen.add(key)
-            if len(seen) > limit:
-                lines.append(f"  ... {leaderless - limit} more: --json, or the recovery_candidates table")
-                break
-            best = next((c for c in rec if (c["topic"] or c["topic_id"], c["partition"]) == key), None)
+        for key, cands in list(by_partition.items())[:limit]:
+            best = next((c for c in cands if c["recommended"]), None)
             if best is not None:
                 lost = best["estimated_records_lost"]
                 lines.append(f"  {key[0]}-{key[1]}: recover from broker {best['broker']} ({best['kind']}"
                              + (f", ~{lost} records behind the longest log" if lost else "") + f"): {best['note']}")
             else:
-                note = next(c["note"] for c in result.candidates.to_pylist()
-                            if (c["topic"] or c["topic_id"], c["partition"]) == key)
-                lines.append(f"  {key[0]}-{key[1]}: no recommendation: {note}")
+                lines.append(f"  {key[0]}-{key[1]}: no recommendation: {cands[0]['note']}")
+        if len(by_partition) > limit:
+            lines.append(f"  ... {len(by_partition) - limit} more: --json, or the recovery_candidates table")
         lines.append("  kraft-audit plan --election-type ... writes the kafka-leader-election.sh / "
                      "kafka-reassign-partitions.sh files")
     worst = result.worst()
