@@ -76,20 +76,30 @@ def resolve_at(args, tables) -> int | None:
     return at
 
 
+def prepare(args, prog: str, err):
+    """What ``audit`` and ``plan`` both start from: (config, tables, end offset, end time, log info, lake
+    or None, audited offset or None); None after printing why when the inputs cannot be read."""
+    from jobs import gold
+
+    config = load_config(args.conf, {"lake": args.lake} if getattr(args, "lake", None) else None)
+    try:
+        tables, end_offset, end_time, info, lake = load(args, config)
+        return config, tables, end_offset, end_time, info, lake, resolve_at(args, tables)
+    except (gold.GoldError, ValueError) as exc:
+        print(f"{prog}: {exc}", file=err)
+        return None
+
+
 def run(args, out=None, err=None) -> int:
     from controller_core.audit.run import audit, summary_json, summary_text
     from jobs import gold
 
     out, err = out or sys.stdout, err or sys.stderr
-    overrides = {"lake": args.lake} if getattr(args, "lake", None) else None
-    config = load_config(args.conf, overrides)
-    fail_on = args.fail_on or config["audit"]["fail_on"]
-    try:
-        tables, end_offset, end_time, info, lake = load(args, config)
-        at = resolve_at(args, tables)
-    except (gold.GoldError, ValueError) as exc:
-        print(f"{PROG}: {exc}", file=err)
+    ready = prepare(args, PROG, err)
+    if ready is None:
         return 2
+    config, tables, end_offset, end_time, info, lake, at = ready
+    fail_on = args.fail_on or config["audit"]["fail_on"]
     result = audit(tables, config, end_offset, end_time, at_offset=at, log_info=info, strategy=args.strategy)
     if lake is not None:
         gold.write_gold(lake, args.cluster, result)

@@ -79,18 +79,14 @@ def ingest_log_info(lake, cluster: str, paths) -> tuple[int, pa.Table]:
     entries to ``replica_log_info_quarantine``.  Each file replaces its own earlier rows: re-ingesting
     the same files changes nothing."""
     files = log_info_files(paths)
+    if not files:
+        return 0, loginfo.LOG_INFO_QUARANTINE_SCHEMA.empty_table()
     rows, bad = loginfo.read_log_info(files)
-    n = 0
-    for f in files:
-        mine = rows.filter(pc.equal(rows.column("source_file"), f))
-        mine = mine.append_column("cluster", pa.array([cluster] * mine.num_rows, pa.string()))
-        lake.overwrite_arrow(LOG_INFO_TABLE, mine, partition_by="cluster", where={"cluster": cluster, "source_file": f})
-        q = bad.filter(pc.equal(bad.column("source_file"), f))
-        q = q.append_column("cluster", pa.array([cluster] * q.num_rows, pa.string()))
-        lake.overwrite_arrow(LOG_INFO_QUARANTINE_TABLE, q, partition_by="cluster",
-                             where={"cluster": cluster, "source_file": f})
-        n += mine.num_rows
-    return n, bad
+    where = {"cluster": cluster, "source_file": files}
+    for table, data in ((LOG_INFO_TABLE, rows), (LOG_INFO_QUARANTINE_TABLE, bad)):
+        data = data.append_column("cluster", pa.array([cluster] * data.num_rows, pa.string()))
+        lake.overwrite_arrow(table, data, partition_by="cluster", where=where)  # one commit for all files
+    return rows.num_rows, bad
 
 
 def log_info_from_lake(lake, cluster: str) -> pa.Table:

@@ -175,13 +175,15 @@ class Lake:
 
     def overwrite_arrow(self, table: str, data: pa.Table, partition_by: str | Sequence[str] | None = None,
                         where: dict[str, str] | None = None) -> int:
-        """Replace the rows matching ``where`` ({column: value}, any columns) with ``data``, without
-        Spark (always through delta-rs); ``data`` must only hold rows matching ``where``."""
+        """Replace the rows matching ``where`` ({column: value or list of values}, any columns) with
+        ``data``, without Spark (always through delta-rs); ``data`` must only hold rows matching it."""
         predicate = None
         if where:
-            if any("'" in str(v) for v in where.values()):
+            values = {k: v if isinstance(v, (list, tuple)) else [v] for k, v in where.items()}
+            if any("'" in str(x) for vs in values.values() for x in vs):
                 raise ValueError(f"quote in a value: {where}")
-            predicate = " AND ".join(f"{k} = '{v}'" for k, v in where.items())
+            predicate = " AND ".join(f"{k} = '{vs[0]}'" if len(vs) == 1 else
+                                     f"{k} IN ({', '.join(repr(str(x)) for x in vs)})" for k, vs in values.items())
         target, parts, is_new = self._plan(table, data.schema, _as_list(partition_by))
         return self._commit(table, target, parts, is_new, data.to_batches(), "overwrite",
                             None if is_new else predicate)

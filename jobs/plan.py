@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from jobs.audit import PROG as _AUDIT, add_source_arguments, load, resolve_at
-from jobs.config import load_config
+from jobs.audit import add_source_arguments, prepare
 
 PROG = "kraft-audit plan"
 
@@ -30,16 +29,11 @@ def run(args, out=None, err=None) -> int:
     from controller_core import plans
     from controller_core.audit.run import active_brokers, log_info_as_of, state_at, truncate
     from controller_core.recovery import recovery_candidates_table
-    from jobs import gold
-
     out, err = out or sys.stdout, err or sys.stderr
-    config = load_config(args.conf, {"lake": args.lake} if args.lake else None)
-    try:
-        tables, end_offset, _, info, _ = load(args, config)
-        at = resolve_at(args, tables)
-    except (gold.GoldError, ValueError) as exc:
-        print(f"{PROG}: {exc}", file=err)
+    ready = prepare(args, PROG, err)
+    if ready is None:
         return 2
+    config, tables, end_offset, _, info, _, at = ready
     if at is not None and at < end_offset:
         tables, _ = truncate(tables, at)
     parts, brokers = state_at(tables)
@@ -47,8 +41,7 @@ def run(args, out=None, err=None) -> int:
     strategy = {"longest_log_balanced": "balanced", "longest_log_aggressive": "aggressive"}.get(
         args.election_type, args.strategy or config["audit"]["recovery_strategy"])
     cands = recovery_candidates_table(parts, brokers, info, strategy, config["audit"].get("leader_epoch_check", "strict"))
-    rows = [dict(r, topic=r["topic"]) for r in parts.to_pylist()]
-    plan = plans.build_plan(args.election_type, rows, active_brokers(brokers), cands.to_pylist(),
+    plan = plans.build_plan(args.election_type, parts.to_pylist(), active_brokers(brokers), cands.to_pylist(),
                             bootstrap_server=args.bootstrap_server)
     out.write(plan["summary"] if plan["summary"].endswith("\n") else plan["summary"] + "\n")
     if args.output:
