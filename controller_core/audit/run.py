@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from controller_core import loginfo, recovery
-from controller_core.audit.violations import VIOLATION_SCHEMA, violations
+from controller_core.audit.violations import violations
 
 SEVERITIES = ("ERROR", "WARN", "INFO")
 RANK = {s: i for i, s in enumerate(SEVERITIES)}  # lower is more severe

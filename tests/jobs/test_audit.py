@@ -142,7 +142,6 @@ def test_recovery_with_log_info_at_a_leaderless_point(ogs_log_info, capsys):
 
 
 def test_collected_log_info_carries_what_the_brokers_metadata_knows(ogs_log_info):
-    from controller_core.state import parse_mv  # noqa: F401  (the image below is the scalar reference)
     from jobs.describe import replay as image_at
 
     image, reached = image_at(str(OGS / "kafka-1"))

@@ -125,8 +125,6 @@ def test_audit_from_the_lake_equals_the_audit_of_the_log_directory(silver, capsy
 
 
 def test_quality_checks_pass_on_real_replays_and_catch_a_broken_table(silver, capsys, tmp_path):
-    import pyarrow as pa
-
     from jobs import quality
 
     lake, _ = silver
