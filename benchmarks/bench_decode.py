@@ -26,7 +26,7 @@ CHILD = r"""
 import json, os, resource, sys, time
 import pyarrow.compute  # import cost is not decode cost
 from controller_core.codec.logfile import iter_chunks
-from controller_core.bronze import records_table
+from controller_core.codec.bronze import records_table
 path, stage = sys.argv[1], sys.argv[2]
 t0 = time.perf_counter(); n = batches = 0
 for chunk in iter_chunks(path, first_offset=0):

@@ -84,7 +84,7 @@ def in_process(data: Path, n: int) -> None:
                 decoded += len(chunk)
     line("decode segments (vectorized, 1 core)", time.perf_counter() - t0, decoded)
 
-    from controller_core.fastpath import fast_verify
+    from controller_core.vector.explain import fast_verify
 
     t0 = time.perf_counter()
     rep, exp = fast_verify(data)
@@ -93,9 +93,9 @@ def in_process(data: Path, n: int) -> None:
     del rep, exp
     gc.collect()
 
-    from controller_core.audit.run import audit
-    from jobs import gold
-    from jobs.config import load_config
+    from audit.run import audit
+    from lake import gold
+    from lake.config import load_config
 
     config = load_config()
     t0 = time.perf_counter()
@@ -112,11 +112,11 @@ def in_process(data: Path, n: int) -> None:
 
 
 def spark_jobs(data: Path, buckets: int) -> None:
-    from jobs.config import load_config
+    from lake.config import load_config
     from jobs.ingest import ingest
-    from jobs.lake import Lake
+    from lake.delta import Lake
     from jobs.replay import replay
-    from jobs.spark import get_spark
+    from lake.spark import get_spark
 
     root = Path(tempfile.mkdtemp(prefix="kraft-e2e-"))
     sconf = load_config(overrides={"lake": str(root / "lake"),
@@ -131,8 +131,8 @@ def spark_jobs(data: Path, buckets: int) -> None:
     line("Spark replay (local[2], invariants)", time.perf_counter() - t0, res.records_seen,
          f"{counts.get('partition_state_history', 0):,} history rows, {counts.get('divergences', 0)} divergences")
     spark.stop()
-    from controller_core.audit.run import audit
-    from jobs import gold
+    from audit.run import audit
+    from lake import gold
 
     t0 = time.perf_counter()
     tables, end_offset, end_time = gold.silver_from_lake(Lake(sconf["lake"], None, backend="delta-rs"), "fleet")

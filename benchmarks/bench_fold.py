@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Partition fold throughput: bronze rows -> partition_state_history (controller_core.fold), one core.
+"""Partition fold throughput: bronze rows -> partition_state_history (controller_core.vector.fold), one core.
 
 A synthetic bronze-like Arrow table is built directly with NumPy (no encoder): ``--partitions``
 partitions (100 per topic) with a PartitionRecord each (3 replicas out of 30 brokers, explicit log
@@ -126,7 +126,7 @@ import numpy as np
 if os.environ.get("BENCH_NO_HUGEPAGE"):
     np._core.multiarray._set_madvise_hugepage(False)
 from benchmarks.bench_fold import synth_bronze
-from controller_core.fold import fold_partitions
+from controller_core.vector.fold import fold_partitions
 partitions, changes, repeat = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 table, _ = synth_bronze(partitions, changes)
 gc.collect()
@@ -154,7 +154,7 @@ import json, sys, time
 sys.path.insert(0, sys.argv[1])
 import numpy as np
 from benchmarks.bench_fold import synth_bronze
-from controller_core.state import Partition, merge, MIGRATING
+from controller_core.image import Partition, merge, MIGRATING
 partitions, limit = int(sys.argv[2]), int(sys.argv[3])
 table, reps = synth_bronze(partitions, limit)
 # the change records as state.merge takes them (JSON form; building them is not timed)

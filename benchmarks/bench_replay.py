@@ -28,11 +28,12 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from controller_core import fold, timelines  # noqa: E402
-from controller_core.bronze import SCHEMA  # noqa: E402
+from controller_core import timelines  # noqa: E402
+from controller_core.vector import fold
+from controller_core.codec.bronze import SCHEMA  # noqa: E402
 from controller_core.codec.message import uuid_to_str  # noqa: E402
-from controller_core.fastpath import cluster_level_recs, explain, scalar_batches  # noqa: E402
-from controller_core.verify import verify_batches  # noqa: E402
+from controller_core.vector.explain import cluster_level_recs, explain, scalar_batches  # noqa: E402
+from controller_core.rules.verify import verify_batches  # noqa: E402
 
 MV = 12  # 3.6-IV0: no leader-epoch bump on shrink; ELR not available
 PARTS_PER_TOPIC = 100

@@ -20,11 +20,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.bench_replay import Gen  # noqa: E402
-from jobs.config import load_config  # noqa: E402
+from lake.config import load_config  # noqa: E402
 from jobs.ingest import RECORDS_TABLE  # noqa: E402
-from jobs.lake import Lake  # noqa: E402
+from lake.delta import Lake  # noqa: E402
 from jobs.replay import replay  # noqa: E402
-from jobs.spark import get_spark  # noqa: E402
+from lake.spark import get_spark  # noqa: E402
 
 
 def main(argv=None) -> int:

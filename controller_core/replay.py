@@ -13,7 +13,7 @@ from typing import Iterator
 
 import numpy as np
 
-from controller_core.bronze import records_table
+from controller_core.codec.bronze import records_table
 from controller_core.codec.logfile import iter_chunks
 from controller_core.logdir import BOOTSTRAP_KIND, SEGMENT, SNAPSHOT, LogFile, discover
 

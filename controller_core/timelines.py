@@ -3,7 +3,7 @@ valid from one offset to the next (silver ``broker_state_history`` and ``topic_c
 
 Broker, config, feature and topic records are a tiny share of a metadata log, so these are built by
 replaying them in order with the scalar image; the partition history (the bulk) is folded with
-NumPy in :mod:`controller_core.fold`.
+NumPy in :mod:`controller_core.vector.fold`.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Iterable
 import pyarrow as pa
 
 from controller_core.replay import Rec
-from controller_core.state import MIN_ISR, Cluster, ReplayError
+from controller_core.image import MIN_ISR, Cluster, ReplayError
 
 TS = pa.timestamp("ms", tz="UTC")
 BROKER_SCHEMA = pa.schema([

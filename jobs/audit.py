@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sys
 
-from jobs.config import load_config
+from lake.config import load_config
 
 PROG = "kraft-audit audit"
 
@@ -42,15 +42,15 @@ def add_arguments(p) -> None:
 
 def load(args, config):
     """(tables, end offset, end time, log info, lake or None) for --cluster or --log-dir."""
-    from controller_core import loginfo
-    from jobs import gold
+    from audit import loginfo
+    from lake import gold
 
     lake = None
     if args.log_dir:
         tables, end_offset, end_time = gold.silver_from_log_dir(args.log_dir)
         info = loginfo.LOG_INFO_SCHEMA.empty_table()
     else:
-        from jobs.lake import Lake
+        from lake.delta import Lake
 
         lake = Lake(config["lake"], None, backend="delta-rs")
         tables, end_offset, end_time = gold.silver_from_lake(lake, args.cluster)
@@ -64,7 +64,7 @@ def load(args, config):
 
 
 def resolve_at(args, tables) -> int | None:
-    from controller_core.audit.run import offset_at_time
+    from audit.run import offset_at_time
     from jobs.describe import parse_time
 
     if args.at_time is None:
@@ -79,7 +79,7 @@ def resolve_at(args, tables) -> int | None:
 def prepare(args, prog: str, err):
     """What ``audit`` and ``plan`` both start from: (config, tables, end offset, end time, log info, lake
     or None, audited offset or None); None after printing why when the inputs cannot be read."""
-    from jobs import gold
+    from lake import gold
 
     config = load_config(args.conf, {"lake": args.lake} if getattr(args, "lake", None) else None)
     try:
@@ -91,8 +91,8 @@ def prepare(args, prog: str, err):
 
 
 def run(args, out=None, err=None) -> int:
-    from controller_core.audit.run import audit, summary_json, summary_text
-    from jobs import gold
+    from audit.run import audit, summary_json, summary_text
+    from lake import gold
 
     out, err = out or sys.stdout, err or sys.stderr
     ready = prepare(args, PROG, err)

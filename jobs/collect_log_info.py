@@ -1,5 +1,5 @@
 """``kraft-audit collect-log-info``: one broker's per-replica log info, read off its data directory
-(no Spark).  Writes a KIP-966 GetReplicaLogInfo-shaped JSON document; see controller_core/loginfo.py
+(no Spark).  Writes a KIP-966 GetReplicaLogInfo-shaped JSON document; see audit/loginfo.py
 for what each number is and which error codes mark an unreadable replica."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from controller_core.loginfo import collect, iso_utc, parse_iso
+from audit.loginfo import collect, iso_utc, parse_iso
 
 
 def add_arguments(p) -> None:

@@ -14,7 +14,7 @@ import sys
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from controller_core.bronze import records_table
+from controller_core.codec.bronze import records_table
 from controller_core.codec.jsonout import choose, concat
 from controller_core.codec.logfile import iter_chunks
 from controller_core.logdir import expand

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from controller_core.logdir import SEGMENT, SNAPSHOT, LogFile, discover
 from controller_core.replay import Plan, Rec, iter_batches, iter_file_records, plan
-from controller_core.state import MIGRATING, NO_LEADER, Broker, Cluster, Partition, ReplayError
+from controller_core.image import MIGRATING, NO_LEADER, Broker, Cluster, Partition, ReplayError
 
 PROG = "kraft-audit describe"
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -286,7 +286,7 @@ def _latest(rows: list[dict], key, at_offset, at_time, time_col) -> dict:
 
 def from_silver(lake_root: str, cluster_name: str, at_offset: int | None, at_time: int | None):
     """The image at a point, from the silver tables of ``kraft-audit replay`` (read with delta-rs)."""
-    from jobs.lake import Lake  # deltalake only; no Spark
+    from lake.delta import Lake  # deltalake only; no Spark
 
     lake = Lake(lake_root)
     for t in ("partition_state_history", "topic_config_history", "broker_state_history"):

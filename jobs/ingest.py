@@ -1,7 +1,7 @@
 """``kraft-audit ingest``: a metadata log directory -> bronze Delta tables.
 
 Tables (partitioned by cluster, so several clusters share one lake):
-  metadata_records -- one row per record (controller_core.bronze.SCHEMA)
+  metadata_records -- one row per record (controller_core.codec.bronze.SCHEMA)
   quarantine       -- one row per span that could not be decoded (file, position, length, reason)
 """
 from __future__ import annotations
@@ -13,12 +13,12 @@ from pathlib import Path
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
-from controller_core.bronze import PARTITION_BY
+from controller_core.codec.bronze import PARTITION_BY
 from controller_core.codec.logfile import split_points
 from controller_core.logdir import discover
-from jobs.config import load_config
-from jobs.lake import Lake
-from jobs.spark import get_spark
+from lake.config import load_config
+from lake.delta import Lake
+from lake.spark import get_spark
 from transforms import bronze as T
 
 RECORDS_TABLE = "metadata_records"
@@ -96,7 +96,7 @@ def main(args) -> int:
         print(f"  {len(res.quarantined)} spans quarantined ({res.quarantine_added} new rows in {QUARANTINE_TABLE})")
     bad_info = 0
     if getattr(args, "log_info", None):
-        from jobs import gold
+        from lake import gold
 
         n, bad = gold.ingest_log_info(lake, args.cluster, args.log_info)
         print(f"  {n} replica log info rows in {gold.LOG_INFO_TABLE}")

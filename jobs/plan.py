@@ -17,7 +17,7 @@ PROG = "kraft-audit plan"
 
 
 def add_arguments(p) -> None:
-    from controller_core.plans import ELECTION_TYPES
+    from audit.plans import ELECTION_TYPES
 
     add_source_arguments(p)
     p.add_argument("--election-type", required=True, choices=list(ELECTION_TYPES))
@@ -26,9 +26,9 @@ def add_arguments(p) -> None:
 
 
 def run(args, out=None, err=None) -> int:
-    from controller_core import plans
-    from controller_core.audit.run import active_brokers, log_info_as_of, state_at, truncate
-    from controller_core.recovery import recovery_candidates_table
+    from audit import plans
+    from audit.run import active_brokers, log_info_as_of, state_at, truncate
+    from audit.recovery import recovery_candidates_table
     out, err = out or sys.stdout, err or sys.stderr
     ready = prepare(args, PROG, err)
     if ready is None:

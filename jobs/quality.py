@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from jobs.config import load_config
+from lake.config import load_config
 
 PROG = "kraft-audit quality"
 QUALITY_TABLE = "data_quality"
@@ -163,7 +163,7 @@ def add_arguments(p) -> None:
 
 
 def run(args, out=None, err=None) -> int:
-    from jobs.lake import Lake
+    from lake.delta import Lake
 
     out, err = out or sys.stdout, err or sys.stderr
     config = load_config(args.conf, {"lake": args.lake} if args.lake else None)

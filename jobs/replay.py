@@ -26,13 +26,14 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from controller_core import fold, timelines
+from controller_core import timelines
+from controller_core.vector import fold
 from controller_core.logdir import classify
 from controller_core.replay import Rec, choose
-from jobs.config import load_config
+from lake.config import load_config
 from jobs.ingest import RECORDS_TABLE
-from jobs.lake import Lake
-from jobs.spark import get_spark
+from lake.delta import Lake
+from lake.spark import get_spark
 from transforms import silver as S
 
 SILVER = ("partition_state_history", "partition_state", "broker_state_history", "topic_config_history",

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import sys
 
-from controller_core.verify import verify_log_dir
+from controller_core.rules.verify import verify_log_dir
 
 
 def _checker():
-    from controller_core.invariants import InvariantChecker
+    from controller_core.rules.invariants import InvariantChecker
     return InvariantChecker()
 
 

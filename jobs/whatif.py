@@ -2,14 +2,14 @@
 
 FILE (or ``-`` for stdin) is JSON: the cluster image (metadataVersion, elrEnabled, controllerId,
 brokers, configs, topics, partitions in the ``describe --json`` shape) and an ``event``; see
-controller_core/whatif.py.  Prints ``{"records", "errors", "partitions", "brokers"}``.
+controller_core/rules/whatif.py.  Prints ``{"records", "errors", "partitions", "brokers"}``.
 """
 from __future__ import annotations
 
 import json
 import sys
 
-from controller_core.whatif import WhatIfError, what_if
+from controller_core.rules.whatif import WhatIfError, what_if
 
 
 def run(path: str, out=None, err=None) -> int:

@@ -1,7 +1,7 @@
 """Suite-wide fixtures.
 
 There is exactly ONE SparkSession for the whole run (JVM start costs 10-15 s here);
-it is built through jobs.spark.get_spark so the suite exercises the same session
+it is built through lake.spark.get_spark so the suite exercises the same session
 settings the jobs use (UTC, Arrow, TIMESTAMP_MICROS ...), only sized for tests.
 """
 
@@ -16,7 +16,7 @@ REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata"
 
 @pytest.fixture(scope="session")
 def spark_config(tmp_path_factory):
-    from jobs.config import load_config
+    from lake.config import load_config
 
     return load_config(
         overrides={
@@ -35,7 +35,7 @@ def spark_config(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def spark(spark_config):
-    from jobs.spark import get_spark
+    from lake.spark import get_spark
 
     session = get_spark(spark_config)
     yield session
@@ -45,7 +45,7 @@ def spark(spark_config):
 @pytest.fixture
 def lake(tmp_path, spark):
     """A fresh, empty lake per test, backend chosen as in production ("auto")."""
-    from jobs.lake import Lake
+    from lake.delta import Lake
 
     return Lake(tmp_path / "lake", spark)
 

@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from controller_core import bronze as B
+from controller_core.codec import bronze as B
 
 SPLIT_DDL = ("path string, source_file string, source_kind string, start long, end long, cluster string, "
              "first_offset long")

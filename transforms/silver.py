@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from controller_core import fold
+from controller_core.vector import fold
 from controller_core.replay import SKIP
 
 PARTITION_TYPES = ("PARTITION_RECORD", "PARTITION_CHANGE_RECORD")
@@ -60,7 +60,7 @@ def bucketize(rows: DataFrame, buckets: int) -> DataFrame:
     """Partition records to the bucket of their partition; cluster-level records to every bucket.
 
     A partition record's ``data_json`` is dropped except for partition 0 (the topic timeline needs
-    it): the typed columns hold the same values (``controller_core.fastpath.record_data``).
+    it): the typed columns hold the same values (``controller_core.vector.explain.record_data``).
 
     Partition 0's records are also copied into every other bucket as *context* (``context`` true):
     a topic's effective min ISR is capped by partition 0's replica count (§1.7), which every
@@ -145,9 +145,9 @@ def core(bucketed: DataFrame, snapshot_start: int | None = None, invariants: boo
 
     def core_group(table: pa.Table) -> pa.Table:
         from controller_core import timelines
-        from controller_core.fastpath import cluster_level_recs, explain, scalar_batches
-        from controller_core.invariants import check_batches
-        from controller_core.verify import Report, verify_batches
+        from controller_core.vector.explain import cluster_level_recs, explain, scalar_batches
+        from controller_core.rules.invariants import check_batches
+        from controller_core.rules.verify import Report, verify_batches
 
         # partition 0 of these topics is here only as context (another bucket owns it): not reported
         ctx = set()

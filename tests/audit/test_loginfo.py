@@ -10,8 +10,8 @@ import struct
 import pyarrow as pa
 import pytest
 
-from controller_core import loginfo
-from controller_core.loginfo import (
+from audit import loginfo
+from audit.loginfo import (
     CORRUPT_MESSAGE, KAFKA_STORAGE_ERROR, LOG_INFO_QUARANTINE_SCHEMA, LOG_INFO_SCHEMA, UNKNOWN_SERVER_ERROR,
     collect, read_log_info,
 )

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from controller_core import plans
-from controller_core.recovery import BrokerState, recovery_candidates
+from audit import plans
+from audit.recovery import BrokerState, recovery_candidates
 
 TID = "KFvSE487Q4m4j_tN115p3w"
 OID = "q5ZyZkC0Re2nOJbLk4zTgA"

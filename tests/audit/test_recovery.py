@@ -7,8 +7,8 @@ import json
 import pyarrow as pa
 import pytest
 
-from controller_core.loginfo import LOG_INFO_SCHEMA, collect, read_log_info
-from controller_core.recovery import (
+from audit.loginfo import LOG_INFO_SCHEMA, collect, read_log_info
+from audit.recovery import (
     BROKER_SCHEMA, CANDIDATE_SCHEMA, PARTITION_SCHEMA, BrokerState, recovery_candidates, recovery_candidates_table,
     required_replies,
 )

@@ -1,8 +1,8 @@
-"""Durability violations (controller_core.audit) on realistic metadata logs, finding by finding.
+"""Durability violations (audit) on realistic metadata logs, finding by finding.
 
 Each log is written with the project's batch encoder, checked to be what a Kafka controller writes
 (``verify_log_dir``: no divergence), turned into silver tables without Spark
-(``controller_core.audit.local.silver_tables``) and audited.  Offsets and times are the log's own.
+(``audit.local.silver_tables``) and audited.  Offsets and times are the log's own.
 """
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from controller_core.audit.local import silver_tables, log_end
-from controller_core.audit.violations import VIOLATION_SCHEMA, violations
+from audit.local import silver_tables, log_end
+from audit.violations import VIOLATION_SCHEMA, violations
 from controller_core.codec.batch import encode_batch
-from controller_core.verify import verify_log_dir
-from jobs.config import load_config
+from controller_core.rules.verify import verify_log_dir
+from lake.config import load_config
 
 T0 = 1_700_000_000_000  # epoch ms of the first batch
 MIN = 60_000

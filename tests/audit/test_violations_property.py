@@ -1,4 +1,4 @@
-"""The vectorized window codes agree with the scalar reference (controller_core.audit.scalar) on random
+"""The vectorized window codes agree with the scalar reference (audit.scalar) on random
 partition histories: same windows, offsets, durations, open flags and severities."""
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller_core import fold, timelines
-from controller_core.audit.local import HISTORY_DATED_SCHEMA
-from controller_core.audit.scalar import WINDOW_CODES, violations_scalar
-from controller_core.audit.violations import violations
-from jobs.config import load_config
+from controller_core import timelines
+from controller_core.vector import fold
+from audit.local import HISTORY_DATED_SCHEMA
+from audit.scalar import WINDOW_CODES, violations_scalar
+from audit.violations import violations
+from lake.config import load_config
 
 CONFIG = load_config(overrides={"audit": {"long_window_ms": 50}})
 EPOCH = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)

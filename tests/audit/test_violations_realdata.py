@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from controller_core.audit.local import log_end, silver_tables
-from controller_core.audit.violations import VIOLATION_SCHEMA, violations
-from jobs.config import load_config
+from audit.local import log_end, silver_tables
+from audit.violations import VIOLATION_SCHEMA, violations
+from lake.config import load_config
 from realdata_facts import CLUSTERS, REALDATA
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from controller_core.bronze import records_table
+from controller_core.codec.bronze import records_table
 from controller_core.codec import errors as E
 from controller_core.codec.batch import encode_batch, iter_batches_scalar
 from controller_core.codec.logfile import iter_chunks, split_points

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller_core.bronze import records_table
+from controller_core.codec.bronze import records_table
 from controller_core.codec.batch import encode_batch
 from controller_core.codec.logfile import iter_chunks
 from controller_core.records import BY_TYPE_NAME

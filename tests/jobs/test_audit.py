@@ -108,8 +108,8 @@ def test_collect_log_info_cli_on_the_three_replicas(ogs_log_info):
 
 
 def test_log_info_ingest_is_idempotent_and_quarantines_bad_files(ogs_log_info, tmp_path):
-    from jobs import gold
-    from jobs.lake import Lake
+    from lake import gold
+    from lake.delta import Lake
 
     bad = tmp_path / "broker-9.json"
     bad.write_text('{"BrokerId": 9, "BrokerEpoch": 3, "TopicPartitionLogInfoList": [{"TopicId": "x", '

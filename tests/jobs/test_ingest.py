@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 
 from jobs import cli
 from jobs.ingest import QUARANTINE_TABLE, RECORDS_TABLE, ingest, plan_splits
-from jobs.lake import Lake
+from lake.delta import Lake
 from realdata_facts import CLUSTERS, REALDATA, expected_counts, readme_table
 
 SPLIT = 64 << 20

@@ -17,7 +17,7 @@ SPLIT = 64 << 20
 
 @pytest.fixture(scope="module")
 def silver(spark, tmp_path_factory):
-    from jobs.lake import Lake
+    from lake.delta import Lake
 
     lake = Lake(tmp_path_factory.mktemp("silver") / "lake", spark)
     for name in ("induswargods", "vasifvortex"):

@@ -9,7 +9,7 @@ from pyspark.sql import functions as F
 
 from controller_core.codec.batch import iter_batches_scalar
 from jobs.ingest import ingest
-from jobs.lake import Lake
+from lake.delta import Lake
 from jobs.replay import CHECKPOINTS, SILVER, replay
 from realdata_facts import CLUSTERS, REALDATA
 

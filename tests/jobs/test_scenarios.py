@@ -129,9 +129,9 @@ def test_the_pipeline_through_the_lake(spark, scenarios, tmp_path, capsys):
 
 def test_audit_in_topic_chunks_equals_one_pass(scenarios):
     """audit.chunk_rows splits a big cluster's history by topic: the findings must not change."""
-    from controller_core.audit.run import audit
-    from jobs import gold
-    from jobs.config import load_config
+    from audit.run import audit
+    from lake import gold
+    from lake.config import load_config
 
     tables, end_offset, end_time = gold.silver_from_log_dir(str(scenarios["fleet-large"]))
     whole = audit(tables, load_config(overrides={"audit": {"chunk_rows": 0}}), end_offset, end_time).violations

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from controller_core.codec.batch import iter_batches_scalar
-from controller_core.invariants import NOT_HERE, InvariantChecker
+from controller_core.rules.invariants import NOT_HERE, InvariantChecker
 from controller_core.replay import iter_file_records
 from controller_core.logdir import discover
-from controller_core.state import Cluster
-from controller_core.verify import verify_log_dir
+from controller_core.image import Cluster
+from controller_core.rules.verify import verify_log_dir
 from jobs import decode
 from simulator.engine import simulate
 from simulator.scenario import ScenarioError, builtin_names, load

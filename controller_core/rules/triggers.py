@@ -1,12 +1,12 @@
 """The builder inputs each controller trigger uses (controller-rules.md §2.2), in one place.
 
-Both directions use these: :mod:`controller_core.verify` recomputes recorded changes from them, and
-:mod:`controller_core.whatif` produces the records a hypothetical event would cause.
+Both directions use these: :mod:`controller_core.rules.verify` recomputes recorded changes from them, and
+:mod:`controller_core.rules.whatif` produces the records a hypothetical event would cause.
 """
 from __future__ import annotations
 
-from controller_core.builder import ONLINE, UNCLEAN, Inputs
-from controller_core.state import MV_4_0_IV1, Cluster, Partition
+from controller_core.rules.builder import ONLINE, UNCLEAN, Inputs
+from controller_core.image import MV_4_0_IV1, Cluster, Partition
 
 MV_4_0_IV0 = 22  # Kafka 4.0+ elects the last known leader only if it is acceptable ([LATER] §2.3-3)
 

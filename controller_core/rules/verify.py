@@ -4,7 +4,7 @@ For each PartitionChangeRecord the controller's possible triggers (§2.2) are de
 around it -- a fence, controlled shutdown, unfence, unclean shutdown or unregistration of a broker in
 the same batch or in the adjacent run of partition-only batches (large triggers may be split across
 batches) -- plus the triggers that leave no broker record behind (AlterPartition, elections,
-reassignment).  Each candidate is run through the change builder (:mod:`controller_core.builder`)
+reassignment).  Each candidate is run through the change builder (:mod:`controller_core.rules.builder`)
 against the state just before the record; the first whose result equals the record explains it.
 When none does, every field where the record differs from the most plausible candidate is a
 divergence.  Unknowns of the log (a broker's static config, whether ELR was on before the log shows
@@ -17,12 +17,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from controller_core.builder import ONLINE, PREFERRED, UNCLEAN, Inputs, build
+from controller_core.rules.builder import ONLINE, PREFERRED, UNCLEAN, Inputs, build
 from controller_core.replay import Rec, iter_batches
-from controller_core.state import (
+from controller_core.image import (
     ELR_FEATURE, MIN_ISR, MV_4_0_IV1, NO_LEADER, Cluster, Partition, ReplayError,
 )
-from controller_core.triggers import MV_4_0_IV0, acceptable
+from controller_core.rules.triggers import MV_4_0_IV0, acceptable
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ unclean recovery: the broker epoch, the partition leader epoch the replica knows
 written to its log and its log end offset.  Brokers never shipped that RPC; kraft-audit reads the same
 numbers off a broker's data directory (often copied from a dead machine) and writes them in the RPC's
 response shape, so a file produced here, by a simulator or by a future Kafka can all feed
-``controller_core.recovery``.
+``audit.recovery``.
 
 What is read, per partition folder ``<topic>-<partition>`` of a data directory:
 
@@ -21,7 +21,7 @@ the RPC would report) is not stored in a partition folder; the leader-epoch cach
 durable record of the newest epoch it has taken part in, whereas the last batch's partitionLeaderEpoch
 lags behind whenever an epoch began without new data (a follower made leader writes an epoch entry
 before any batch).  It is a lower bound of the metadata epoch: a leaderless partition's epoch is
-always higher (leader -1 bumps it), which ``controller_core.recovery`` accounts for.
+always higher (leader -1 bumps it), which ``audit.recovery`` accounts for.
 
 Error codes (Kafka's numbering), set on the entry while every field that could still be read is kept:
 

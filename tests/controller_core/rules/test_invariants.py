@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 
 from controller_core.codec.batch import encode_batch
-from controller_core.invariants import (
+from controller_core.rules.invariants import (
     ERROR, INFO, NOT_HERE, RULES, WARN, Breach, InvariantChecker, check_log, is_unclean_election,
 )
 from controller_core.replay import Rec
-from controller_core.state import MIGRATING, Cluster, Partition
+from controller_core.image import MIGRATING, Cluster, Partition
 
-REALDATA = Path(__file__).resolve().parents[3] / "shared" / "realdata"
+REALDATA = Path(__file__).resolve().parents[4] / "shared" / "realdata"
 
 
 def uuid(name: str) -> str:

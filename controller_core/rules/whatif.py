@@ -3,15 +3,15 @@
 The input describes a cluster image in JSON (see :func:`load_cluster`) and one event; the output lists
 the records the controller would append, in order, in the decode JSON shape, the per-partition errors
 it would answer with (Kafka's error names), and the resulting partitions and brokers.  Decisions come
-from the same builder and trigger inputs as the recomputation in :mod:`controller_core.verify`.
+from the same builder and trigger inputs as the recomputation in :mod:`controller_core.rules.verify`.
 """
 from __future__ import annotations
 
-from controller_core import triggers as TR
-from controller_core.builder import PREFERRED, UNCLEAN, build
+from controller_core.rules import triggers as TR
+from controller_core.rules.builder import PREFERRED, UNCLEAN, build
 from controller_core.codec.message import decode_body, encode_body
 from controller_core.records import BY_TYPE_NAME
-from controller_core.state import (
+from controller_core.image import (
     BROKER, MIGRATING, MIN_ISR, MV_3_3_IV2, MV_3_3_IV3, MV_3_7_IV2, MV_4_0_IV1, NO_LEADER, RECOVERED, RECOVERING,
     TOPIC, Broker, Cluster, Partition, parse_mv,
 )

@@ -2,7 +2,7 @@
 
 Pure functions over partition states (``describe --json`` dicts: topic, topicId, partition, replicas, isr,
 eligibleLeaderReplicas, lastKnownElr, leader, leaderEpoch) and the set of *active* brokers (registered and
-unfenced), optionally with recovery candidates (``controller_core.recovery`` rows).
+unfenced), optionally with recovery candidates (``audit.recovery`` rows).
 
 Election types:
 

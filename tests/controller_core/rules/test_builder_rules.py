@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from controller_core.builder import ONLINE, PREFERRED, UNCLEAN, Inputs, build, elect
-from controller_core.state import MIGRATING, Partition, merge
+from controller_core.rules.builder import ONLINE, PREFERRED, UNCLEAN, Inputs, build, elect
+from controller_core.image import MIGRATING, Partition, merge
 
 T = "AAAAAAAAAAAAAAAAAAAAAQ"
 

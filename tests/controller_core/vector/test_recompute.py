@@ -1,4 +1,4 @@
-"""The vectorized builder (controller_core.recompute) agrees with the scalar reference builder on
+"""The vectorized builder (controller_core.vector.recompute) agrees with the scalar reference builder on
 thousands of random partition states, triggers and cluster contexts: whenever the scalar builder's
 record is presented as the recorded change, the vectorized path must explain it (or declare it
 outside what it models), and a record the scalar builder would not write must never be explained."""
@@ -10,9 +10,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from controller_core import recompute as V
-from controller_core.builder import ONLINE, PREFERRED, UNCLEAN, Inputs, build
-from controller_core.state import MIGRATING, Partition
+from controller_core.vector import recompute as V
+from controller_core.rules.builder import ONLINE, PREFERRED, UNCLEAN, Inputs, build
+from controller_core.image import MIGRATING, Partition
 
 T = "AAAAAAAAAAAAAAAAAAAAAQ"
 
@@ -115,8 +115,8 @@ def test_bitmask_and_matrix_paths_agree_on_perturbed_records(seed):
     """recompute() runs on replica-position bitmasks (up to 16 replicas) and falls back to padded
     matrices beyond: both live paths must judge every record alike -- the controller's own change and
     random edits of it (wrong leader, ISR, ELR, LastKnownElr / recovery state)."""
-    from controller_core import recompute as V
-    from controller_core.builder import build
+    from controller_core.vector import recompute as V
+    from controller_core.rules.builder import build
 
     rng = random.Random(1000 + seed)
     cases = [_random_case(rng) for _ in range(1500)]

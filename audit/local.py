@@ -3,7 +3,7 @@
 ``silver_tables(log_dir)`` runs the same controller core the Spark job runs in its executors (the
 vectorized fold and trigger explanation, the cluster timelines, the invariant checker) on one machine and
 returns the tables with the columns and types the job writes (read back from the lake: timestamps are
-``timestamp[us, UTC]``), minus the ``cluster`` column.  The audit (:mod:`controller_core.audit.violations`)
+``timestamp[us, UTC]``), minus the ``cluster`` column.  The audit (:mod:`audit.violations`)
 therefore runs unchanged on either.
 
 Pure NumPy/Arrow; never imports Spark.
@@ -17,7 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from controller_core import fold, timelines
+from controller_core import timelines
+from controller_core.vector import fold
 
 TS = pa.timestamp("us", tz="UTC")  # Spark TimestampType as read back from Delta
 BREACH_SCHEMA = pa.schema([
@@ -40,8 +41,8 @@ def _with_us_timestamps(table: pa.Table) -> pa.Table:
 def _triggers(bronze: pa.Table, history: pa.Table, brokers: pa.Table, topics: pa.Table, snaps) -> pa.Table:
     """(offset, topic_id, partition_id, trigger) per PartitionChangeRecord: the vectorized core's label
     where it reproduced the record, the scalar reference's elsewhere (as transforms/silver.py does)."""
-    from controller_core.fastpath import explain, scalar_batches
-    from controller_core.verify import verify_batches
+    from controller_core.vector.explain import explain, scalar_batches
+    from controller_core.rules.verify import verify_batches
 
     exp = explain(bronze, history, brokers, topics)
     matched = exp.column("matched").to_pylist()
@@ -95,8 +96,8 @@ def _dated(history: pa.Table, bronze: pa.Table, triggers: pa.Table) -> pa.Table:
 
 
 def _breaches(bronze: pa.Table) -> pa.Table:
-    from controller_core.fastpath import scalar_batches
-    from controller_core.invariants import check_batches
+    from controller_core.vector.explain import scalar_batches
+    from controller_core.rules.invariants import check_batches
 
     found = check_batches(scalar_batches(bronze, None))
     rows = [{"offset": b.offset, "topic": b.topic, "partition": b.partition, "rule": b.rule, "severity": b.severity,
@@ -115,7 +116,7 @@ def silver_tables(log_dir: str | Path, invariants: bool = True) -> dict[str, pa.
     invariant_breaches       offset, topic, partition, rule, severity, recorded, expected, message
     log_end                  end_offset, end_timestamp
     """
-    from controller_core.fastpath import cluster_level_recs, replay_table
+    from controller_core.vector.explain import cluster_level_recs, replay_table
     from controller_core.replay import SKIP
 
     bronze, snaps = replay_table(log_dir)

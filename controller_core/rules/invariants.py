@@ -14,7 +14,7 @@ may be split over several batches (see ``_check_fences``).  :func:`check_log` is
 
 Record-level rules (structure of the state a record leaves, epoch steps, bumps, LRS transitions,
 broker epochs) are evaluated in ``before_record`` on the state the record produces, computed with
-:func:`controller_core.state.merge`.  Rules that speak about the state *after a batch* (min ISR,
+:func:`controller_core.image.merge`.  Rules that speak about the state *after a batch* (min ISR,
 fencing, unclean-shutdown handling, availability windows) are evaluated in ``after_batch``.
 
 The election rules a record shows by itself are here too: INV-UNCLEAN-ELECTION (every unclean election,
@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from controller_core.state import (
+from controller_core.image import (
     ELR_FEATURE, LEADER_UNCHANGED, METADATA_VERSION, MIN_ISR, MV_3_2_IV0, MV_3_6_IV0, MV_4_0_IV1, NO_LEADER,
     RECOVERED, RECOVERING, Cluster, Partition, merge,
 )
@@ -861,7 +861,7 @@ class InvariantChecker:
 def check_batches(batches, checker: InvariantChecker | None = None, cluster: Cluster | None = None) -> list[Breach]:
     """Replay record batches with only the invariant checker (records the image cannot apply are
     skipped after being reported)."""
-    from controller_core.state import ReplayError
+    from controller_core.image import ReplayError
 
     checker = checker or InvariantChecker()
     c = cluster or Cluster()

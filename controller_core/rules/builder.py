@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from controller_core.state import (
+from controller_core.image import (
     MIGRATING, MV_3_2_IV0, MV_3_6_IV0, MV_3_7_IV2, NO_LEADER, RECOVERING, UNASSIGNED, Partition,
 )
 

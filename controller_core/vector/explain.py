@@ -3,7 +3,7 @@ timelines, primary triggers, vectorized recomputation; the scalar reference for 
 
 ``explain(bronze, history, brokers, topics)`` labels every PartitionChangeRecord with its primary
 trigger and whether the vectorized builder reproduces it.  ``verify_tables`` then runs the scalar
-reference (:func:`controller_core.verify.verify_batches`) only over the partitions holding records
+reference (:func:`controller_core.rules.verify.verify_batches`) only over the partitions holding records
 the fast path could not explain, with the cluster-level records they depend on, so its divergences
 are the scalar reference's.
 """
@@ -15,9 +15,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from controller_core import recompute as V
+from controller_core.vector import recompute as V
 from controller_core.codec.arrowutil import from_numpy, strings
-from controller_core.fold import _array, _raw, _valid
+from controller_core.vector.fold import _array, _raw, _valid
 from controller_core.replay import Rec
 
 PCR = "PARTITION_CHANGE_RECORD"
@@ -431,7 +431,7 @@ def scalar_batches(bronze: pa.Table, partitions: set[tuple[str, int]] | None) ->
 def replay_table(log_dir) -> tuple[pa.Table, frozenset[str]]:
     """The bronze rows a replay of a log directory reads, in replay order; rows of the starting
     snapshot are dated at the snapshot's end offset - 1 (the state they describe)."""
-    from controller_core.bronze import records_table
+    from controller_core.codec.bronze import records_table
     from controller_core.codec.logfile import iter_chunks
     from controller_core.logdir import SEGMENT, SNAPSHOT
     from controller_core.replay import plan
@@ -486,8 +486,9 @@ def cluster_level_recs(bronze: pa.Table) -> list[Rec]:
 def fast_verify(log_dir, checker=None):
     """Replay + recompute of a log directory through the vectorized core (scalar reference only for
     the partitions it cannot explain).  Returns (Report, explanations table)."""
-    from controller_core import fold, timelines
-    from controller_core.verify import Report, verify_batches
+    from controller_core import timelines
+    from controller_core.vector import fold
+    from controller_core.rules.verify import Report, verify_batches
 
     bronze, snaps = replay_table(log_dir)
     if bronze is None:

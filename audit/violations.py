@@ -1,7 +1,7 @@
 """Durability violations of a KRaft cluster, from its silver tables (the gold ``violations`` table).
 
 ``violations(tables, config, end_offset, end_time)`` reads the tables ``kraft-audit replay`` writes (or
-:func:`controller_core.audit.local.silver_tables` builds without Spark) and returns one row per finding
+:func:`audit.local.silver_tables` builds without Spark) and returns one row per finding
 (``VIOLATION_SCHEMA``).  Two kinds of finding:
 
 * **Windows** -- a maximal run of consecutive history rows of one partition satisfying a predicate.  It
@@ -15,7 +15,7 @@
 
 The predicates are evaluated over all partitions at once (NumPy arrays of the history sorted by
 (topic, partition, offset), run starts / ends by shifted comparisons); Python loops run only over the
-findings, to write their evidence and explanation.  :mod:`controller_core.audit.scalar` is the readable
+findings, to write their evidence and explanation.  :mod:`audit.scalar` is the readable
 row-by-row reference of the window codes.
 
 Pure NumPy/Arrow; never imports Spark.
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from controller_core.audit import frames as F
+from audit import frames as F
 
 TS = pa.timestamp("us", tz="UTC")
 VIOLATION_SCHEMA = pa.schema([

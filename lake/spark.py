@@ -1,6 +1,6 @@
 """The one place a SparkSession is built (jobs and the test suite both use it).
 
-Settings here are not cosmetic; the Delta code in jobs/lake.py depends on them:
+Settings here are not cosmetic; the Delta code in lake/delta.py depends on them:
 
 * ``spark.sql.session.timeZone=UTC`` -- TimestampType is exported to Arrow as
   ``timestamp[us, tz=UTC]``. A tz-naive timestamp anywhere makes delta-rs create

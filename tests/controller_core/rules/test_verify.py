@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from controller_core.codec.batch import encode_batch
-from controller_core.verify import verify_log_dir
+from controller_core.rules.verify import verify_log_dir
 from realdata_facts import CLUSTERS, REALDATA
 
 T = "AAAAAAAAAAAAAAAAAAAAAQ"
@@ -131,7 +131,7 @@ def test_created_partition_must_start_with_the_active_replicas(tmp_path):
 
 
 # --------------------------------------------------- the vectorized core agrees with the reference
-from controller_core.fastpath import fast_verify  # noqa: E402
+from controller_core.vector.explain import fast_verify  # noqa: E402
 
 
 @pytest.mark.parametrize("cluster", sorted(CLUSTERS))
@@ -171,7 +171,7 @@ def test_partition_record_data_rebuilt_from_typed_columns_equals_kafkas(cluster)
     columns must give back exactly Kafka's data."""
     import json
 
-    from controller_core.fastpath import record_data, replay_table
+    from controller_core.vector.explain import record_data, replay_table
 
     table, _ = replay_table(REALDATA / CLUSTERS[cluster])
     rows = table.filter(pa_is_in(table.column("record_type"))).to_pylist()

@@ -2,7 +2,7 @@
 
 Kafka never shipped the Unclean Recovery Manager (controller-rules §3.1); this module makes the decision
 it was designed to make (§3.2), offline, from the partition's state at a point of the log, the brokers'
-state at that point and per-replica log info (``controller_core.loginfo`` rows).
+state at that point and per-replica log info (``audit.loginfo`` rows).
 
 Steps, named after the KIP's order:
 

@@ -3,7 +3,7 @@
 For each partition, its history rows in offset order; for each row, the state after it and the topic's
 settings at its offset.  A window of a code opens at the first row where the code's condition holds and
 closes at the first later row where it does not (or stays open).  Used to check the vectorized
-:mod:`controller_core.audit.violations` (same windows, offsets, durations and severities).
+:mod:`audit.violations` (same windows, offsets, durations and severities).
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import datetime as dt
 
 import pyarrow as pa
 
-from controller_core.audit.frames import as_millis
+from audit.frames import as_millis
 
 WINDOW_CODES = ("UNDER_MIN_ISR", "AT_MIN_ISR", "OFFLINE", "OFFLINE_NO_CANDIDATE", "LAST_REPLICA_STANDING")
 LONG = ("UNDER_MIN_ISR", "OFFLINE")

@@ -1,6 +1,6 @@
 """Vectorized recomputation of PartitionChangeRecords: the change builder over whole columns.
 
-For every change record at once: the state before it (from :mod:`controller_core.fold`), the cluster
+For every change record at once: the state before it (from :mod:`controller_core.vector.fold`), the cluster
 context at its offset (brokers and topic settings from :mod:`controller_core.timelines`, looked up with
 ``searchsorted``) and its *primary* trigger (the broker event in its own batch, else AlterPartition or
 an election) give the builder's inputs; steps B2-B9 of controller-rules §2.1 then run as NumPy
@@ -10,7 +10,7 @@ operations on padded replica matrices, where "first acceptable replica in replic
 This is a fast path, not a second opinion: a record whose recomputed fields equal the recorded ones
 is explained; every other record (or one outside what this path models: reassignments, ELR members
 that are not replicas, directory changes, several broker events in one batch) is handed to the scalar
-reference (:mod:`controller_core.verify`), which tries every candidate trigger.  Divergences are
+reference (:mod:`controller_core.rules.verify`), which tries every candidate trigger.  Divergences are
 therefore exactly the scalar reference's; the property test holds this path to the scalar builder.
 
 Layout: a set of replica positions (the ISR members among the replicas, the ELR target, the acceptable
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from controller_core.state import MV_3_2_IV0, MV_3_6_IV0, NO_LEADER, RECOVERING
+from controller_core.image import MV_3_2_IV0, MV_3_6_IV0, NO_LEADER, RECOVERING
 
 # primary trigger codes
 ALTER, FENCE, UNFENCE, UNCLEAN_SHUTDOWN, PREFERRED_ELECTION, UNCLEAN_ELECTION = range(6)

@@ -1,4 +1,4 @@
-"""jobs.lake against real Spark + real delta-rs tables (no mocks).
+"""lake.delta against real Spark + real delta-rs tables (no mocks).
 
 On machines without Delta's JVM jars (dev, CI) the Lake picks the delta-rs backend;
 the delta-spark test at the bottom only runs where the jars are on the classpath.
@@ -22,8 +22,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from jobs.lake import Lake, ProtocolError, SchemaMismatchError
-from jobs.spark import delta_jvm_available
+from lake.delta import Lake, ProtocolError, SchemaMismatchError
+from lake.spark import delta_jvm_available
 
 UTC = timezone.utc
 SCHEMA = StructType(
@@ -54,7 +54,7 @@ def protocol(lake: Lake, table: str) -> tuple[int, int]:
 
 
 def test_session_settings_and_backend_choice(spark, tmp_path):
-    # The Lake's timestamp handling depends on these (see jobs/spark.py).
+    # The Lake's timestamp handling depends on these (see lake/spark.py).
     assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
     assert spark.conf.get("spark.sql.parquet.outputTimestampType") == "TIMESTAMP_MICROS"
     assert spark.conf.get("spark.sql.execution.arrow.pyspark.enabled") == "true"

@@ -55,7 +55,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from controller_core.codec.arrowutil import from_numpy, repeat_str
-from controller_core.state import LEADER_UNCHANGED, MIGRATING
+from controller_core.image import LEADER_UNCHANGED, MIGRATING
 
 INT_LIST = pa.list_(pa.int32())
 STR_LIST = pa.list_(pa.string())

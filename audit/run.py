@@ -1,7 +1,7 @@
 """One audit of one cluster: silver tables in, gold rows and an operator's summary out.
 
 The silver tables come from the lake (``kraft-audit replay``) or straight from a log directory
-(:func:`controller_core.audit.local.silver_tables`); either way this module only sees Arrow tables:
+(:func:`audit.local.silver_tables`); either way this module only sees Arrow tables:
 
 * :func:`truncate` cuts the tables at an offset, for an audit "as of" a point in the past;
 * :func:`state_at` gives every partition's and broker's state at that point;
@@ -20,8 +20,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from controller_core import loginfo, recovery
-from controller_core.audit.violations import violations
+from audit import loginfo
+from audit import recovery
+from audit.violations import violations
 
 SEVERITIES = ("ERROR", "WARN", "INFO")
 RANK = {s: i for i, s in enumerate(SEVERITIES)}  # lower is more severe

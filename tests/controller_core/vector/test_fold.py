@@ -1,4 +1,4 @@
-"""The vectorized partition fold (controller_core.fold) equals the scalar replay (state.Cluster / merge).
+"""The vectorized partition fold (controller_core.vector.fold) equals the scalar replay (state.Cluster / merge).
 
 * Generated histories -- several topics and partitions, re-creation after RemoveTopic under a reused name,
   change records with random subsets of fields (leader -1, same-leader bumps, directories, ELR), ClearElr by
@@ -22,14 +22,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller_core.bronze import records_table
+from controller_core.codec.bronze import records_table
 from controller_core.codec.batch import encode_batch
 from controller_core.codec.logfile import iter_chunks
-from controller_core.fold import HISTORY_SCHEMA, STATE_COLUMNS, fold_partitions, state_at
+from controller_core.vector.fold import HISTORY_SCHEMA, STATE_COLUMNS, fold_partitions, state_at
 from controller_core.replay import plan
-from controller_core.state import LOST, MIGRATING, UNASSIGNED, Cluster, Partition, _dirs
+from controller_core.image import LOST, MIGRATING, UNASSIGNED, Cluster, Partition, _dirs
 
-REALDATA = Path(__file__).resolve().parents[3] / "shared" / "realdata"
+REALDATA = Path(__file__).resolve().parents[4] / "shared" / "realdata"
 if not (REALDATA / "README.md").is_file():
     raise FileNotFoundError(f"real metadata is missing: {REALDATA} (need ../shared beside the checkout)")
 from realdata_facts import CLUSTERS  # noqa: E402
@@ -391,7 +391,7 @@ def test_dictionary_strings_hold_the_same_values(tmp_path):
 
 
 def test_string_columns_are_chunked_before_int32_offsets_overflow(tmp_path, monkeypatch):
-    import controller_core.fold as fold
+    import controller_core.vector.fold as fold
 
     records = [("TOPIC_RECORD", 0, {"name": "t", "topicId": T1}), ("TOPIC_RECORD", 0, {"name": "u", "topicId": T2})]
     records += [_p(t, pid, directories=["Teb3PFb009qvAZgMDEFH4g", LOST, UNASSIGNED]) for t in (T1, T2) for pid in range(3)]

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from controller_core.recompute import padded
+from controller_core.vector.recompute import padded
 
 BIG = np.int64(1) << 40  # (key, offset) packed as key * BIG + offset: offsets < 2^40, keys < 2^23
 

@@ -10,8 +10,8 @@ import random
 import pytest
 
 from controller_core.codec.batch import encode_batch
-from controller_core.verify import verify_log_dir
-from controller_core.whatif import Run, WhatIfError, load_cluster, what_if
+from controller_core.rules.verify import verify_log_dir
+from controller_core.rules.whatif import Run, WhatIfError, load_cluster, what_if
 from jobs import cli
 
 T = "AAAAAAAAAAAAAAAAAAAAAQ"

@@ -36,7 +36,7 @@ import pyarrow.dataset as pads
 from deltalake import DeltaTable, write_deltalake
 from deltalake import Schema as DeltaSchema
 
-from jobs.spark import delta_jvm_available
+from lake.spark import delta_jvm_available
 
 if TYPE_CHECKING:  # Spark is optional for read_arrow/append_arrow callers.
     from pyspark.sql import DataFrame, SparkSession

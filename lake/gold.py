@@ -3,7 +3,7 @@
 The audit reads a cluster's silver rows straight from Delta with delta-rs (``Lake.read_arrow``): it
 computes on Arrow/NumPy in one process, so it needs no SparkSession and starts in a second.  Gold
 tables are written the same way.  The same audit runs on a log directory (``--log-dir``) through
-:func:`controller_core.audit.local.silver_tables`, with no lake at all.
+:func:`audit.local.silver_tables`, with no lake at all.
 """
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from controller_core import loginfo
-from controller_core.audit import local
+from audit import loginfo
+from audit import local
 
 SILVER_INPUTS = ("partition_state_history", "broker_state_history", "topic_config_history", "invariant_breaches")
 LOG_INFO_TABLE = "replica_log_info"
