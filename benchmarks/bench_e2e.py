@@ -84,13 +84,14 @@ def in_process(data: Path, n: int) -> None:
                 decoded += len(chunk)
     line("decode segments (vectorized, 1 core)", time.perf_counter() - t0, decoded)
 
-    from controller_core.vector.explain import fast_verify
+    from controller_core import pipeline
 
     t0 = time.perf_counter()
-    rep, exp = fast_verify(data)
-    line("replay + recompute (core, 1 core)", time.perf_counter() - t0, rep.records,
-         f"{rep.partition_changes:,} changes, {len(rep.divergences)} divergences")
-    del rep, exp
+    rep, _ = pipeline.from_log_dir(data, invariants=False)
+    line("replay + recompute (pipeline, no invariants, 1 core)", time.perf_counter() - t0, rep.records,
+         f"{rep.partition_changes:,} changes, {rep.divergences.num_rows} divergences, "
+         f"{rep.scalar_partitions} partitions on the scalar path")
+    del rep
     gc.collect()
 
     from audit.run import audit

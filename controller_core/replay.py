@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Iterator
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from controller_core.codec.bronze import records_table
 from controller_core.codec.logfile import iter_chunks
@@ -94,3 +96,23 @@ def iter_batches(log_dir: str | Path, include_skipped: bool = False,
             current.append(rec)
         if current:
             yield lf, current
+
+
+def read_log_dir(log_dir: str | Path) -> tuple[pa.Table | None, int]:
+    """The bronze rows a replay of a log directory reads, in replay order, and the first log offset
+    replayed after the starting snapshot (0 without one).  Rows of the starting snapshot are dated at
+    the snapshot's end offset - 1 (the state they describe).  None when there is nothing to replay."""
+    p = plan(log_dir)
+    parts = []
+    for lf in p.files:
+        for chunk in iter_chunks(str(lf.path), lf.label, first_offset=lf.first_offset):
+            if not len(chunk):
+                continue
+            t = records_table(chunk, "", lf.label, lf.kind)
+            if lf.kind == SEGMENT and p.start_offset:
+                t = t.filter(pc.greater_equal(t.column("offset"), p.start_offset))
+            if lf.kind == SNAPSHOT:
+                t = t.set_column(t.schema.get_field_index("offset"), "offset",
+                                 pa.array(np.full(t.num_rows, p.start_offset - 1, np.int64)))
+            parts.append(t)
+    return (pa.concat_tables(parts) if parts else None), p.start_offset

@@ -49,13 +49,14 @@ def _topic_row(c: Cluster, tid: str, name: str, rec: Rec, deleted: bool) -> dict
             "elr_enabled": c.elr_enabled, "active_controller": c.controller_id}
 
 
-def build(records: Iterable[Rec]) -> tuple[pa.Table, pa.Table]:
-    """(broker_state_history, topic_config_history) for records in log order.
+def build(records: Iterable[Rec], image: Cluster | None = None) -> tuple[pa.Table, pa.Table]:
+    """(broker_state_history, topic_config_history) for records in log order, replayed into ``image``
+    (a fresh image when None; the caller's image holds the end state afterwards).
 
     A topic row is written whenever something its resolved settings depend on may have changed:
     its creation or deletion, any config, feature or controller change (cluster-wide inputs), and
     a change to the replica set of its partition 0 (it caps the effective min ISR)."""
-    c = Cluster()
+    c = image if image is not None else Cluster()
     brokers: list[dict] = []
     topics: list[dict] = []
     last_topic: dict[str, tuple] = {}

@@ -135,8 +135,7 @@ def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = Tru
     try:
         out = S.core(bucketed, plan.start_offset if plan.snapshot else None, invariants).persist()
         found = S.findings_of(out).withColumn("cluster", F.lit(cluster))
-        history = S.dated(S.history_of(out), rows, found.where(F.col("kind") == "trigger"))
-        history = history.withColumn("cluster", F.lit(cluster))
+        history = S.history_of(out).withColumn("cluster", F.lit(cluster))
         if ckpt is None:
             found = found.persist()
             lake.overwrite("partition_state_history", history, partition_by="cluster", where=where)

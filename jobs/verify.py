@@ -6,33 +6,40 @@ from __future__ import annotations
 import json
 import sys
 
-from controller_core.rules.verify import verify_log_dir
+from controller_core import pipeline
 
 
-def _checker():
-    from controller_core.rules.invariants import InvariantChecker
-    return InvariantChecker()
+def _items(table, rest: tuple[str, ...]) -> list[dict]:
+    """Rows in the --json shape: recorded / expected as JSON values, Kafka's camelCase keys first."""
+    out = []
+    for r in table.to_pylist():
+        out.append({"offset": r["offset"], "topic": r["topic"], "topicId": r["topic_id"], "partition": r["partition"],
+                    "rule": r["rule"], "severity": r["severity"], "recorded": json.loads(r["recorded"]),
+                    "expected": json.loads(r["expected"]), **{k: r[k] for k in rest}})
+    return out
 
 
 def run(log_dir: str, as_json: bool = False, elr: str | None = None, out=None) -> int:
     out = out or sys.stdout
     override = None if elr in (None, "auto") else elr == "on"
-    rep = verify_log_dir(log_dir, checker=_checker(), elr_override=override)
-    failed = bool(rep.divergences) or any(b.severity == "ERROR" for b in rep.breaches)
+    rep, _ = pipeline.from_log_dir(log_dir, elr_override=override)
+    divergences = _items(rep.divergences, ("field", "trigger"))
+    breaches = _items(rep.breaches, ("message",))
+    errors = sum(b["severity"] == "ERROR" for b in breaches)
+    failed = bool(divergences) or errors > 0
     if as_json:
-        out.write(json.dumps(rep.to_json(), ensure_ascii=False) + "\n")
+        out.write(json.dumps({"records": rep.records, "partitionChanges": rep.partition_changes,
+                              "divergences": divergences, "invariantBreaches": breaches}, ensure_ascii=False) + "\n")
         return 1 if failed else 0
-    for d in rep.divergences:
-        out.write(f"DIVERGENCE offset={d.offset} topic={d.topic} partition={d.partition} field={d.field} "
-                  f"recorded={json.dumps(d.recorded)} expected={json.dumps(d.expected)} trigger={d.trigger} "
-                  f"rule={d.rule}\n")
-    for b in rep.breaches:
-        out.write(f"{b.severity} {b.rule} offset={b.offset} topic={b.topic} partition={b.partition} "
-                  f"recorded={json.dumps(b.recorded, default=str)} expected={json.dumps(b.expected, default=str)} "
-                  f"{b.message}\n")
-    errors = sum(b.severity == "ERROR" for b in rep.breaches)
+    for d in divergences:
+        out.write(f"DIVERGENCE offset={d['offset']} topic={d['topic']} partition={d['partition']} field={d['field']} "
+                  f"recorded={json.dumps(d['recorded'])} expected={json.dumps(d['expected'])} "
+                  f"trigger={d['trigger']} rule={d['rule']}\n")
+    for b in breaches:
+        out.write(f"{b['severity']} {b['rule']} offset={b['offset']} topic={b['topic']} partition={b['partition']} "
+                  f"recorded={json.dumps(b['recorded'])} expected={json.dumps(b['expected'])} {b['message']}\n")
     start = f" from the snapshot at offset {rep.start_offset}" if rep.start_offset else ""
     out.write(f"kraft-audit verify: {rep.records} records{start}, {rep.partition_changes} partition changes "
-              f"recomputed, {len(rep.divergences)} divergences, {errors} ERROR / "
-              f"{len(rep.breaches) - errors} WARN+INFO invariant findings\n")
+              f"recomputed, {len(divergences)} divergences, {errors} ERROR / "
+              f"{len(breaches) - errors} WARN+INFO invariant findings\n")
     return 1 if failed else 0

@@ -7,15 +7,13 @@ controller core in an executor (``applyInArrow``), so the core sees many partiti
 """
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from controller_core.vector import fold
+from controller_core import pipeline
 from controller_core.replay import SKIP
 
 PARTITION_TYPES = ("PARTITION_RECORD", "PARTITION_CHANGE_RECORD")
@@ -110,79 +108,35 @@ def ordered(table: pa.Table, snapshot_start: int | None) -> pa.Table:
     return unpack(table.drop_columns([c for c in ("bucket", "phase", "context") if c in table.column_names]))
 
 
-def _finding_rows(rep, exp) -> list[dict]:
-    rows = [{"kind": "divergence", "offset": d.offset, "topic": d.topic, "partition": d.partition, "rule": d.rule,
-             "severity": d.severity, "field": d.field, "recorded": json.dumps(d.recorded),
-             "expected": json.dumps(d.expected), "trigger": d.trigger, "message": None} for d in rep.divergences]
-    rows += [{"kind": "breach", "offset": b.offset, "topic": b.topic, "partition": b.partition, "rule": b.rule,
-              "severity": b.severity, "field": None, "recorded": json.dumps(b.recorded, default=str),
-              "expected": json.dumps(b.expected, default=str), "trigger": None, "message": b.message}
-             for b in rep.breaches]
-    # triggers: the vectorized core's where it explained the record, the scalar reference's elsewhere
-    scalar = {(o, t, p): trig for o, t, p, trig in rep.explained}
-    for off, tid, part, trig, ok in zip(*(exp.column(c).to_pylist() for c in
-                                          ("offset", "topic_id", "partition_id", "trigger", "matched"))):
-        rows.append({"kind": "trigger", "offset": off, "topic": tid, "partition": part,
-                     "trigger": trig if ok else scalar.get((off, tid, part), trig)})
-    return rows
-
-
-_HISTORY_NAMES = list(fold.HISTORY_SCHEMA.names)
-# one Arrow group in, one table out: the partition history rows (kind "history") and the findings
-CORE = pa.schema([f.with_nullable(True) for f in fold.HISTORY_SCHEMA]
+# one Arrow group in, one table out: the dated partition history rows (kind "history") and the findings
+_HISTORY_NAMES = list(pipeline.HISTORY_DATED_SCHEMA.names)
+CORE = pa.schema([f.with_nullable(True) for f in pipeline.HISTORY_DATED_SCHEMA]
                  + [f for f in FINDING if f.name not in _HISTORY_NAMES])
 
 
 def core(bucketed: DataFrame, snapshot_start: int | None = None, invariants: bool = True) -> DataFrame:
-    """Per bucket, in one executor call: the partition state history (fold) and the findings --
-    divergences, invariant breaches and the trigger explaining each change (kind "trigger",
-    topic = topic id).  Split them with :func:`history_of` and :func:`findings_of`.
+    """Per bucket, in one executor call, the replay pipeline (:func:`controller_core.pipeline.run`):
+    the dated partition state history and the findings (divergences, invariant breaches; kind
+    "divergence" / "breach").  Split them with :func:`history_of` and :func:`findings_of`.
 
-    The vectorized core (fold + explain) recomputes every change record; the scalar reference
-    re-checks only the partitions holding a record it could not explain.  Records of the starting
-    snapshot are dated ``snapshot_start - 1`` (the state they describe).  The invariants of
-    controller-rules §4 need the scalar image record by record (``invariants=False`` skips them)."""
+    Records of the starting snapshot are dated ``snapshot_start - 1`` (the state they describe).
+    ``invariants=False`` skips the §4 invariant checks."""
 
     def core_group(table: pa.Table) -> pa.Table:
-        from controller_core import timelines
-        from controller_core.vector.explain import cluster_level_recs, explain, scalar_batches
-        from controller_core.rules.invariants import check_batches
-        from controller_core.rules.verify import Report, verify_batches
+        import pyarrow.compute as pc
 
         # partition 0 of these topics is here only as context (another bucket owns it): not reported
-        ctx = set()
+        ctx = frozenset()
         if "context" in table.column_names:
-            import pyarrow.compute as pc
-
-            ctx = set(pc.unique(table.column("topic_id").filter(pc.fill_null(table.column("context"), False)))
-                      .to_pylist())
-        bronze = ordered(table, snapshot_start)
-        history = fold.fold_partitions(bronze)
-        brokers, topics = timelines.build(cluster_level_recs(bronze))
-        exp = explain(bronze, history, brokers, topics)
-        todo = {(t, p) for t, p, ok in zip(exp.column("topic_id").to_pylist(), exp.column("partition_id").to_pylist(),
-                                           exp.column("matched").to_pylist()) if not ok}
-        kind = bronze.column("source_kind").to_pylist()
-        snaps = frozenset(f for f, k in zip(bronze.column("source_file").to_pylist(), kind) if k == "snapshot")
-        rep = verify_batches(scalar_batches(bronze, todo), snapshot_files=snaps) if todo else Report()
-        if invariants:
-            rep.breaches.extend(check_batches(scalar_batches(bronze, None)))
-        hist = history.cast(fold.HISTORY_SCHEMA)
-        if ctx:
-            import pyarrow.compute as pc
-
-            rep.divergences = [d for d in rep.divergences if not (d.partition == 0 and d.topic_id in ctx)]
-            rep.breaches = [b for b in rep.breaches if not (b.partition == 0 and b.topic_id in ctx)]
-            rep.explained = [e for e in rep.explained if not (e[2] == 0 and e[1] in ctx)]
-            exp = exp.filter(pc.invert(pc.and_(pc.equal(exp.column("partition_id"), 0),
-                                               pc.is_in(exp.column("topic_id"), pa.array(sorted(ctx), pa.string())))))
-
-            mine = pc.invert(pc.and_(pc.equal(hist.column("partition_id"), 0),
-                                     pc.is_in(hist.column("topic_id"), pa.array(sorted(ctx), pa.string()))))
-            hist = hist.filter(mine)
-        found = pa.Table.from_pylist(_finding_rows(rep, exp), schema=FINDING)
-        hist = hist.append_column("kind", pa.array(["history"] * hist.num_rows, pa.string()))
-        return pa.concat_tables([_widen(hist), _widen(found)])
+            ctx = frozenset(pc.unique(table.column("topic_id").filter(
+                pc.fill_null(table.column("context"), False))).to_pylist())
+        rep = pipeline.run(ordered(table, snapshot_start), invariants=invariants, context_topics=ctx)
+        div = rep.divergences.drop_columns(["topic_id"])
+        div = div.append_column("kind", pa.array(["divergence"] * div.num_rows, pa.string()))
+        brc = rep.breaches.drop_columns(["topic_id"])
+        brc = brc.append_column("kind", pa.array(["breach"] * brc.num_rows, pa.string()))
+        hist = rep.history.append_column("kind", pa.array(["history"] * rep.history.num_rows, pa.string()))
+        return pa.concat_tables([_widen(hist), _widen(div), _widen(brc)])
 
     return bucketed.groupBy("bucket").applyInArrow(core_group, from_arrow_schema(CORE))
 
@@ -200,22 +154,11 @@ def findings_of(out: DataFrame) -> DataFrame:
 
 
 def history_of(out: DataFrame) -> DataFrame:
-    """The partition state history rows of :func:`core` (fold.HISTORY_SCHEMA)."""
+    """The dated partition state history rows of :func:`core` (pipeline.HISTORY_DATED_SCHEMA)."""
     return out.where(F.col("kind") == "history").select(*_HISTORY_NAMES)
 
 
 # ------------------------------------------------------------------------------ partition history
-def dated(history: DataFrame, rows: DataFrame, triggers: DataFrame) -> DataFrame:
-    """History rows with the time they became / stopped being valid and the trigger behind them."""
-    ts = rows.where(F.col("phase") == PHASE["segment"]).select("offset", "timestamp").dropDuplicates(["offset"])
-    frm = ts.withColumnRenamed("timestamp", "valid_from_timestamp")
-    to = ts.withColumnRenamed("offset", "valid_to_offset").withColumnRenamed("timestamp", "valid_to_timestamp")
-    trig = triggers.select("offset", F.col("topic").alias("topic_id"), F.col("partition").alias("partition_id"),
-                           "trigger")
-    return (history.join(frm, "offset", "left").join(to, "valid_to_offset", "left")
-            .join(trig, ["offset", "topic_id", "partition_id"], "left"))
-
-
 def latest_state(history: DataFrame) -> DataFrame:
     """The current state of every live partition: its history row that nothing follows."""
     live = history.where(F.col("valid_to_offset").isNull())

@@ -1,11 +1,10 @@
-"""The vectorized controller core end to end: bronze rows -> partition history (fold), cluster
-timelines, primary triggers, vectorized recomputation; the scalar reference for whatever is left.
+"""Vectorized recomputation of every PartitionChangeRecord, and the bridge to the scalar reference.
 
 ``explain(bronze, history, brokers, topics)`` labels every PartitionChangeRecord with its primary
-trigger and whether the vectorized builder reproduces it.  ``verify_tables`` then runs the scalar
-reference (:func:`controller_core.rules.verify.verify_batches`) only over the partitions holding records
-the fast path could not explain, with the cluster-level records they depend on, so its divergences
-are the scalar reference's.
+trigger and whether the vectorized builder (:mod:`controller_core.vector.recompute`) reproduces it.
+:func:`scalar_batches` hands the records of the partitions it could not explain (with the
+cluster-level records they depend on) to the scalar reference; :func:`cluster_level_recs` feeds the
+timelines.  :mod:`controller_core.pipeline` wires these steps.
 """
 from __future__ import annotations
 
@@ -428,31 +427,6 @@ def scalar_batches(bronze: pa.Table, partitions: set[tuple[str, int]] | None) ->
     return batches
 
 
-def replay_table(log_dir) -> tuple[pa.Table, frozenset[str]]:
-    """The bronze rows a replay of a log directory reads, in replay order; rows of the starting
-    snapshot are dated at the snapshot's end offset - 1 (the state they describe)."""
-    from controller_core.codec.bronze import records_table
-    from controller_core.codec.logfile import iter_chunks
-    from controller_core.logdir import SEGMENT, SNAPSHOT
-    from controller_core.replay import plan
-
-    p = plan(log_dir)
-    parts = []
-    for lf in p.files:
-        for chunk in iter_chunks(str(lf.path), lf.label, first_offset=lf.first_offset):
-            if not len(chunk):
-                continue
-            t = records_table(chunk, "", lf.label, lf.kind)
-            if lf.kind == SEGMENT and p.start_offset:
-                t = t.filter(pc.greater_equal(t.column("offset"), p.start_offset))
-            if lf.kind == SNAPSHOT:
-                t = t.set_column(t.schema.get_field_index("offset"), "offset",
-                                 pa.array(np.full(t.num_rows, p.start_offset - 1, np.int64)))
-            parts.append(t)
-    snaps = frozenset(f.label for f in p.files if f.kind == SNAPSHOT)
-    return pa.concat_tables(parts) if parts else None, snaps
-
-
 def _epoch_ms(col) -> list[int]:
     """``int(ts.timestamp() * 1000)`` of each timestamp (0 if null), without a datetime per row: the
     same float operations (microseconds / 1e6, * 1000, truncated)."""
@@ -481,28 +455,3 @@ def cluster_level_recs(bronze: pa.Table) -> list[Rec]:
         out.append(Rec(cols["offset"][i], cols["timestamp"][i], cols["batch_base_offset"][i],
                        cols["record_type"][i], cols["record_version"][i], data, cols["source_file"][i]))
     return out
-
-
-def fast_verify(log_dir, checker=None):
-    """Replay + recompute of a log directory through the vectorized core (scalar reference only for
-    the partitions it cannot explain).  Returns (Report, explanations table)."""
-    from controller_core import timelines
-    from controller_core.vector import fold
-    from controller_core.rules.verify import Report, verify_batches
-
-    bronze, snaps = replay_table(log_dir)
-    if bronze is None:
-        return Report(), None
-    history = fold.fold_partitions(bronze)
-    brokers, topics = timelines.build(cluster_level_recs(bronze))
-    exp = explain(bronze, history, brokers, topics)
-    matched = _np(exp.column("matched"), bool)
-    missed = exp.filter(from_numpy(~matched))
-    todo = set(zip(missed.column("topic_id").to_pylist(), missed.column("partition_id").to_pylist()))
-    rep = verify_batches(scalar_batches(bronze, todo), checker, snapshot_files=snaps) if todo else Report()
-    rep.records = bronze.num_rows
-    rep.partition_changes = len(exp)
-    # per trigger label, in order of first occurrence (value_counts keeps it)
-    for item in pc.value_counts(exp.column("trigger").filter(from_numpy(matched))).to_pylist():
-        rep.triggers[item["values"]] = rep.triggers.get(item["values"], 0) + item["counts"]
-    return rep, exp

@@ -130,15 +130,25 @@ def test_created_partition_must_start_with_the_active_replicas(tmp_path):
     assert {(x.offset, x.field) for x in rep.divergences} == {(first + 1, "isr"), (first + 1, "leader")}
 
 
-# --------------------------------------------------- the vectorized core agrees with the reference
-from controller_core.vector.explain import fast_verify  # noqa: E402
+# ------------------------------------------ the replay pipeline agrees with the scalar reference
+from controller_core import pipeline  # noqa: E402
+from controller_core.rules.invariants import check_log  # noqa: E402
+
+
+def _pipeline(d):
+    rep, _ = pipeline.from_log_dir(d)
+    return rep, rep.explained
+
+
+def _ref_divergences(ref):
+    return pipeline.divergence_table(ref.divergences).to_pylist()
 
 
 @pytest.mark.parametrize("cluster", sorted(CLUSTERS))
 def test_vectorized_core_explains_real_logs_like_the_reference(cluster):
-    rep, exp = fast_verify(REALDATA / CLUSTERS[cluster])
+    rep, exp = _pipeline(REALDATA / CLUSTERS[cluster])
     ref = verify_log_dir(REALDATA / CLUSTERS[cluster])
-    assert rep.divergences == ref.divergences == []
+    assert rep.divergences.to_pylist() == _ref_divergences(ref) == []
     assert rep.partition_changes == ref.partition_changes
     matched = exp.column("matched").to_pylist()
     assert sum(matched) >= 0.95 * len(matched)  # nearly everything on the vectorized path
@@ -159,9 +169,9 @@ def test_vectorized_core_reports_the_references_divergences(tmp_path, case):
         d, _ = _log(tmp_path, [[_change(isr=[1, 2], leader=1)]], mv=21)
     else:
         d, _ = _log(tmp_path, [[_change(isr=[1, 2])], [_change(isr=[1]), _fence(2)]], mv=26, elr=1)
-    rep, exp = fast_verify(d)
+    rep, exp = _pipeline(d)
     ref = verify_log_dir(d)
-    assert rep.divergences == ref.divergences != []
+    assert rep.divergences.to_pylist() == _ref_divergences(ref) != []
     assert not all(exp.column("matched").to_pylist())
 
 
@@ -171,9 +181,10 @@ def test_partition_record_data_rebuilt_from_typed_columns_equals_kafkas(cluster)
     columns must give back exactly Kafka's data."""
     import json
 
-    from controller_core.vector.explain import record_data, replay_table
+    from controller_core.replay import read_log_dir
+    from controller_core.vector.explain import record_data
 
-    table, _ = replay_table(REALDATA / CLUSTERS[cluster])
+    table, _ = read_log_dir(REALDATA / CLUSTERS[cluster])
     rows = table.filter(pa_is_in(table.column("record_type"))).to_pylist()
     assert rows
     for row in rows:
@@ -184,3 +195,26 @@ def pa_is_in(col):
     import pyarrow as pa
     import pyarrow.compute as pc
     return pc.is_in(col, value_set=pa.array(["PARTITION_RECORD", "PARTITION_CHANGE_RECORD"]))
+
+
+@pytest.mark.parametrize("cluster", sorted(CLUSTERS))
+def test_pipeline_breaches_equal_the_scalar_checkers_on_real_logs(cluster):
+    rep, _ = _pipeline(REALDATA / CLUSTERS[cluster])
+    ref = pipeline.breach_table(check_log(REALDATA / CLUSTERS[cluster])).to_pylist()
+    assert rep.breaches.to_pylist() == ref
+    assert rep.records > rep.partition_changes > 0
+
+
+@pytest.mark.parametrize("case", ["leader_outside_isr", "fence_keeps_isr", "elr_while_off", "unclean"])
+def test_pipeline_breaches_equal_the_scalar_checkers_on_broken_logs(tmp_path, case):
+    if case == "leader_outside_isr":
+        d, _ = _log(tmp_path, [[_change(isr=[1, 2], leader=3)]])
+    elif case == "fence_keeps_isr":  # broker 2 fenced, still in the ISR
+        d, _ = _log(tmp_path, [[_fence(2)]])
+    elif case == "elr_while_off":
+        d, _ = _log(tmp_path, [[_change(isr=[1], eligibleLeaderReplicas=[2])]], mv=21)
+    else:  # broker 3 elected from outside the ISR
+        d, _ = _log(tmp_path, [[_change(isr=[1])], [_change(isr=[3], leader=3, leaderRecoveryState=1)]])
+    rep, _ = _pipeline(d)
+    ref = pipeline.breach_table(check_log(d)).to_pylist()
+    assert rep.breaches.to_pylist() == ref != []

@@ -1,0 +1,204 @@
+"""The replay pipeline: decoded records in, silver tables out.  Every command replays through here.
+
+``run(records)`` takes the bronze rows of a replay (Arrow columns in replay order: bootstrap, the
+starting snapshot, then segment records; a snapshot's rows dated at its end offset - 1) and returns
+:class:`Replay`: the partition state history (dated, with the trigger of every change), the broker and
+topic timelines, the divergences between what the log recorded and what the controller's rules
+recompute, the invariant breaches of controller-rules §4, and the cluster image at the end.
+
+Steps, in order:
+
+1. fold every partition's records into its state history (:mod:`controller_core.vector.fold`);
+2. build the broker and topic timelines from the few cluster-level records (:mod:`controller_core.timelines`);
+3. recompute every PartitionChangeRecord from its trigger, vectorized (:mod:`controller_core.vector.explain`);
+   the partitions holding a record the vectorized builder cannot reproduce go to the scalar reference
+   (:mod:`controller_core.rules.verify`), which also names the divergences -- counted in
+   ``Replay.scalar_partitions``;
+4. check the §4 invariants (today through the scalar checker :mod:`controller_core.rules.invariants`;
+   the compiled single pass replaces it);
+5. date the history: valid-from / valid-to times from the segment records at those offsets.
+
+Callers: ``verify``, ``describe``, ``audit --log-dir`` / ``plan --log-dir`` (:func:`from_log_dir`), the
+Spark replay (one call per partition bucket inside the executors) and the benchmarks.
+
+Pure NumPy/Arrow; never imports Spark or Delta.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from controller_core import timelines
+from controller_core.codec.arrowutil import from_numpy
+from controller_core.image import Cluster
+from controller_core.replay import SKIP, read_log_dir
+from controller_core.vector import fold
+from controller_core.vector.explain import cluster_level_recs, explain, scalar_batches
+
+TS = pa.timestamp("us", tz="UTC")  # Spark's TimestampType, as read back from Delta
+SEGMENT, SNAPSHOT = "segment", "snapshot"
+
+HISTORY_DATED_SCHEMA = pa.schema(list(fold.HISTORY_SCHEMA) + [
+    pa.field("valid_from_timestamp", TS), pa.field("valid_to_timestamp", TS), pa.field("trigger", pa.string())])
+DIVERGENCE_SCHEMA = pa.schema([
+    ("offset", pa.int64()), ("topic", pa.string()), ("topic_id", pa.string()), ("partition", pa.int32()),
+    ("field", pa.string()), ("recorded", pa.string()), ("expected", pa.string()), ("trigger", pa.string()),
+    ("rule", pa.string()), ("severity", pa.string()),
+])
+BREACH_SCHEMA = pa.schema([
+    ("offset", pa.int64()), ("topic", pa.string()), ("topic_id", pa.string()), ("partition", pa.int32()),
+    ("rule", pa.string()), ("severity", pa.string()), ("recorded", pa.string()), ("expected", pa.string()),
+    ("message", pa.string()),
+])
+
+
+@dataclass
+class Replay:
+    """What one replay produced (see the module docstring)."""
+
+    history: pa.Table  # HISTORY_DATED_SCHEMA
+    brokers: pa.Table  # timelines.BROKER_SCHEMA
+    topics: pa.Table  # timelines.TOPIC_SCHEMA
+    divergences: pa.Table  # DIVERGENCE_SCHEMA
+    breaches: pa.Table  # BREACH_SCHEMA
+    image: Cluster  # topics, brokers, configs, features and controller at the end (partitions: see image_at)
+    explained: pa.Table  # per change record: offset, topic_id, partition_id, trigger, matched, modelled
+    records: int = 0  # records replayed (NoOps and markers included)
+    partition_changes: int = 0  # PartitionChangeRecords recomputed
+    scalar_partitions: int = 0  # partitions handed to the scalar reference
+    trigger_counts: dict[str, int] = field(default_factory=dict)  # how often each trigger explained a record
+    start_offset: int = 0  # first log offset replayed after the starting snapshot (0: none)
+
+
+def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool = True,
+        context_topics: frozenset[str] = frozenset()) -> Replay:
+    """Replay ``records`` (bronze rows in replay order).
+
+    ``elr_override``: whether eligible.leader.replicas.enable was on where the log cannot tell (MV >=
+    4.0-IV1 without the feature record).  ``context_topics``: topics whose partition 0 rows are only
+    context here (a Spark bucket that does not own them): used for decisions, never reported."""
+    total = records.num_rows
+    records = records.filter(pc.invert(pc.is_in(records.column("record_type"), pa.array(sorted(SKIP)))))
+    snaps = frozenset(pc.unique(records.column("source_file").filter(
+        pc.equal(records.column("source_kind"), SNAPSHOT))).to_pylist())
+    history = fold.fold_partitions(records)
+    image = Cluster(elr_override=elr_override)
+    brokers, topics = timelines.build(cluster_level_recs(records), image)
+    exp = explain(records, history, brokers, topics)
+
+    # the scalar reference for the partitions the vectorized builder could not reproduce
+    matched = np.asarray(exp.column("matched"), bool)
+    missed = exp.filter(from_numpy(~matched))
+    todo = set(zip(missed.column("topic_id").to_pylist(), missed.column("partition_id").to_pylist()))
+    divergences, labels = [], {}
+    if todo:
+        from controller_core.rules.verify import verify_batches
+
+        rep = verify_batches(scalar_batches(records, todo), elr_override=elr_override, snapshot_files=snaps)
+        divergences = rep.divergences
+        labels = {(o, t, p): name for o, t, p, name in rep.explained}
+    found = []
+    if invariants:
+        from controller_core.rules.invariants import check_batches
+
+        found = check_batches(scalar_batches(records, None), cluster=Cluster(elr_override=elr_override))
+
+    if context_topics:
+        divergences = [d for d in divergences if not (d.partition == 0 and d.topic_id in context_topics)]
+        found = [b for b in found if not (b.partition == 0 and b.topic_id in context_topics)]
+        ctx = pa.array(sorted(context_topics), pa.string())
+        mine = lambda t: pc.invert(pc.and_(pc.equal(t.column("partition_id"), 0),  # noqa: E731
+                                           pc.is_in(t.column("topic_id"), ctx)))
+        exp, history = exp.filter(mine(exp)), history.filter(mine(history))
+
+    triggers = _triggers(exp, labels)
+    counts = {item["values"]: item["counts"] for item in pc.value_counts(triggers.column("trigger")).to_pylist()
+              if not item["values"].endswith("?")}
+    return Replay(history=date_history(history, records, triggers), brokers=brokers, topics=topics,
+                  divergences=divergence_table(divergences), breaches=breach_table(found), image=image, explained=exp,
+                  records=total, partition_changes=len(exp), scalar_partitions=len(todo), trigger_counts=counts)
+
+
+def from_log_dir(log_dir: str | Path, **kw) -> tuple[Replay, pa.Table]:
+    """:func:`run` over a log directory's replay plan; also returns the segment records' times
+    (offset, timestamp; NoOps included): the clock an "as of" point resolves on."""
+    records, start_offset = read_log_dir(log_dir)
+    if records is None:
+        raise FileNotFoundError(f"{log_dir}: no metadata records to replay")
+    seg = pc.equal(records.column("source_kind"), SEGMENT)
+    times = pa.table({"offset": records.column("offset").filter(seg),
+                      "timestamp": records.column("timestamp").filter(seg).cast(TS)})
+    out = run(records, **kw)
+    out.start_offset = start_offset
+    return out, times
+
+
+# ------------------------------------------------------------------------------------------ steps
+def _triggers(exp: pa.Table, scalar: dict) -> pa.Table:
+    """(offset, topic_id, partition_id, trigger) per change record: the vectorized label where it
+    reproduced the record, the scalar reference's elsewhere."""
+    trig = exp.column("trigger")
+    if scalar:
+        key = zip(exp.column("offset").to_pylist(), exp.column("topic_id").to_pylist(),
+                  exp.column("partition_id").to_pylist())
+        names = trig.to_pylist()
+        trig = pa.array([t if ok else scalar.get(k, t) for t, ok, k in
+                         zip(names, exp.column("matched").to_pylist(), key)], pa.string())
+    return pa.table({"offset": exp.column("offset"), "topic_id": exp.column("topic_id"),
+                     "partition_id": exp.column("partition_id"), "trigger": trig})
+
+
+def date_history(history: pa.Table, records: pa.Table, triggers: pa.Table) -> pa.Table:
+    """History rows with the time they became and stopped being valid (the timestamps of the segment
+    records at ``offset`` / ``valid_to_offset``; null for a snapshot's state) and the trigger of
+    each change record (null where there is none)."""
+    seg = pc.equal(records.column("source_kind"), SEGMENT)
+    s_off = np.asarray(records.column("offset").filter(seg), np.int64)
+    s_ts = records.column("timestamp").filter(seg).cast(TS)
+    order = np.argsort(s_off, kind="stable")
+    s_off = s_off[order]
+    s_ts = s_ts.take(from_numpy(order))
+
+    def at(offsets) -> pa.Array:
+        if not len(s_off):
+            return pa.nulls(len(offsets), TS)
+        q = np.asarray(pc.fill_null(offsets, -1), np.int64)
+        j = np.clip(np.searchsorted(s_off, q), 0, len(s_off) - 1)
+        hit = (s_off[j] == q) & (q >= 0)
+        return pc.if_else(from_numpy(hit), s_ts.take(from_numpy(j)), pa.scalar(None, TS))
+
+    history = history.cast(fold.HISTORY_SCHEMA)
+    # Arrow joins carry no list columns: join the keys with a row number, then place the triggers
+    keys = history.select(["offset", "topic_id", "partition_id"]).append_column(
+        "_row", pa.array(np.arange(history.num_rows, dtype=np.int64)))
+    hit = keys.join(triggers, ["offset", "topic_id", "partition_id"], join_type="inner")
+    trigger = pa.nulls(history.num_rows, pa.string())
+    if hit.num_rows:
+        placed = np.full(history.num_rows, -1, np.int64)
+        placed[np.asarray(hit.column("_row"), np.int64)] = np.arange(hit.num_rows)
+        names = hit.column("trigger").combine_chunks()
+        trigger = pc.if_else(from_numpy(placed >= 0), names.take(from_numpy(np.maximum(placed, 0))),
+                             pa.scalar(None, pa.string()))
+    out = (history.append_column("valid_from_timestamp", at(history.column("offset")))
+           .append_column("valid_to_timestamp", at(history.column("valid_to_offset")))
+           .append_column("trigger", trigger))
+    return out.select(HISTORY_DATED_SCHEMA.names).cast(HISTORY_DATED_SCHEMA)
+
+
+def divergence_table(divs) -> pa.Table:
+    return pa.Table.from_pylist([
+        {"offset": d.offset, "topic": d.topic, "topic_id": d.topic_id, "partition": d.partition, "field": d.field,
+         "recorded": json.dumps(d.recorded), "expected": json.dumps(d.expected), "trigger": d.trigger,
+         "rule": d.rule, "severity": d.severity} for d in divs], schema=DIVERGENCE_SCHEMA)
+
+
+def breach_table(found) -> pa.Table:
+    return pa.Table.from_pylist([
+        {"offset": b.offset, "topic": b.topic, "topic_id": b.topic_id, "partition": b.partition, "rule": b.rule,
+         "severity": b.severity, "recorded": json.dumps(b.recorded, default=str),
+         "expected": json.dumps(b.expected, default=str), "message": b.message} for b in found], schema=BREACH_SCHEMA)
