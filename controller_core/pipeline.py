@@ -76,19 +76,23 @@ class Replay:
 
 
 def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool = True,
-        context_topics: frozenset[str] = frozenset()) -> Replay:
+        context_topics: frozenset[str] = frozenset(), rejected: list | None = None) -> Replay:
     """Replay ``records`` (bronze rows in replay order).
 
     ``elr_override``: whether eligible.leader.replicas.enable was on where the log cannot tell (MV >=
     4.0-IV1 without the feature record).  ``context_topics``: topics whose partition 0 rows are only
-    context here (a Spark bucket that does not own them): used for decisions, never reported."""
+    context here (a Spark bucket that does not own them): used for decisions, never reported.
+    ``rejected``: if given, receives (file, offset, record type, reason) of every record the image
+    cannot apply (skipped by the replay; the invariants report them as INV-TOPIC-EXISTS & co.)."""
     total = records.num_rows
     records = records.filter(pc.invert(pc.is_in(records.column("record_type"), pa.array(sorted(SKIP)))))
     snaps = frozenset(pc.unique(records.column("source_file").filter(
         pc.equal(records.column("source_kind"), SNAPSHOT))).to_pylist())
     history = fold.fold_partitions(records)
     image = Cluster(elr_override=elr_override)
-    brokers, topics = timelines.build(cluster_level_recs(records), image)
+    brokers, topics = timelines.build(cluster_level_recs(records), image, rejected)
+    if rejected is not None:
+        _orphans(history, records, rejected)
     exp = explain(records, history, brokers, topics)
 
     # the scalar reference for the partitions the vectorized builder could not reproduce
@@ -139,6 +143,23 @@ def from_log_dir(log_dir: str | Path, **kw) -> tuple[Replay, pa.Table]:
 
 
 # ------------------------------------------------------------------------------------------ steps
+def _orphans(history: pa.Table, records: pa.Table, rejected: list) -> None:
+    """Change records for partitions that do not exist (the fold's orphans) into ``rejected``."""
+    orphan = history.filter(history.column("orphan")).select(["offset", "topic_id", "partition_id"])
+    if not orphan.num_rows:
+        return
+    seen = {(r[1], r[2]) for r in rejected}
+    files = records.filter(pc.is_in(records.column("offset"), orphan.column("offset"))).select(
+        ["offset", "record_type", "source_file"])
+    where = {(o, t): f for o, t, f in zip(*(files.column(c).to_pylist() for c in ("offset", "record_type",
+                                                                                   "source_file")))}
+    for o, tid, pid in zip(*(orphan.column(c).to_pylist() for c in ("offset", "topic_id", "partition_id"))):
+        rtype = "PARTITION_CHANGE_RECORD"
+        if (o, rtype) not in seen:
+            rejected.append((where.get((o, rtype)), o, rtype, f"PartitionChangeRecord for unknown partition "
+                                                               f"{(tid, pid)}"))
+
+
 def _triggers(exp: pa.Table, scalar: dict) -> pa.Table:
     """(offset, topic_id, partition_id, trigger) per change record: the vectorized label where it
     reproduced the record, the scalar reference's elsewhere."""

@@ -99,10 +99,15 @@ def iter_batches(log_dir: str | Path, include_skipped: bool = False,
 
 
 def read_log_dir(log_dir: str | Path) -> tuple[pa.Table | None, int]:
-    """The bronze rows a replay of a log directory reads, in replay order, and the first log offset
-    replayed after the starting snapshot (0 without one).  Rows of the starting snapshot are dated at
-    the snapshot's end offset - 1 (the state they describe).  None when there is nothing to replay."""
+    """The bronze rows a replay of a log directory reads (:func:`read_plan` of its :func:`plan`) and
+    the first log offset replayed after the starting snapshot (0 without one)."""
     p = plan(log_dir)
+    return read_plan(p), p.start_offset
+
+
+def read_plan(p: Plan) -> pa.Table | None:
+    """The bronze rows of a replay plan's files, in replay order; rows of the starting snapshot are
+    dated at the snapshot's end offset - 1 (the state they describe).  None when there is nothing."""
     parts = []
     for lf in p.files:
         for chunk in iter_chunks(str(lf.path), lf.label, first_offset=lf.first_offset):
@@ -112,7 +117,7 @@ def read_log_dir(log_dir: str | Path) -> tuple[pa.Table | None, int]:
             if lf.kind == SEGMENT and p.start_offset:
                 t = t.filter(pc.greater_equal(t.column("offset"), p.start_offset))
             if lf.kind == SNAPSHOT:
-                t = t.set_column(t.schema.get_field_index("offset"), "offset",
-                                 pa.array(np.full(t.num_rows, p.start_offset - 1, np.int64)))
+                i = t.schema.get_field_index("offset")
+                t = t.set_column(i, t.schema.field(i), pa.array(np.full(t.num_rows, p.start_offset - 1, np.int64)))
             parts.append(t)
-    return (pa.concat_tables(parts) if parts else None), p.start_offset
+    return pa.concat_tables(parts) if parts else None

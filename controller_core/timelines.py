@@ -49,9 +49,11 @@ def _topic_row(c: Cluster, tid: str, name: str, rec: Rec, deleted: bool) -> dict
             "elr_enabled": c.elr_enabled, "active_controller": c.controller_id}
 
 
-def build(records: Iterable[Rec], image: Cluster | None = None) -> tuple[pa.Table, pa.Table]:
+def build(records: Iterable[Rec], image: Cluster | None = None,
+          rejected: list | None = None) -> tuple[pa.Table, pa.Table]:
     """(broker_state_history, topic_config_history) for records in log order, replayed into ``image``
-    (a fresh image when None; the caller's image holds the end state afterwards).
+    (a fresh image when None; the caller's image holds the end state afterwards).  Records the image
+    cannot apply are skipped, and listed in ``rejected`` as (file, offset, type, reason) if given.
 
     A topic row is written whenever something its resolved settings depend on may have changed:
     its creation or deletion, any config, feature or controller change (cluster-wide inputs), and
@@ -86,7 +88,9 @@ def build(records: Iterable[Rec], image: Cluster | None = None) -> tuple[pa.Tabl
             p0_before = None if p0 is None else (tuple(p0.replicas), tuple(p0.adding), tuple(p0.removing))
         try:
             c.apply(rec.type, rec.data, rec.offset)
-        except ReplayError:
+        except ReplayError as exc:
+            if rejected is not None:
+                rejected.append((rec.file, rec.offset, rec.type, str(exc)))
             continue
         if rec.type in BROKER_RECORDS:
             b = _broker_id(rec)

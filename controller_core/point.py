@@ -1,0 +1,180 @@
+"""The cluster image at a point of a log's history: after offset N, or after the batches written by time T.
+
+``image_at(log_dir, at_offset=N | at_time=T)`` replays a log directory through the one pipeline
+(:mod:`controller_core.pipeline`) up to the point and returns the image there plus where the replay
+stopped (:class:`Reached`).  The point follows Kafka's application order:
+
+* ``at_offset`` N: every record up to and including N (a batch is cut at N if N falls inside it, with a
+  note, since Kafka applies batches atomically);
+* ``at_time`` T (epoch microseconds): the longest run of batches, from the start, whose timestamps are at
+  or before T (a batch is applied whole or not at all);
+* neither: the end of the log.
+
+When older segments were deleted the replay starts from a snapshot covering the missing start: the newest
+covering snapshot at or before the point.  A point before every covering snapshot, an offset past the end
+of the log or a time before its first record raises :class:`PointError`.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from controller_core import pipeline
+from controller_core.codec.arrowutil import from_numpy
+from controller_core.image import Cluster, Partition
+from controller_core.logdir import SEGMENT, SNAPSHOT, LogFile, discover
+from controller_core.replay import Plan, iter_file_records, plan, read_plan
+
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+class PointError(ValueError):
+    """A point the log cannot answer for (before what it covers, past its end)."""
+
+
+@dataclass
+class Reached:
+    """Where the replay stopped: the last log offset applied and its batch's timestamp in ms (None: no log
+    record applied, e.g. the state is a snapshot's), and the snapshot it started from."""
+
+    offset: int | None = None
+    timestamp: int | None = None
+    snapshot: LogFile | None = None
+
+
+def fmt_ms(ms: int) -> str:
+    return (EPOCH + timedelta(milliseconds=ms)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def fmt_us(us: int) -> str:
+    spec = "milliseconds" if us % 1000 == 0 else "microseconds"
+    return (EPOCH + timedelta(microseconds=us)).isoformat(timespec=spec).replace("+00:00", "Z")
+
+
+def _snapshot_header_ts(snap: LogFile) -> int:
+    """lastContainedLogTimestamp of a snapshot (ms): the time of the last record it contains."""
+    for rec in iter_file_records(snap, include_skipped=True):
+        if rec.type == "SNAPSHOT_HEADER":
+            return int(rec.data.get("lastContainedLogTimestamp", 0))
+        break
+    return 0
+
+
+def plan_for(log_dir, at_offset: int | None, at_time: int | None) -> Plan:
+    """The replay plan for a point: :func:`controller_core.replay.plan`, except that for a point before
+    the newest covering snapshot an older covering snapshot at or before the point is used."""
+    p = plan(log_dir)
+    if p.snapshot is None:
+        return p
+    segments = [f for f in p.files if f.kind == SEGMENT]
+    first = min(s.offset for s in segments)
+    covering = sorted((f for f in discover(Path(log_dir)) if f.kind == SNAPSHOT and f.offset >= first),
+                      key=lambda f: f.offset, reverse=True)
+    for snap in covering:
+        if at_offset is not None and snap.offset - 1 > at_offset:
+            continue
+        if at_time is not None and _snapshot_header_ts(snap) * 1000 > at_time:
+            continue
+        return Plan([snap] + segments, snap, snap.offset)
+    oldest = covering[-1]
+    what = f"offset {at_offset}" if at_offset is not None else fmt_us(at_time)
+    since = (f"offset {oldest.offset - 1}" if at_offset is not None
+             else f"{fmt_ms(_snapshot_header_ts(oldest))} (offset {oldest.offset - 1})")
+    raise PointError(f"{what} is before what the log covers: its segments start at offset {first}, so the replay "
+                     f"starts from a snapshot, and the oldest one ({oldest.label}) holds the state as of {since}; no "
+                     "earlier state can be rebuilt")
+
+
+def _np(col) -> np.ndarray:
+    """A column as NumPy without ``ChunkedArray.__array__``, which imports pandas (describe starts
+    without it)."""
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    return arr.to_numpy(zero_copy_only=False)
+
+
+def cut(records: pa.Table, at_offset: int | None, at_time: int | None, snapshot: LogFile | None,
+        notes: list[str]) -> tuple[pa.Table, Reached]:
+    """The rows of a replay (bootstrap and snapshot rows whole, then segment rows) up to the point."""
+    seg = _np(pc.equal(records.column("source_kind"), SEGMENT))
+    rows = np.flatnonzero(seg)
+    off = _np(records.column("offset"))[rows]
+    batch = _np(records.column("batch_base_offset"))[rows]
+    ts_ms = _np(records.column("timestamp").cast(pa.timestamp("ms", tz="UTC")).cast(pa.int64()))[rows]
+    head = np.ones(len(rows), bool)
+    head[1:] = batch[1:] != batch[:-1]
+    batch_no = np.cumsum(head) - 1
+    batch_ts = ts_ms[head][batch_no]  # a batch's time: its first record's
+    keep = len(rows)  # segment rows kept: a prefix
+    done = False
+    if at_time is not None:
+        late = np.flatnonzero(head & (batch_ts * 1000 > at_time))
+        if len(late):
+            keep, done = int(late[0]), True
+    elif at_offset is not None:
+        after = np.flatnonzero(off > at_offset)
+        if len(after):
+            keep, done = int(after[0]), True
+            if keep and not head[keep]:  # the point falls inside a batch
+                start = int(np.flatnonzero(head[:keep])[-1])
+                last = int(np.flatnonzero(batch_no == batch_no[keep])[-1])
+                notes.append(f"note: offset {at_offset} is inside batch {off[start]}..{off[last]}, which Kafka applies "
+                             "atomically; showing the state part-way through it")
+        elif len(off) and off[-1] == at_offset:
+            done = True
+    reached = Reached(snapshot=snapshot)
+    if keep:
+        reached.offset, reached.timestamp = int(off[keep - 1]), int(batch_ts[keep - 1])
+    end = reached.offset if reached.offset is not None else (snapshot.offset - 1 if snapshot is not None else None)
+    if at_offset is not None and not done and (end is None or at_offset > end):
+        raise PointError(f"offset {at_offset} is past the end of the log "
+                         f"({'it has no records' if end is None else f'last offset {end}'})")
+    if at_time is not None and snapshot is None and len(off) and reached.offset is None:
+        raise PointError(f"{fmt_us(at_time)} is before the log's first record (offset {off[0]}, written "
+                         f"{fmt_ms(int(batch_ts[0]))})")
+    mask = ~seg
+    mask[rows[:keep]] = True
+    return records.filter(from_numpy(mask)), reached
+
+
+def image_at(log_dir, at_offset: int | None = None, at_time: int | None = None,
+             err=None) -> tuple[Cluster, Reached]:
+    """The cluster image at the point (see the module docstring).  Records the image rejects (a change
+    for an unknown partition, a topic created twice, ...) are reported on ``err`` and skipped."""
+    err = err or sys.stderr
+    if at_offset is not None and at_offset < 0:
+        raise PointError(f"--at-offset {at_offset}: offsets start at 0")
+    p = plan_for(log_dir, at_offset, at_time)
+    records = read_plan(p)
+    notes: list[str] = []
+    if records is None:
+        raise PointError(f"{log_dir}: no metadata records to replay")
+    records, reached = cut(records, at_offset, at_time, p.snapshot, notes)
+    rejected: list = []
+    rep = pipeline.run(records, invariants=False, rejected=rejected)
+    for note in notes:
+        print(f"kraft-audit describe: {note}", file=err)
+    for label, offset, rtype, why in sorted(rejected, key=lambda r: r[1]):
+        print(f"kraft-audit describe: {label} offset {offset} ({rtype}): {why}; record skipped", file=err)
+    return with_partitions(rep.image, rep.history), reached
+
+
+def with_partitions(image: Cluster, history: pa.Table) -> Cluster:
+    """``image`` with every live partition's latest state from ``history``."""
+    hist = history.filter(pc.and_(pc.is_null(history.column("valid_to_offset")),
+                                  pc.invert(pc.or_(history.column("deleted"), history.column("orphan")))))
+    image.partitions = {}
+    for r in hist.to_pylist():
+        if r["topic_id"] not in image.topics:
+            continue
+        image.partitions[(r["topic_id"], r["partition_id"])] = Partition(
+            r["topic_id"], r["partition_id"], list(r["replicas"]), list(r["isr"]), r["leader"], r["leader_epoch"],
+            r["partition_epoch"], list(r["removing_replicas"] or []), list(r["adding_replicas"] or []),
+            list(r["eligible_leader_replicas"] or []), list(r["last_known_elr"] or []), r["leader_recovery_state"],
+            list(r["directories"] or []))
+    return image
