@@ -67,8 +67,9 @@ def _finding(code: str, severity: str, meaning: str, reference: str, **extra) ->
     return _declare(code, FINDING, severity, meaning, reference, VIOLATIONS, **extra)
 
 
-def _invariant(code: str, severity: str, meaning: str, reference: str = "§4", **extra) -> str:
-    return _declare(code, INVARIANT, severity, meaning, reference, extra.pop("table", INVARIANT_BREACHES), **extra)
+def _invariant(code: str, severity: str, meaning: str, reference: str = "§4", table: str = INVARIANT_BREACHES,
+               **extra) -> str:
+    return _declare(code, INVARIANT, severity, meaning, reference, table, **extra)
 
 
 def _divergence(code: str, severity: str, meaning: str, reference: str) -> str:
