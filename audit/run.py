@@ -23,8 +23,8 @@ import pyarrow.compute as pc
 from audit import loginfo
 from audit import recovery
 from audit.violations import violations
+from controller_core.codes import SEVERITIES  # most severe first
 
-SEVERITIES = ("ERROR", "WARN", "INFO")
 RANK = {s: i for i, s in enumerate(SEVERITIES)}  # lower is more severe
 TS = pa.timestamp("us", tz="UTC")
 

@@ -12,9 +12,11 @@ import datetime as dt
 import pyarrow as pa
 
 from audit.frames import as_millis
+from controller_core import codes as C
+from controller_core.codes import AT_MIN_ISR, LAST_REPLICA_STANDING, OFFLINE, OFFLINE_NO_CANDIDATE, UNDER_MIN_ISR
 
-WINDOW_CODES = ("UNDER_MIN_ISR", "AT_MIN_ISR", "OFFLINE", "OFFLINE_NO_CANDIDATE", "LAST_REPLICA_STANDING")
-LONG = ("UNDER_MIN_ISR", "OFFLINE")
+WINDOW_CODES = (UNDER_MIN_ISR, AT_MIN_ISR, OFFLINE, OFFLINE_NO_CANDIDATE, LAST_REPLICA_STANDING)
+LONG = C.long_window_codes()
 
 
 def _ms(ts) -> int | None:
@@ -44,7 +46,7 @@ def _settings_at(rows: list[dict], offset: int) -> dict | None:
 def violations_scalar(tables: dict[str, pa.Table], config: dict, end_offset: int, end_time) -> list[dict]:
     """The window findings as dicts: code, severity, topic_id, partition, first_offset, last_offset, open,
     duration_ms, brokers (the broker of LAST_REPLICA_STANDING; empty for the other codes)."""
-    severities = config["audit"]["severities"]
+    severities = {**C.default_severities(C.FINDING), **config["audit"]["severities"]}
     long_ms = int(config["audit"].get("long_window_ms") or 0)
     end_ms = as_millis(end_time)
     settings = _topic_settings(tables["topic_config_history"])
@@ -67,7 +69,7 @@ def violations_scalar(tables: dict[str, pa.Table], config: dict, end_offset: int
         w["duration_ms"] = end - start if start is not None and end is not None else None
         w["severity"] = severities[code]
         if code in LONG and long_ms > 0 and w["duration_ms"] is not None and w["duration_ms"] >= long_ms:
-            w["severity"] = "ERROR"
+            w["severity"] = C.ERROR
         found.append(w)
 
     for row in rows:
@@ -84,25 +86,25 @@ def violations_scalar(tables: dict[str, pa.Table], config: dict, end_offset: int
             isr = row["isr"] or []
             elr = row["eligible_leader_replicas"] or []
             leader = row["leader"]
-            holds["UNDER_MIN_ISR"] = len(isr) < m
-            holds["AT_MIN_ISR"] = len(isr) == m and len(isr) < len(row["replicas"] or [])
-            holds["OFFLINE"] = leader == -1
-            holds["OFFLINE_NO_CANDIDATE"] = leader == -1 and not isr and not elr
+            holds[UNDER_MIN_ISR] = len(isr) < m
+            holds[AT_MIN_ISR] = len(isr) == m and len(isr) < len(row["replicas"] or [])
+            holds[OFFLINE] = leader == -1
+            holds[OFFLINE_NO_CANDIDATE] = leader == -1 and not isr and not elr
             # last replica standing: ELR off, min ISR >= 2, ISR = [x] with x leading; it goes on while the
             # ISR stays [x] and the partition is leaderless; another x starts another window
             exposed = not elr_on and m >= 2 and len(isr) == 1
-            lrs = open_windows.get("LAST_REPLICA_STANDING")
+            lrs = open_windows.get(LAST_REPLICA_STANDING)
             if lrs is not None and not (exposed and isr == lrs["brokers"] and leader in (isr[0], -1)):
-                close("LAST_REPLICA_STANDING", row)
-            holds["LAST_REPLICA_STANDING"] = exposed and (
-                leader == isr[0] or ("LAST_REPLICA_STANDING" in open_windows and leader == -1))
+                close(LAST_REPLICA_STANDING, row)
+            holds[LAST_REPLICA_STANDING] = exposed and (
+                leader == isr[0] or (LAST_REPLICA_STANDING in open_windows and leader == -1))
         for code in WINDOW_CODES:
             if holds.get(code):
                 if code not in open_windows:
                     open_windows[code] = {
                         "code": code, "topic_id": row["topic_id"], "partition": row["partition_id"],
                         "first_offset": row["offset"], "start_ms": _ms(row["valid_from_timestamp"]),
-                        "brokers": list(row["isr"]) if code == "LAST_REPLICA_STANDING" else []}
+                        "brokers": list(row["isr"]) if code == LAST_REPLICA_STANDING else []}
             elif code in open_windows:
                 close(code, row)
     for code in list(open_windows):

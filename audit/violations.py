@@ -29,6 +29,11 @@ import numpy as np
 import pyarrow as pa
 
 from audit import frames as F
+from controller_core import codes as C
+from controller_core.codes import (
+    AT_MIN_ISR, DATA_LOSS_LIKELY, ELR_MEMBER_FENCED_LEADER, LAST_REPLICA_STANDING, MIN_ISR_ABOVE_RF,
+    MIN_ISR_CHANGE_CLEARED_ELR, OFFLINE, OFFLINE_NO_CANDIDATE, UNCLEAN_CONFIG, UNCLEAN_ELECTION, UNDER_MIN_ISR,
+)
 
 TS = pa.timestamp("us", tz="UTC")
 VIOLATION_SCHEMA = pa.schema([
@@ -50,11 +55,11 @@ VIOLATION_SCHEMA = pa.schema([
     pa.field("explanation", pa.string(), nullable=False),
 ])
 
-PARTITION_WINDOWS = ("UNDER_MIN_ISR", "AT_MIN_ISR", "OFFLINE", "OFFLINE_NO_CANDIDATE")
-LONG_WINDOW_CODES = ("UNDER_MIN_ISR", "OFFLINE")  # raised to ERROR past audit.long_window_ms
+PARTITION_WINDOWS = (UNDER_MIN_ISR, AT_MIN_ISR, OFFLINE, OFFLINE_NO_CANDIDATE)
+LONG_WINDOW_CODES = C.long_window_codes()  # raised to ERROR past audit.long_window_ms
 PCR = "PARTITION_CHANGE_RECORD"
 CLEAR_ELR = "CLEAR_ELR_RECORD"
-ERROR = "ERROR"
+ERROR = C.ERROR
 
 
 # ------------------------------------------------------------------------------------------- context
@@ -127,7 +132,9 @@ def _context(tables: dict[str, pa.Table], config: dict, end_offset: int, end_tim
                    configured=tcol("min_insync_replicas", 1, np.int64), elr_on=tcol("elr_enabled", False, bool),
                    cfg_row=j, topics=topics, t_code=t_code, brokers=brokers, b_id=b_id, b_off=b_off,
                    b_active=active, b_new_incarnation=new_inc, b_down=~active,
-                   breaches=tables.get("invariant_breaches"), severities=dict(audit["severities"]),
+                   breaches=tables.get("invariant_breaches"),
+                   # the registry's defaults under the config's: a config lacking a code still grades it
+                   severities={**C.default_severities(C.FINDING), **audit["severities"]},
                    long_ms=int(audit.get("long_window_ms") or 0), end_offset=int(end_offset),
                    end_ms=F.as_millis(end_time))
 
@@ -228,12 +235,12 @@ def window_predicates(ctx: Context) -> dict[str, np.ndarray]:
     h = ctx.h
     live = ~h.deleted
     offline = live & (h.leader == -1)
-    return {"UNDER_MIN_ISR": live & (h.isr_len < ctx.m),
+    return {UNDER_MIN_ISR: live & (h.isr_len < ctx.m),
             # only while a replica is missing: a partition whose replica count equals its min ISR (RF 1,
             # min ISR 1) sits "at min ISR" by configuration, not because of an incident
-            "AT_MIN_ISR": live & (h.isr_len == ctx.m) & (h.isr_len < h.rf),
-            "OFFLINE": offline,
-            "OFFLINE_NO_CANDIDATE": offline & (h.isr_len == 0) & (h.elr_len == 0)}
+            AT_MIN_ISR: live & (h.isr_len == ctx.m) & (h.isr_len < h.rf),
+            OFFLINE: offline,
+            OFFLINE_NO_CANDIDATE: offline & (h.isr_len == 0) & (h.elr_len == 0)}
 
 
 def _window_text(code: str, tp: str, st: dict, prev: dict | None, m: int, first: int, last, dur: str) -> tuple:
@@ -241,15 +248,15 @@ def _window_text(code: str, tp: str, st: dict, prev: dict | None, m: int, first:
     isr, elr, reps = st["isr"] or [], st["eligibleLeaderReplicas"], st["replicas"] or []
     until = f"until offset {last}" if last is not None else "and is still open at the end of the log"
     since = f"from offset {first} {until} ({dur})"
-    if code == "UNDER_MIN_ISR":
+    if code == UNDER_MIN_ISR:
         missing = [b for b in reps if b not in isr]
         return missing, (f"{tp} had {len(isr)} in-sync replica(s) {isr}, below its effective min ISR {m}, {since}: "
                          f"replicas {missing} were out of the ISR and acks=all producers failed.")
-    if code == "AT_MIN_ISR":
+    if code == AT_MIN_ISR:
         return list(isr), (f"{tp} had exactly its effective min ISR {m} in sync ({isr}) {since}: losing any of "
                            f"them blocks acks=all producers.")
     prev_leader = prev.get("leader") if prev and not prev.get("deleted") else None
-    if code == "OFFLINE":
+    if code == OFFLINE:
         who = [prev_leader] if prev_leader is not None and prev_leader >= 0 else []
         cands = sorted(set(isr) | set(elr))
         return who, (f"{tp} had no leader {since}" + (f" after broker {prev_leader} stopped leading it" if who else "")
@@ -309,8 +316,8 @@ def last_replica(ctx: Context) -> list[pa.Table]:
     if not len(starts):
         return []
     close = h.next[ends]
-    code = "LAST_REPLICA_STANDING"
-    cols = _window_times(ctx, starts, close, False, ctx.severities[code])
+    code = LAST_REPLICA_STANDING
+    cols = _window_times(ctx, starts, close, code in LONG_WINDOW_CODES, ctx.severities[code])
     after, before = _states(ctx, starts), _states(ctx, h.prev[starts])
     texts, brokers = [], []
     for k, s in enumerate(starts.tolist()):
@@ -368,7 +375,7 @@ def _data_loss(ctx: Context, holds: np.ndarray, breaks: np.ndarray, starts: np.n
              f"replica once the followers truncate to it."
              for r, s, b, crash, reg, gone in found]
     ms, ok = h.time[r_], h.time_ok[r_]
-    return _table(len(r_), code="DATA_LOSS_LIKELY", severity=ctx.severities["DATA_LOSS_LIKELY"],
+    return _table(len(r_), code=DATA_LOSS_LIKELY, severity=ctx.severities[DATA_LOSS_LIKELY],
                   topic=[ctx.names[t] for t in h.topic[r_]], topic_id=ctx.dictionary.take(pa.array(h.topic[r_])),
                   partition=h.partition[r_], first_offset=h.offset[r_], last_offset=(h.offset[r_], np.ones(len(r_), bool)),
                   first_time=(ms, ok), last_time=(ms, ok), duration_ms=(np.zeros(len(r_), np.int64), ok), open=False,
@@ -428,7 +435,7 @@ def unclean_elections(ctx: Context) -> list[pa.Table]:
         texts.append(f"{_tp(ctx, int(h.topic[r]), int(h.partition[r]))}: broker {leader} was elected leader uncleanly "
                      f"at offset {h.offset[r]} {via} (previous ISR {b['isr']}, ELR {b['eligibleLeaderReplicas']}, "
                      f"LastKnownElr {b['lastKnownElr']}, leader {b['leader']}): {loss}.")
-    return [_event_table(ctx, "UNCLEAN_ELECTION", rows, brokers, texts)]
+    return [_event_table(ctx, UNCLEAN_ELECTION, rows, brokers, texts)]
 
 
 def elr_fenced_leaders(ctx: Context) -> list[pa.Table]:
@@ -452,7 +459,7 @@ def elr_fenced_leaders(ctx: Context) -> list[pa.Table]:
              f"{h.offset[r]} from the " + ("ELR" if in_elr[r] else "last known leader") + f" while it was {st} "
              "(fenced, in controlled shutdown or unregistered): the partition waits for it to return."
              for r, st in zip(rows.tolist(), state.tolist())]
-    return [_event_table(ctx, "ELR_MEMBER_FENCED_LEADER", rows, [[int(h.leader[r])] for r in rows], texts)]
+    return [_event_table(ctx, ELR_MEMBER_FENCED_LEADER, rows, [[int(h.leader[r])] for r in rows], texts)]
 
 
 # ------------------------------------------------------------------------------------ topic findings
@@ -494,7 +501,7 @@ def unclean_config(ctx: Context) -> list[pa.Table]:
              + (f"until offset {off[close[k]]}" if close[k] >= 0 else "to the end of the log")
              + ": a leaderless partition may elect an out-of-sync replica and lose acknowledged records."
              for k, s in enumerate(starts.tolist())]
-    return [_table(len(starts), code="UNCLEAN_CONFIG", severity=ctx.severities["UNCLEAN_CONFIG"],
+    return [_table(len(starts), code=UNCLEAN_CONFIG, severity=ctx.severities[UNCLEAN_CONFIG],
                    topic=[ctx.names[int(x)] for x in code[starts]], topic_id=ctx.dictionary.take(pa.array(code[starts])),
                    first_offset=off[starts], last_offset=(off[c], ~is_open), first_time=(ms[starts], ok[starts]),
                    last_time=(ms[c], ok[c] & ~is_open), duration_ms=(dur, dur_ok), open=is_open, brokers=[[]] * len(starts),
@@ -525,7 +532,8 @@ def min_isr_above_rf(ctx: Context) -> list[pa.Table]:
         out_rows.append((first, last, parts, sorted(set(h.rf[s].tolist()))))
     firsts = np.array([r[0] for r in out_rows])
     lasts = np.array([r[1] for r in out_rows])
-    cols = _window_times(ctx, firsts, lasts, False, ctx.severities["MIN_ISR_ABOVE_RF"])
+    cols = _window_times(ctx, firsts, lasts, MIN_ISR_ABOVE_RF in LONG_WINDOW_CODES,
+                         ctx.severities[MIN_ISR_ABOVE_RF])
     texts = [f"topic {_tp(ctx, int(h.topic[f]), None)} sets min.insync.replicas={ctx.configured[f]} above the "
              f"replication factor {rfs} of {len(parts)} partition(s) {parts[:10]}{'...' if len(parts) > 10 else ''} "
              f"from offset {h.offset[f]}: the controller silently caps it at partition 0's replica count "
@@ -533,7 +541,7 @@ def min_isr_above_rf(ctx: Context) -> list[pa.Table]:
              for f, _l, parts, rfs in out_rows]
     cfg = [{"minInsyncReplicas": int(ctx.configured[f]), "effectiveMinIsr": int(ctx.m[f]), "replicationFactors": rfs,
             "partitions": parts} for f, _l, parts, rfs in out_rows]
-    return [_table(len(firsts), code="MIN_ISR_ABOVE_RF", topic=[ctx.names[t] for t in h.topic[firsts]],
+    return [_table(len(firsts), code=MIN_ISR_ABOVE_RF, topic=[ctx.names[t] for t in h.topic[firsts]],
                    topic_id=ctx.dictionary.take(pa.array(h.topic[firsts])), brokers=[[]] * len(firsts),
                    evidence_after=[_json(x) for x in cfg], explanation=texts, **cols)]
 
@@ -574,7 +582,7 @@ def cleared_elr(ctx: Context) -> list[pa.Table]:
         brokers.append(who)
         evidence.append({"minInsyncReplicas": change[2] if change else None, "partitions": parts})
     ms, ok = h.time[heads], h.time_ok[heads]
-    return [_table(len(heads), code="MIN_ISR_CHANGE_CLEARED_ELR", severity=ctx.severities["MIN_ISR_CHANGE_CLEARED_ELR"],
+    return [_table(len(heads), code=MIN_ISR_CHANGE_CLEARED_ELR, severity=ctx.severities[MIN_ISR_CHANGE_CLEARED_ELR],
                    topic=[ctx.names[x] for x in h.topic[heads]], topic_id=ctx.dictionary.take(pa.array(h.topic[heads])),
                    first_offset=h.offset[heads], last_offset=(h.offset[heads], np.ones(len(heads), bool)),
                    first_time=(ms, ok), last_time=(ms, ok), duration_ms=(np.zeros(len(heads), np.int64), ok),

@@ -3,9 +3,9 @@ tables -- the data-quality gate a scheduler runs before trusting (or publishing)
 
 Each table gets a suite of expectations that hold for any metadata log Kafka wrote and any replay this
 tool made: keys unique, offsets and epochs in range, validity intervals well ordered, record types
-known, no divergence, no ERROR invariant breach, nothing quarantined.  A failed expectation is a row of
-the gold ``data_quality`` table with its severity; the exit code is 1 when an ERROR-severity
-expectation fails.
+known, rule ids and severities known to the code registry, no divergence, no ERROR invariant breach,
+nothing quarantined.  A failed expectation is a row of the gold ``data_quality`` table with its
+severity; the exit code is 1 when an ERROR-severity expectation fails.
 
 GX runs its pandas engine on the columns each suite needs, read with delta-rs (no SparkSession), in an
 ephemeral context: nothing is written outside the lake, and no network is used.
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from controller_core import codes
 from lake.config import load_config
 
 PROG = "kraft-audit quality"
@@ -82,6 +83,12 @@ def checks() -> list[Check]:
           Check("topic_config_history", "ExpectColumnValuesToNotBeNull", {"column": "topic_name"})]
     c += [Check("divergences", "ExpectTableRowCountToEqual", {"value": 0}),
           Check("invariant_breaches", "ExpectColumnValuesToNotBeInSet", {"column": "severity", "value_set": ["ERROR"]})]
+    # rule ids and severities the registry declares (controller_core/codes.py): a row with any other is
+    # one the audit cannot grade or explain
+    c += [Check(t, "ExpectColumnValuesToBeInSet", {"column": "rule", "value_set": list(codes.written_to(t))})
+          for t in (codes.INVARIANT_BREACHES, codes.DIVERGENCES)]
+    c += [Check(t, "ExpectColumnValuesToBeInSet", {"column": "severity", "value_set": list(codes.SEVERITIES)})
+          for t in (codes.INVARIANT_BREACHES, codes.DIVERGENCES)]
     return c
 
 

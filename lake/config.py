@@ -22,6 +22,8 @@ from typing import Any, Mapping
 
 import yaml
 
+from controller_core import codes
+
 # Located relative to the checkout: we run from a checkout or an editable install.
 DEFAULTS_PATH = Path(__file__).resolve().parent.parent / "conf" / "defaults.yaml"
 
@@ -42,6 +44,7 @@ def load_config(
 ) -> dict:
     """Return the effective configuration as a nested dict (a fresh copy each call)."""
     config = _read_yaml(DEFAULTS_PATH)
+    _registry_defaults(config)
     if path is not None:
         _deep_merge(config, _read_yaml(Path(path)), source=str(path))
     env_lake = os.environ.get(LAKE_ENV)
@@ -51,6 +54,16 @@ def load_config(
         _deep_merge(config, copy.deepcopy(dict(overrides)), source="overrides")
     _validate(config)
     return config
+
+
+def _registry_defaults(config: dict) -> None:
+    """``audit.severities``: every finding code of the registry at its default severity.  Filled before a
+    user file is merged, so the merge rejects a code the registry lacks like any unknown key, and a new
+    code needs only its declaration in controller_core/codes.py."""
+    if config["audit"].get("severities"):
+        raise ConfigError(f"{DEFAULTS_PATH}: audit.severities must be empty: the finding codes and their "
+                          "defaults come from controller_core/codes.py")
+    config["audit"]["severities"] = codes.default_severities(codes.FINDING)
 
 
 def _read_yaml(path: Path) -> dict:

@@ -31,6 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from controller_core import codes
+from controller_core.codes import ERROR, INFO, WARN
 from controller_core.image import (
     ELR_FEATURE, LEADER_UNCHANGED, METADATA_VERSION, MIN_ISR, MV_3_2_IV0, MV_3_6_IV0, MV_4_0_IV1, NO_LEADER,
     RECOVERED, RECOVERING, Cluster, Partition, merge,
@@ -39,51 +41,14 @@ from controller_core.image import (
 if TYPE_CHECKING:
     from controller_core.replay import Rec
 
-ERROR, WARN, INFO = "ERROR", "WARN", "INFO"
-
-# id -> severity as written in the §4 table ("E/W" rules list their stricter severity)
-RULES: dict[str, str] = {
-    "INV-TOPIC-EXISTS": ERROR,
-    "INV-TOPIC-UNIQUE": ERROR,
-    "INV-REPLICAS-DISTINCT": ERROR,
-    "INV-DIRS-LENGTH": ERROR,
-    "INV-ISR-SUBSET-REPLICAS": ERROR,
-    "INV-LEADER-IN-ISR": ERROR,
-    "INV-LEADER-IN-REPLICAS": ERROR,
-    "INV-ELR-DISJOINT": ERROR,
-    "INV-ELR-DISABLED-EMPTY": ERROR,
-    "INV-ISR-EMPTY-NEEDS-ELR": ERROR,
-    "INV-ELR-BELOW-MINISR": ERROR,
-    "INV-ELR-SUBSET-REPLICAS": WARN,
-    "INV-ELR-UNCLEAN-REMOVED": ERROR,
-    "INV-LKE-SINGLETON": ERROR,
-    "INV-LKE-LEADERLESS": ERROR,
-    "INV-LKE-NEGATIVE": WARN,
-    "INV-LEADER-EPOCH-STEP": ERROR,
-    "INV-PARTITION-EPOCH-STEP": ERROR,
-    "INV-EPOCH-MONOTONIC": ERROR,
-    "INV-BUMP-ON-REPLICA-LOSS": ERROR,
-    "INV-BUMP-ON-SHRINK-OLDMV": ERROR,
-    "INV-NO-SPURIOUS-BUMP": INFO,
-    "INV-RECORD-NOOP": ERROR,
-    "INV-LRS-ENTRY": ERROR,
-    "INV-LRS-SINGLE-ISR": ERROR,
-    "INV-LRS-EXIT": ERROR,
-    "INV-ISR-EXPAND-ACTIVE": ERROR,
-    "INV-FENCE-REMOVES-ISR": ERROR,
-    "INV-OFFLINE-NO-CANDIDATE": WARN,
-    "INV-UNDER-MINISR": INFO,
-    "INV-BROKER-EPOCH-MATCH": ERROR,
-    "INV-CS-STICKY": ERROR,
-    "INV-REGISTER-UNCLEAN-BATCH": WARN,
-    "INV-LEADER-ACTIVE": WARN,
-    "INV-UNCLEAN-CONFIG": WARN,
-    "INV-UNCLEAN-ELECTION": WARN,
-}
-
-# the §4 rule evaluated elsewhere: it needs the recomputed election (verify.py reports a leader that
+# the §4 rules evaluated elsewhere: they need the recomputed election (verify.py reports a leader that
 # differs from the recomputed one as a divergence with this rule id)
-NOT_HERE = ("INV-ELECTION-ORDER",)
+NOT_HERE = tuple(c.code for c in codes.of_kind(codes.INVARIANT) if c.table == codes.DIVERGENCES)
+
+# id -> default severity, from the registry (controller_core/codes.py).  The checker grades a few cases
+# below differently (``_elr_flag``, INV-ISR-EXPAND-ACTIVE before Kafka 3.3, INV-ELR-BELOW-MINISR after a
+# min ISR change): the registry's ``varies`` says which and why.
+RULES: dict[str, str] = {c.code: c.severity for c in codes.of_kind(codes.INVARIANT) if c.code not in NOT_HERE}
 
 
 @dataclass(frozen=True)
@@ -258,7 +223,8 @@ class InvariantChecker:
     def _breach(c: Cluster, offset: int, rule: str, severity: str | None, key, recorded, expected,
                 message: str) -> Breach:
         topic, part = (None, None) if key is None else (c.topics.get(key[0], key[0]), key[1])
-        return Breach(offset, rule, severity or RULES[rule], topic, part, recorded, expected, message,
+        default = RULES[rule]  # looked up even for a case-specific severity: an undeclared id fails here
+        return Breach(offset, rule, severity or default, topic, part, recorded, expected, message,
                       topic_id=None if key is None else key[0])
 
     def _verify_epochs(self, c: Cluster, out: list[Breach]) -> None:

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from controller_core import codes
 from controller_core.rules.builder import ONLINE, PREFERRED, UNCLEAN, Inputs, build
 from controller_core.replay import Rec, iter_batches
 from controller_core.image import (
@@ -34,8 +35,8 @@ class Divergence:
     recorded: object
     expected: object
     trigger: str
-    rule: str
-    severity: str = "ERROR"
+    rule: str  # codes.RECOMPUTE, or codes.ELECTION_ORDER for the leader field
+    severity: str  # the registry's default for the rule (codes.severity)
     topic_id: str | None = field(default=None, compare=False, repr=False)  # for callers that key by id
 
 
@@ -285,9 +286,9 @@ def _check_change(c: Cluster, rep: Report, p: Partition, rec: Rec, events) -> No
     rep.explained.append((rec.offset, p.topic_id, p.partition_id, cand.trigger + "?"))
     topic = c.topics.get(p.topic_id, p.topic_id)
     for k, got, want in diff(recorded, expected):
-        rep.divergences.append(Divergence(rec.offset, topic, p.partition_id, k, got, want, cand.trigger,
-                                          "INV-ELECTION-ORDER" if k == "leader" else "RECOMPUTE",
-                                          topic_id=p.topic_id))
+        rule = codes.ELECTION_ORDER if k == "leader" else codes.RECOMPUTE
+        rep.divergences.append(Divergence(rec.offset, topic, p.partition_id, k, got, want, cand.trigger, rule,
+                                          codes.severity(rule), topic_id=p.topic_id))
 
 
 def _check_creation(c: Cluster, rep: Report, rec: Rec) -> None:
@@ -305,7 +306,7 @@ def _check_creation(c: Cluster, rep: Report, rec: Rec) -> None:
     topic = c.topics.get(d["topicId"], d["topicId"])
     for k, got, want in diff(recorded, expected):
         rep.divergences.append(Divergence(rec.offset, topic, d["partitionId"], k, got, want, "create_partition",
-                                          "RECOMPUTE", topic_id=d["topicId"]))
+                                          codes.RECOMPUTE, codes.severity(codes.RECOMPUTE), topic_id=d["topicId"]))
 
 
 def verify_log_dir(log_dir: str | Path, checker=None, elr_override: bool | None = None) -> Report:
