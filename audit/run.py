@@ -24,6 +24,7 @@ from audit import loginfo
 from audit import recovery
 from audit.violations import violations
 from controller_core.codes import SEVERITIES  # most severe first
+from controller_core.vector import fold
 
 RANK = {s: i for i, s in enumerate(SEVERITIES)}  # lower is more severe
 TS = pa.timestamp("us", tz="UTC")
@@ -113,10 +114,7 @@ def _current(table: pa.Table) -> pa.Table:
 
 def state_at(tables: dict[str, pa.Table]) -> tuple[pa.Table, pa.Table]:
     """(partitions, brokers) at the end of the (possibly truncated) tables, in recovery's schemas."""
-    hist = _current(tables["partition_state_history"])
-    hist = hist.filter(pc.invert(hist.column("deleted")))
-    if "orphan" in hist.column_names:
-        hist = hist.filter(pc.invert(hist.column("orphan")))
+    hist = fold.state_at(tables["partition_state_history"])
     topics = _current(tables["topic_config_history"])
     names = dict(zip(topics.column("topic_id").to_pylist(), topics.column("topic_name").to_pylist()))
     parts = pa.table({

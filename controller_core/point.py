@@ -30,6 +30,7 @@ from controller_core.codec.arrowutil import from_numpy
 from controller_core.image import Cluster, Partition
 from controller_core.logdir import SEGMENT, SNAPSHOT, LogFile, discover
 from controller_core.replay import Plan, iter_file_records, plan, read_plan
+from controller_core.vector import fold
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -166,10 +167,8 @@ def image_at(log_dir, at_offset: int | None = None, at_time: int | None = None,
 
 def with_partitions(image: Cluster, history: pa.Table) -> Cluster:
     """``image`` with every live partition's latest state from ``history``."""
-    hist = history.filter(pc.and_(pc.is_null(history.column("valid_to_offset")),
-                                  pc.invert(pc.or_(history.column("deleted"), history.column("orphan")))))
     image.partitions = {}
-    for r in hist.to_pylist():
+    for r in fold.state_at(history).to_pylist():
         if r["topic_id"] not in image.topics:
             continue
         image.partitions[(r["topic_id"], r["partition_id"])] = Partition(

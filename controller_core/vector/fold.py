@@ -741,11 +741,14 @@ def _empty(dictionary_strings: bool) -> pa.Table:
 
 
 # --------------------------------------------------------------------------------------- queries
-def state_at(history: pa.Table, offset: int) -> pa.Table:
-    """The partitions that exist after the record at ``offset``: per partition, the latest state row at
-    or before ``offset`` (not a tombstone, not an orphan), sorted as the history is."""
-    off = history.column("offset")
+def state_at(history: pa.Table, offset: int | None = None) -> pa.Table:
+    """The partitions that exist after the record at ``offset`` (None: the end of the history): per
+    partition, the latest state row at or before ``offset`` (not a tombstone, not an orphan), sorted as
+    the history is.  The one definition of "partition state at a point"."""
     vt = history.column("valid_to_offset")
-    current = pc.and_(pc.less_equal(off, offset), pc.fill_null(pc.greater(vt, offset), True))
+    if offset is None:
+        current = pc.is_null(vt)
+    else:
+        current = pc.and_(pc.less_equal(history.column("offset"), offset), pc.fill_null(pc.greater(vt, offset), True))
     keep = pc.and_(current, pc.invert(pc.or_(history.column("deleted"), history.column("orphan"))))
     return history.filter(keep)
