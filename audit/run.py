@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 from audit import loginfo
 from audit import recovery
 from audit.violations import violations
+from controller_core.brokers import active_broker_ids
 
 SEVERITIES = ("ERROR", "WARN", "INFO")
 RANK = {s: i for i, s in enumerate(SEVERITIES)}  # lower is more severe
@@ -142,7 +143,9 @@ def state_at(tables: dict[str, pa.Table]) -> tuple[pa.Table, pa.Table]:
 
 
 def active_brokers(brokers: pa.Table) -> set[int]:
-    return {r["broker_id"] for r in brokers.to_pylist() if r["registered"] and not r["fenced"]}
+    """The brokers that could lead at the audited point (``state_at``'s brokers): registered, unfenced
+    and not in controlled shutdown, as the controller decides it."""
+    return active_broker_ids(brokers)
 
 
 def log_info_as_of(info: pa.Table | None, at_offset: int | None) -> pa.Table:

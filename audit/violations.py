@@ -29,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from audit import frames as F
+from controller_core.brokers import active_rows
 
 TS = pa.timestamp("us", tz="UTC")
 VIOLATION_SCHEMA = pa.schema([
@@ -108,10 +109,7 @@ def _context(tables: dict[str, pa.Table], config: dict, end_offset: int, end_tim
 
     b_id = F.np_col(brokers, "broker_id", None, np.int64)
     b_off = F.np_col(brokers, "offset", None, np.int64)
-    registered = F.np_col(brokers, "registered", False, bool)
-    fenced = F.np_col(brokers, "fenced", True, bool)
-    in_cs = F.np_col(brokers, "in_controlled_shutdown", False, bool)
-    active = registered & ~fenced & ~in_cs
+    active = active_rows(brokers)
     event = np.asarray(brokers.column("event").to_pylist(), dtype=object)
     is_reg = event == "REGISTER_BROKER_RECORD"
     # a new incarnation: the broker's previous registration had another incarnation id
