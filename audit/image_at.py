@@ -30,7 +30,7 @@ def whatif_spec(tables: dict[str, pa.Table]) -> dict:
     mv = max((r["metadata_version"] or 0 for r in topics), default=0)
     spec: dict = {"metadataVersion": mv, "topics": {}, "configs": {"topics": {}}, "brokers": {}, "partitions": []}
     if topics:
-        spec["controllerId"] = topics[0]["active_controller"]
+        spec["controllerId"] = topics[0]["active_controller"] if topics[0]["active_controller"] is not None else -1
         if mv >= MV_4_0_IV1:  # whatif refuses an ELR flag below 4.0-IV1, where ELR cannot be on
             spec["elrEnabled"] = bool(topics[0]["elr_enabled"])
     names = {}

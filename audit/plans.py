@@ -192,17 +192,17 @@ def build_plan(election_type: str, partitions: list[dict], active, candidates=No
         return next((r.get("estimated_records_lost") for r in cands.get(key, []) if r["broker"] == broker), None)
 
     if election_type in (PREFERRED, UNCLEAN):
-        if election_type == PREFERRED:
-            # unchecked, only what availability alone promises; checked, Kafka says which succeed and why not
-            chosen = preferred_partitions(parts, active) if check is None else preferred_wanted(parts)
-        else:
-            chosen, plan["skipped"] = unclean_partitions(parts, active)
-            if check is not None:  # Kafka's own answer for those without an active replica, too
-                chosen, plan["skipped"] = unclean_wanted(parts, active), []
-        leaders = {_key(p): (p["replicas"][0] if election_type == PREFERRED else unclean_winner(p, active))
-                   for p in chosen}
         if check is not None:
-            chosen, leaders = _accepted(plan, check, election_type, chosen)
+            # every partition the election is meant for; the controller says which it accepts, and why not
+            wanted = preferred_wanted(parts) if election_type == PREFERRED else unclean_wanted(parts, active)
+            chosen, leaders = _accepted(plan, check, election_type, wanted)
+        else:  # unchecked: only what broker availability alone promises
+            if election_type == PREFERRED:
+                chosen = preferred_partitions(parts, active)
+            else:
+                chosen, plan["skipped"] = unclean_partitions(parts, active)
+            leaders = {_key(p): (p["replicas"][0] if election_type == PREFERRED else unclean_winner(p, active))
+                       for p in chosen}
         for p in chosen:
             key, w = _key(p), leaders[_key(p)]
             loss = 0 if election_type == PREFERRED else lost(key, w)
