@@ -1,13 +1,14 @@
 """Election plans: the files and commands an operator runs with Kafka's own tools.
 
 Pure functions over partition states (``describe --json`` dicts: topic, topicId, partition, replicas, isr,
-eligibleLeaderReplicas, lastKnownElr, leader, leaderEpoch) and the set of *active* brokers (registered and
-unfenced), optionally with recovery candidates (``audit.recovery`` rows).
+eligibleLeaderReplicas, lastKnownElr, leader, leaderEpoch) and the set of *active* brokers (registered,
+unfenced, not in controlled shutdown: :mod:`controller_core.brokers`), optionally with recovery candidates
+(``audit.recovery`` rows) and the cluster image at the same point (``audit.image_at``).
 
 Election types:
 
-* ``preferred`` — partitions whose leader is not the first replica while that replica is an active ISR
-  member → ``election-preferred.json`` for ``kafka-leader-election.sh --election-type preferred``.
+* ``preferred`` — partitions whose leader is not the first replica while that replica is an ISR member
+  → ``election-preferred.json`` for ``kafka-leader-election.sh --election-type preferred``.
 * ``unclean`` — leaderless partitions without a clean candidate (no active ISR or ELR member) →
   ``election-unclean.json`` for ``--election-type unclean``.  The controller then elects the first active
   replica in replica order (controller-rules §2.3 step 4), or the single LastKnownElr member (step 3).
@@ -25,12 +26,23 @@ Election types:
      to ``election-unclean.json``: an unclean election takes the first active replica, which the
      reassignment made the chosen broker.
 
+Checked against Kafka: given the image (whatif's JSON form, as ``kraft-audit plan`` always gives it),
+every step is applied, in the plan's order, through the what-if controller (:mod:`audit.acceptance`).  A
+partition whose step Kafka would refuse (``ELECTION_NOT_NEEDED``, ``PREFERRED_LEADER_NOT_AVAILABLE``,
+``ELIGIBLE_LEADERS_NOT_AVAILABLE``, ...) is left out of every file and listed with the error and its
+replicas' states; the new leader of an accepted election is the one the controller picks.  A
+reassignment of a leaderless partition runs the controller's election itself (§2.7), so when it already
+elects the chosen broker no election command follows for that partition.  Without an image the
+selection above is all there is (unchecked).
+
 All output is deterministic: partitions sorted by (topic, partition), JSON with sorted file names.
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+from audit.acceptance import StepCheck
 
 PREFERRED, UNCLEAN = "preferred", "unclean"
 LONGEST_LOG_BALANCED, LONGEST_LOG_AGGRESSIVE, DESIGNATION = "longest_log_balanced", "longest_log_aggressive", "designation"
@@ -155,12 +167,16 @@ def _candidate_index(partitions: list[dict], rows: list[dict]) -> dict[tuple[str
 
 
 def build_plan(election_type: str, partitions: list[dict], active, candidates=None,
-               bootstrap_server: str = "BROKER:9092", desired_leaders: dict | None = None) -> dict:
+               bootstrap_server: str = "BROKER:9092", desired_leaders: dict | None = None,
+               image: dict | None = None) -> dict:
     """A plan: ``{"electionType", "files": {name: content}, "commands": [...], "partitions": [...],
     "skipped": [...], "summary": text}``.  ``partitions`` lists each partition acted on with its current
-    and expected leader and ``estimatedRecordsLost`` (null when unknown).  ``candidates``: recovery rows
-    (list of dicts or an Arrow table); ``desired_leaders``: {(topic, partition): broker} overriding them
-    for ``designation``."""
+    and expected leader, its replicas / ISR / ELR / LastKnownElr, ``steps`` (each command's kind and
+    estimated records lost) and ``estimatedRecordsLost`` (null when unknown).  ``skipped`` lists the
+    partitions left out with the ``reason`` and, when Kafka would refuse the step, its ``error`` name.
+    ``candidates``: recovery rows (list of dicts or an Arrow table); ``desired_leaders``: {(topic,
+    partition): broker} overriding them for ``designation``; ``image``: the cluster at the same point in
+    whatif's input form (:func:`audit.image_at.whatif_spec`): every step is checked against it."""
     if election_type not in ELECTION_TYPES:
         raise ValueError(f"election type {election_type!r}, expected one of {ELECTION_TYPES}")
     active = set(active)
@@ -170,34 +186,88 @@ def build_plan(election_type: str, partitions: list[dict], active, candidates=No
     plan = {"electionType": election_type, "bootstrapServer": bootstrap_server, "files": {}, "commands": [],
             "partitions": [], "skipped": []}
     tool = f"kafka-leader-election.sh --bootstrap-server {bootstrap_server}"
+    check = StepCheck(image) if image is not None else None
 
     def lost(key, broker):
         return next((r.get("estimated_records_lost") for r in cands.get(key, []) if r["broker"] == broker), None)
 
-    if election_type == PREFERRED:
-        chosen = preferred_partitions(parts, active)
+    if election_type in (PREFERRED, UNCLEAN):
+        if check is not None:
+            # every partition the election is meant for; the controller says which it accepts, and why not
+            wanted = preferred_wanted(parts) if election_type == PREFERRED else unclean_wanted(parts, active)
+            chosen, leaders = _accepted(plan, check, election_type, wanted)
+        else:  # unchecked: only what broker availability alone promises
+            if election_type == PREFERRED:
+                chosen = preferred_partitions(parts, active)
+            else:
+                chosen, plan["skipped"] = unclean_partitions(parts, active)
+            leaders = {_key(p): (p["replicas"][0] if election_type == PREFERRED else unclean_winner(p, active))
+                       for p in chosen}
         for p in chosen:
-            plan["partitions"].append({"topic": p["topic"], "partition": int(p["partition"]), "leader": p["leader"],
-                                       "newLeader": p["replicas"][0], "estimatedRecordsLost": 0})
+            key, w = _key(p), leaders[_key(p)]
+            loss = 0 if election_type == PREFERRED else lost(key, w)
+            plan["partitions"].append({**_facts(p), "leader": p["leader"], "newLeader": w,
+                                       "election": election_type, "estimatedRecordsLost": loss,
+                                       "steps": [{"step": f"{election_type} election", "estimatedRecordsLost": loss}]})
         if chosen:
-            plan["files"][ELECTION_PREFERRED_FILE] = election_file(_key(p) for p in chosen)
-            plan["commands"].append(f"{tool} --election-type preferred --path-to-json-file {ELECTION_PREFERRED_FILE}")
-    elif election_type == UNCLEAN:
-        chosen, plan["skipped"] = unclean_partitions(parts, active)
-        for p in chosen:
-            w = unclean_winner(p, active)
-            plan["partitions"].append({"topic": p["topic"], "partition": int(p["partition"]), "leader": -1,
-                                       "newLeader": w, "estimatedRecordsLost": lost(_key(p), w)})
-        if chosen:
-            plan["files"][ELECTION_UNCLEAN_FILE] = election_file(_key(p) for p in chosen)
-            plan["commands"].append(f"{tool} --election-type unclean --path-to-json-file {ELECTION_UNCLEAN_FILE}")
+            name = ELECTION_PREFERRED_FILE if election_type == PREFERRED else ELECTION_UNCLEAN_FILE
+            plan["files"][name] = election_file(_key(p) for p in chosen)
+            plan["commands"].append(f"{tool} --election-type {election_type} --path-to-json-file {name}")
     else:
-        _recovery_plan(plan, election_type, by_key, cands, active, desired_leaders or {}, tool, bootstrap_server)
+        _recovery_plan(plan, election_type, by_key, cands, active, desired_leaders or {}, tool, bootstrap_server,
+                       check)
     plan["summary"] = plan_summary(plan)
     return plan
 
 
-def _recovery_plan(plan, election_type, by_key, cands, active, desired, tool, bootstrap_server) -> None:
+def preferred_wanted(partitions: list[dict]) -> list[dict]:
+    """Partitions a preferred election is meant for: led by another broker (or by none) while the first
+    replica is in the ISR.  Whether Kafka can elect it now is the controller's question."""
+    out = []
+    for p in partitions:
+        replicas, isr, _, _ = _lists(p)
+        if replicas and p["leader"] != replicas[0] and replicas[0] in isr:
+            out.append(p)
+    return sorted(out, key=_key)
+
+
+def unclean_wanted(partitions: list[dict], active: set[int]) -> list[dict]:
+    """Leaderless partitions without a clean candidate: only an unclean election gives them a leader."""
+    return sorted((p for p in partitions if p["leader"] == -1 and not has_clean_candidate(p, active)), key=_key)
+
+
+def _facts(p: dict) -> dict:
+    replicas, isr, elr, lke = _lists(p)
+    return {"topic": p["topic"], "partition": int(p["partition"]), "replicas": replicas, "isr": isr,
+            "eligibleLeaderReplicas": elr, "lastKnownElr": lke}
+
+
+def _refused(plan: dict, check: StepCheck, key, error: str, what: str) -> None:
+    plan["skipped"].append({"topic": key[0], "partition": key[1], "error": error,
+                            "reason": f"Kafka would refuse the {what} with {error}: {check.replica_states(key)}"})
+
+
+def _accepted(plan: dict, check: StepCheck, election_type: str, chosen: list[dict]):
+    """(the partitions whose election Kafka accepts and that end with a leader, {key: that leader}); the
+    others go to ``plan["skipped"]`` with the reason."""
+    answers = check.elect(election_type, [_key(p) for p in chosen])
+    kept, leaders = [], {}
+    for p in chosen:
+        key = _key(p)
+        if answers[key] is not None:
+            _refused(plan, check, key, answers[key], f"{election_type} election")
+        elif check.leader(key) == -1:  # accepted, but the controller found nobody: it would only unseat p's leader
+            plan["skipped"].append({"topic": key[0], "partition": key[1], "error": None,
+                                    "reason": f"the {election_type} election would leave it without a leader: "
+                                              f"{check.replica_states(key)}"})
+        else:
+            kept.append(p)
+            leaders[key] = check.leader(key)
+    plan["skipped"].sort(key=lambda s: (s["topic"], s["partition"]))
+    return kept, leaders
+
+
+def _recovery_plan(plan, election_type, by_key, cands, active, desired, tool, bootstrap_server, check=None) -> None:
     strategy = _STRATEGY_OF[election_type]
     choices: dict[tuple[str, int], tuple[int, dict | None]] = {}
     for key in sorted(set(cands) | set(desired)):
@@ -226,24 +296,35 @@ def _recovery_plan(plan, election_type, by_key, cands, active, desired, tool, bo
             continue
         choices[key] = (b, row)
 
-    moves, clean, unclean = {}, [], []
-    for key, (b, row) in sorted(choices.items()):
+    moves, elections, winners, clean_choice = {}, {}, {}, {}
+    for key, (b, _) in sorted(choices.items()):
+        _, isr, elr, _ = _lists(by_key[key])
+        moves[key] = candidate_first(list(by_key[key]["replicas"]), b)
+        clean_choice[key] = b in isr or (not isr and b in elr)  # the controller's clean rule (§2.3 valid)
+        elections[key] = PREFERRED if clean_choice[key] else UNCLEAN
+        winners[key] = b
+    if check is not None:
+        _check_recovery(plan, check, choices, moves, elections, winners)
+    for key in sorted(moves):
+        b, row = choices[key]
         p = by_key[key]
-        _, isr, elr, _ = _lists(p)
-        moves[key] = candidate_first(list(p["replicas"]), b)
-        is_clean = b in isr or (not isr and b in elr)
-        (clean if is_clean else unclean).append(key)
+        loss = 0 if clean_choice[key] else (row or {}).get("estimated_records_lost")
+        kind = elections[key]
+        steps = [{"step": "reassign" if kind else "reassign (elects it)", "estimatedRecordsLost": 0 if kind else loss}]
+        if kind:
+            steps.append({"step": f"{kind} election", "estimatedRecordsLost": loss})
         plan["partitions"].append({
-            "topic": key[0], "partition": key[1], "leader": -1, "newLeader": b,
-            "replicas": list(p["replicas"]), "newReplicas": moves[key], "election": PREFERRED if is_clean else UNCLEAN,
-            "estimatedRecordsLost": 0 if is_clean else (row or {}).get("estimated_records_lost"),
-            "caveat": _unclean_caveat(p, b, active) if not is_clean else None})
-    if not choices:
+            **_facts(p), "leader": -1, "newLeader": winners[key], "newReplicas": moves[key], "election": kind,
+            "estimatedRecordsLost": loss, "steps": steps,
+            "caveat": _caveat(p, b, winners[key], active, check) if kind == UNCLEAN else None})
+    if not moves:
         return
-    plan["files"][DESIGNATION_FILE] = designation_file({k: b for k, (b, _) in choices.items()})
+    plan["files"][DESIGNATION_FILE] = designation_file({k: choices[k][0] for k in moves})
     plan["files"][REASSIGN_FILE] = reassignment_file(moves)
     reassign = f"kafka-reassign-partitions.sh --bootstrap-server {bootstrap_server} --reassignment-json-file {REASSIGN_FILE}"
     plan["commands"] += [f"{reassign} --execute", f"{reassign} --verify"]
+    clean = [k for k in sorted(moves) if elections[k] == PREFERRED]
+    unclean = [k for k in sorted(moves) if elections[k] == UNCLEAN]
     if clean:
         plan["files"][ELECTION_PREFERRED_FILE] = election_file(clean)
         plan["commands"].append(f"{tool} --election-type preferred --path-to-json-file {ELECTION_PREFERRED_FILE}")
@@ -252,12 +333,47 @@ def _recovery_plan(plan, election_type, by_key, cands, active, desired, tool, bo
         plan["commands"].append(f"{tool} --election-type unclean --path-to-json-file {ELECTION_UNCLEAN_FILE}")
 
 
-def _unclean_caveat(p: dict, b: int, active: set[int]) -> str | None:
-    w = unclean_winner(p, active, candidate_first(list(p["replicas"]), b))
-    if w != b:
-        return (f"an unclean election elects broker {w} (the single LastKnownElr member) ahead of broker {b}, "
-                f"so these commands give broker {w}, not {b}")
-    return None
+def _check_recovery(plan, check: StepCheck, choices, moves, elections, winners) -> None:
+    """Step 1 (the reorder), then step 2 (the election) through the what-if controller, in the plan's order.
+    Partitions Kafka would refuse at either step leave ``moves``; a reorder that already elects the chosen
+    broker (the controller elects on any change of a leaderless partition, §2.7) needs no election:
+    ``elections[key]`` becomes None.  ``winners`` gets the broker the controller actually elects."""
+    for key, error in check.reassign(moves).items():
+        if error is not None:
+            _refused(plan, check, key, error, "reassignment")
+            del moves[key]
+    for key in sorted(moves):
+        now = check.leader(key)
+        if now == choices[key][0]:
+            elections[key] = None
+        elif now != -1:
+            plan["skipped"].append({"topic": key[0], "partition": key[1], "error": None, "reason": (
+                f"the reassignment itself would elect broker {now}, not broker {choices[key][0]}: "
+                f"{check.replica_states(key)}")})
+            del moves[key]
+    for kind in (PREFERRED, UNCLEAN):
+        keys = [k for k in sorted(moves) if elections[k] == kind]
+        for key, error in (check.elect(kind, keys) if keys else {}).items():
+            if error is not None or check.leader(key) == -1:
+                if error is not None:
+                    _refused(plan, check, key, error, f"{kind} election after the reassignment")
+                else:
+                    plan["skipped"].append({"topic": key[0], "partition": key[1], "error": None, "reason": (
+                        f"the {kind} election after the reassignment would elect nobody: {check.replica_states(key)}")})
+                del moves[key]
+            else:
+                winners[key] = check.leader(key)
+    plan["skipped"].sort(key=lambda s: (s["topic"], s["partition"]))
+
+
+def _caveat(p: dict, b: int, winner: int, active: set[int], check) -> str | None:
+    """Why the commands may elect another broker than the chosen ``b``: the controller's own pick when the
+    plan was checked, else the single-LastKnownElr rule of §2.3 step 3 (later Kafka)."""
+    w = winner if check is not None else unclean_winner(p, active, candidate_first(list(p["replicas"]), b))
+    if w == b:
+        return None
+    why = "the single LastKnownElr member" if _lists(p)[3] == [w] else "the controller's choice"
+    return f"an unclean election elects broker {w} ({why}) ahead of broker {b}, so these commands give broker {w}, not {b}"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -283,7 +399,8 @@ def plan_summary(plan: dict) -> str:
     et, files = plan["electionType"], plan["files"]
     out = [f"# Election plan: {et}", "", _WHAT[et], ""]
     if not plan["partitions"]:
-        out += ["No partition needs this election.", ""]
+        out += ["No partition needs this election." if not any(s.get("error") for s in plan["skipped"]) else
+                "Nothing to run: Kafka would refuse every election this plan looked at (below).", ""]
     else:
         if DESIGNATION_FILE in files:
             out += [f"`{DESIGNATION_FILE}` is the KIP-966 `--election-type designation` form "
@@ -292,16 +409,21 @@ def plan_summary(plan: dict) -> str:
                     f"1. `{REASSIGN_FILE}` puts the chosen broker first in each replica list, keeping the other "
                     "replicas and their order (no data moves).",
                     "2. The election then elects that first replica: a preferred election when it is an in-sync "
-                    "or eligible replica, otherwise an unclean election, which takes the first active replica.", ""]
+                    "or eligible replica, otherwise an unclean election, which takes the first active replica. "
+                    "Where the reassignment already elects it (the controller elects on any change of a "
+                    "leaderless partition), no election follows.", ""]
         out += ["## Commands", "", "Run in this order from this folder:", "", "```"]
         out += plan["commands"] + ["```", "", "## Partitions", "",
-                                   "| topic | partition | leader now | new leader | replicas | estimated records lost |",
-                                   "|---|---|---|---|---|---|"]
+                                   "The state at the audited point, and what each step may lose (records).", "",
+                                   "| topic | partition | leader now | new leader | replicas | estimated records lost "
+                                   "| replicas now | ISR | ELR | LastKnownElr | steps |",
+                                   "|---|---|---|---|---|---|---|---|---|---|---|"]
         for p in plan["partitions"]:
-            lost = p["estimatedRecordsLost"]
-            reps = p.get("newReplicas") or ""
+            steps = "; ".join(f"{s['step']}: {_lost(s['estimatedRecordsLost'])}" for s in p.get("steps") or [])
             out.append(f"| {p['topic']} | {p['partition']} | {p['leader']} | {p['newLeader']} | "
-                       f"{reps if not reps else ','.join(map(str, reps))} | {'unknown' if lost is None else lost} |")
+                       f"{_ids(p.get('newReplicas') or p.get('replicas'))} | {_lost(p['estimatedRecordsLost'])} | "
+                       f"{_ids(p.get('replicas'))} | {_ids(p.get('isr'))} | {_ids(p.get('eligibleLeaderReplicas'))} | "
+                       f"{_ids(p.get('lastKnownElr'))} | {steps} |")
         caveats = [p for p in plan["partitions"] if p.get("caveat")]
         out.append("")
         if caveats:
@@ -310,9 +432,23 @@ def plan_summary(plan: dict) -> str:
             out += ["Estimated records lost: the longest log end offset among the replicas that reported minus "
                     "the new leader's; an estimate (logs of different leader epochs can differ below their "
                     "ends), unknown without per-replica log info.", ""]
-    if plan["skipped"]:
-        out += ["## Not included", ""] + [f"- {s['topic']}-{s['partition']}: {s['reason']}" for s in plan["skipped"]] + [""]
+    refused = [s for s in plan["skipped"] if s.get("error")]
+    other = [s for s in plan["skipped"] if not s.get("error")]
+    if refused:
+        out += ["## Refused by Kafka (not included)", "",
+                "Checked with the same decision code as `kraft-audit whatif`; the files above leave these out.", ""]
+        out += [f"- {s['topic']}-{s['partition']}: {s['reason']}" for s in refused] + [""]
+    if other:
+        out += ["## Not included", ""] + [f"- {s['topic']}-{s['partition']}: {s['reason']}" for s in other] + [""]
     return "\n".join(out)
+
+
+def _ids(xs) -> str:
+    return ",".join(map(str, xs)) if xs else "none"
+
+
+def _lost(n) -> str:
+    return "unknown" if n is None else str(n)
 
 
 def write_plan(plan: dict, out_dir) -> list[Path]:

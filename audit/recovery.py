@@ -23,8 +23,10 @@ Steps, named after the KIP's order:
 
    * ``aggressive``: the best-ranked valid reply of an active broker.
    * ``balanced``: the same, but only once every broker that may hold committed data has replied validly
-     and is unfenced: the members of ISR, ELR and LastKnownElr (KIP steps 3 and 4: wait for fenced ELR
-     members; recover once all LastKnownELR members are unfenced and replied).  When all three are empty
+     and is active: the members of ISR, ELR and LastKnownElr (KIP steps 3 and 4: wait for fenced ELR
+     members; recover once all LastKnownELR members are unfenced and replied).  A member in controlled
+     shutdown is waited for too: it is on its way to a restart, cannot be elected meanwhile, and may hold
+     the longest log, which choosing another replica would throw away.  When all three are empty
      every replica is required: nothing then says which replica holds the committed data.
    * ``none``: nothing is recommended (KIP "None": wait for the operator); the facts are listed.
 
@@ -37,6 +39,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 import pyarrow as pa
+
+from controller_core.brokers import active
 
 STRATEGIES = ("balanced", "aggressive", "none")
 CLEAN_ISR, CLEAN_ELR, UNCLEAN = "clean_isr", "clean_elr", "unclean_longest_log"
@@ -92,11 +96,14 @@ class BrokerState:
 
     @property
     def alive(self) -> bool:
+        """Up and heartbeating (registered, unfenced): the ``alive_now`` fact of a candidate row.  A
+        broker in controlled shutdown is alive but may not lead; leading is :attr:`acceptable`."""
         return self.registered and not self.fenced
 
     @property
     def acceptable(self) -> bool:
-        return self.alive and not self.in_controlled_shutdown
+        """Could lead now: ``active(b)``, the one definition in :mod:`controller_core.brokers`."""
+        return active(self.registered, self.fenced, self.in_controlled_shutdown)
 
 
 def normalise_partition(p: dict) -> dict:
@@ -105,6 +112,10 @@ def normalise_partition(p: dict) -> dict:
     for k in ("isr", "eligible_leader_replicas", "last_known_elr"):
         out[k] = list(out.get(k) or [])
     return out
+
+
+def _inactive_state(st: BrokerState) -> str:
+    return "not registered" if not st.registered else "fenced" if st.fenced else "in controlled shutdown"
 
 
 def _broker(brokers: dict, b: int) -> BrokerState:
@@ -220,8 +231,8 @@ def recovery_candidates(partition: dict, brokers: dict, log_info: list[dict], st
                 r, st = rows.get(b), _broker(brokers, b)
                 if r is None:
                     waiting.append(f"broker {b} (not a replica, no log info)")
-                elif not st.alive:
-                    waiting.append(f"broker {b} ({'fenced' if st.registered else 'not registered'})")
+                elif not st.acceptable:  # it comes back (and may be elected cleanly) after its restart
+                    waiting.append(f"broker {b} ({_inactive_state(st)})")
                 elif not r["_valid"]:
                     waiting.append(f"broker {b} ({r['excluded_reason']})")
         if not waiting:
@@ -257,7 +268,7 @@ def _write_notes(ordered, clean, valid, waiting, strategy, brokers) -> None:
                        "; records never replicated to it are lost."))
         elif not st.acceptable:
             text = (f"Broker {b} has a usable log (rank {r['rank']}) but cannot be elected while "
-                    f"{'fenced' if not st.alive else 'in controlled shutdown'}.")
+                    f"{_inactive_state(st)}.")
         else:
             text = (f"Broker {b} ranks {r['rank']} (leader epoch {r['last_written_leader_epoch']}, "
                     f"end offset {r['log_end_offset']}).")

@@ -25,6 +25,7 @@ from audit import recovery
 from audit.violations import violations
 from controller_core.codes import SEVERITIES  # most severe first
 from controller_core.vector import fold
+from controller_core.brokers import active_broker_ids
 
 RANK = {s: i for i, s in enumerate(SEVERITIES)}  # lower is more severe
 TS = pa.timestamp("us", tz="UTC")
@@ -140,7 +141,9 @@ def state_at(tables: dict[str, pa.Table]) -> tuple[pa.Table, pa.Table]:
 
 
 def active_brokers(brokers: pa.Table) -> set[int]:
-    return {r["broker_id"] for r in brokers.to_pylist() if r["registered"] and not r["fenced"]}
+    """The brokers that could lead at the audited point (``state_at``'s brokers): registered, unfenced
+    and not in controlled shutdown, as the controller decides it."""
+    return active_broker_ids(brokers)
 
 
 def log_info_as_of(info: pa.Table | None, at_offset: int | None) -> pa.Table:

@@ -34,6 +34,7 @@ from controller_core.codes import (
     AT_MIN_ISR, DATA_LOSS_LIKELY, ELR_MEMBER_FENCED_LEADER, LAST_REPLICA_STANDING, MIN_ISR_ABOVE_RF,
     MIN_ISR_CHANGE_CLEARED_ELR, OFFLINE, OFFLINE_NO_CANDIDATE, UNCLEAN_CONFIG, UNCLEAN_ELECTION, UNDER_MIN_ISR,
 )
+from controller_core.brokers import active_rows
 
 TS = pa.timestamp("us", tz="UTC")
 VIOLATION_SCHEMA = pa.schema([
@@ -113,10 +114,7 @@ def _context(tables: dict[str, pa.Table], config: dict, end_offset: int, end_tim
 
     b_id = F.np_col(brokers, "broker_id", None, np.int64)
     b_off = F.np_col(brokers, "offset", None, np.int64)
-    registered = F.np_col(brokers, "registered", False, bool)
-    fenced = F.np_col(brokers, "fenced", True, bool)
-    in_cs = F.np_col(brokers, "in_controlled_shutdown", False, bool)
-    active = registered & ~fenced & ~in_cs
+    active = active_rows(brokers)
     event = np.asarray(brokers.column("event").to_pylist(), dtype=object)
     is_reg = event == "REGISTER_BROKER_RECORD"
     # a new incarnation: the broker's previous registration had another incarnation id

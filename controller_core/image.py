@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from controller_core import brokers
+
 # reserved directory ids (§1.1)
 MIGRATING = "AAAAAAAAAAAAAAAAAAAAAA"
 UNASSIGNED = "AAAAAAAAAAAAAAAAAAAAAQ"
@@ -79,7 +81,8 @@ class Broker:
 
     @property
     def active(self) -> bool:
-        return not self.fenced and not self.in_controlled_shutdown
+        # a Broker in the image is registered: an UnregisterBrokerRecord removes it
+        return brokers.active(True, self.fenced, self.in_controlled_shutdown)
 
 
 class ReplayError(Exception):
@@ -125,6 +128,7 @@ class Cluster:
         return self.elr_evidence
 
     def active(self, b: int) -> bool:
+        """``active(b)`` of controller-rules.md (see :mod:`controller_core.brokers`)."""
         br = self.brokers.get(b)
         return br is not None and br.active
 

@@ -27,22 +27,16 @@ def add_arguments(p) -> None:
 
 def run(args, out=None, err=None) -> int:
     from audit import plans
-    from audit.run import active_brokers, log_info_as_of, state_at, truncate
-    from audit.recovery import recovery_candidates_table
+    from audit.planning import plan_at
     out, err = out or sys.stdout, err or sys.stderr
     ready = prepare(args, PROG, err)
     if ready is None:
         return 2
     config, tables, end_offset, _, info, _, at = ready
-    if at is not None and at < end_offset:
-        tables, _ = truncate(tables, at)
-    parts, brokers = state_at(tables)
-    info = log_info_as_of(info, at)
-    strategy = {"longest_log_balanced": "balanced", "longest_log_aggressive": "aggressive"}.get(
-        args.election_type, args.strategy or config["audit"]["recovery_strategy"])
-    cands = recovery_candidates_table(parts, brokers, info, strategy, config["audit"].get("leader_epoch_check", "strict"))
-    plan = plans.build_plan(args.election_type, parts.to_pylist(), active_brokers(brokers), cands.to_pylist(),
-                            bootstrap_server=args.bootstrap_server)
+    plan = plan_at(tables, end_offset, info, args.election_type, at_offset=at,
+                   strategy=args.strategy or config["audit"]["recovery_strategy"],
+                   leader_epoch_check=config["audit"].get("leader_epoch_check", "strict"),
+                   bootstrap_server=args.bootstrap_server)
     out.write(plan["summary"] if plan["summary"].endswith("\n") else plan["summary"] + "\n")
     if args.output:
         written = plans.write_plan(plan, args.output)

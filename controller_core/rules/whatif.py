@@ -232,10 +232,9 @@ class Run:
         elif p.lrs == RECOVERED and lrs == RECOVERING:
             err = "INVALID_REQUEST"
         else:
-            for m in members:
-                mb = self.c.brokers.get(m)
-                if (mb is None or mb.in_controlled_shutdown or mb.fenced
-                        or (member_epochs.get(m) is not None and member_epochs[m] != mb.epoch)):
+            for m in members:  # every member active, at the epoch it was registered with (v3+)
+                if (not self.c.active(m)
+                        or (member_epochs.get(m) is not None and member_epochs[m] != self.c.brokers[m].epoch)):
                     err = "INELIGIBLE_REPLICA"
                     break
         if err:

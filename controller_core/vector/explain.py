@@ -301,9 +301,8 @@ def _active(brokers: pa.Table, R: np.ndarray, offset: np.ndarray) -> np.ndarray:
     record and by the replica's broker."""
     b_id = _np(brokers.column("broker_id"), np.int64)
     b_off = _np(brokers.column("offset"), np.int64)
-    alive = (_np(pc.fill_null(brokers.column("registered"), False), bool)
-             & ~_np(pc.fill_null(brokers.column("fenced"), True), bool)
-             & ~_np(pc.fill_null(brokers.column("in_controlled_shutdown"), False), bool))
+    from controller_core.brokers import active_rows  # the one definition of active(b)
+    alive = active_rows(brokers)
     n, w = R.shape
     active = np.zeros((n, w), bool, order="F")
     if not len(b_id):

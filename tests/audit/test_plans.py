@@ -186,3 +186,40 @@ def test_empty_plan_writes_only_the_summary(tmp_path):
 def test_unknown_election_type_is_rejected():
     with pytest.raises(ValueError):
         plans.build_plan("longest_log_proactive", [], set())
+
+
+def _image(parts, fenced=(1,)):
+    """The whatif image of ``parts`` with brokers 1-3 (``fenced`` fenced), ELR on (4.0-IV1)."""
+    return {"metadataVersion": "4.0-IV1", "elrEnabled": True, "topics": {"orders": TID, "payments": OID},
+            "brokers": {str(b): {"epoch": 10 * b, "fenced": b in fenced} for b in (1, 2, 3)}, "partitions": parts}
+
+
+def test_checked_recovery_plan_follows_the_controller_through_the_reassignment():
+    parts, active, cands = _recovery_inputs()
+    plan = plans.build_plan("longest_log_aggressive", parts, active, cands["aggressive"], image=_image(parts))
+    got = {(p["topic"], p["partition"]): (p["newLeader"], p["election"], [s["step"] for s in p["steps"]])
+           for p in plan["partitions"]}
+    # orders-1: reordering a leaderless partition runs the controller's election, which takes the active ELR
+    # member 3 at once: a preferred election after it would be answered ELECTION_NOT_NEEDED, so none follows
+    assert got == {("orders", 0): (3, "unclean", ["reassign", "unclean election"]),
+                   ("orders", 1): (3, None, ["reassign (elects it)"])}
+    # payments-0: the same election already takes its single LastKnownElr member 3, not the chosen 2
+    [skip] = [s for s in plan["skipped"] if s["topic"] == "payments"]
+    assert skip["error"] is None and "the reassignment itself would elect broker 3, not broker 2" in skip["reason"]
+    assert "election-preferred.json" not in plan["files"]
+    assert plan["files"]["election-unclean.json"] == {"partitions": [{"topic": "orders", "partition": 0}]}
+    assert [e["partition"] for e in plan["files"]["reassign.json"]["partitions"]] == [0, 1]
+    assert "| orders | 0 | -1 | 3 | 3,1,2 | 200 | 1,2,3 | 1 | none | none | reassign: 0; unclean election: 200 |" \
+        in plan["summary"]
+
+
+def test_checked_preferred_plan_lists_refusals_with_the_error_and_the_replicas_states():
+    parts = [state("orders", 0, [1, 2, 3], [1, 2, 3], 2),  # 1 fenced: PREFERRED_LEADER_NOT_AVAILABLE
+             state("orders", 1, [2, 3, 1], [2, 3, 1], 3)]  # 2 active, in ISR: accepted
+    plan = plans.build_plan("preferred", parts, {2, 3}, image=_image(parts))
+    assert plan["files"] == {"election-preferred.json": {"partitions": [{"topic": "orders", "partition": 1}]}}
+    assert [(p["partition"], p["newLeader"]) for p in plan["partitions"]] == [(1, 2)]
+    [refused] = plan["skipped"]
+    assert refused["error"] == "PREFERRED_LEADER_NOT_AVAILABLE" and refused["partition"] == 0
+    assert "replicas 1 fenced (ISR); 2 active (ISR); 3 active (ISR)" in refused["reason"]
+    assert "## Refused by Kafka (not included)" in plan["summary"]

@@ -244,3 +244,15 @@ def test_table_entry_point_matches_the_per_partition_function():
         assert got.to_pylist() == want
     got = recovery_candidates_table(ptab, btab, itab, "aggressive").to_pylist()
     assert [(r["partition"], r["broker"]) for r in got if r["recommended"]] == [(0, 1), (1, 2), (3, 1)]  # 0: broker 2 re-registered (epoch 11)
+
+
+def test_balanced_waits_for_a_last_known_elr_member_in_controlled_shutdown_aggressive_does_not():
+    # broker 1, the last leader, holds the longest log and is shutting down: it cannot lead now, and
+    # choosing broker 2 would throw away its 100 extra records, so balanced waits for it to come back
+    draining = BrokerState(registered=True, broker_epoch=10, fenced=False, in_controlled_shutdown=True)
+    brokers, replies = {1: draining, 2: up(), 3: up()}, [info(1, 6, 300), info(2, 6, 200), info(3, 6, 150)]
+    rows = recovery_candidates(part(lke=[1]), brokers, replies, "balanced")
+    assert recommended(rows) == []
+    assert "waiting for broker 1 (in controlled shutdown)" in rows[0]["note"]
+    assert by_broker(rows)[1]["alive_now"] and "cannot be elected while in controlled shutdown" in rows[0]["note"]
+    assert recommended(recovery_candidates(part(lke=[1]), brokers, replies, "aggressive")) == [2]
