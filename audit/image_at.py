@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from controller_core.image import MIN_ISR, MV_4_0_IV1, UNCLEAN
+from controller_core.vector import fold
 
 
 def _current(table: pa.Table) -> list[dict]:
@@ -48,8 +49,8 @@ def whatif_spec(tables: dict[str, pa.Table]) -> dict:
                 "epoch": r["broker_epoch"], "incarnationId": r["incarnation_id"], "fenced": bool(r["fenced"]),
                 "inControlledShutdown": bool(r["in_controlled_shutdown"]), "logDirs": list(r["log_dirs"] or []),
                 "rack": r["rack"]}
-    for r in _current(tables["partition_state_history"]):
-        if r["deleted"] or r.get("orphan") or r["topic_id"] not in names:
+    for r in fold.state_at(tables["partition_state_history"]).to_pylist():
+        if r["topic_id"] not in names:
             continue
         spec["partitions"].append({
             "topic": names[r["topic_id"]], "topicId": r["topic_id"], "partition": r["partition_id"],

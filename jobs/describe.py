@@ -37,7 +37,7 @@ import re
 import sys
 from datetime import datetime, timedelta, timezone
 
-from controller_core.image import MIGRATING, NO_LEADER, Broker, Cluster, Partition
+from controller_core.image import MIGRATING, NO_LEADER, Cluster, Partition
 from controller_core.point import PointError, Reached, fmt_ms, fmt_us, image_at
 
 PROG = "kraft-audit describe"
@@ -166,56 +166,34 @@ def render(c: Cluster, names: list[str], filters: dict[str, bool], as_json: bool
 
 
 # ------------------------------------------------------------------------------------------ silver
-def _latest(rows: list[dict], key, at_offset, at_time, time_col) -> dict:
-    """Per key, the last row valid at the point (offset <= N, or its start time <= T)."""
-    out: dict = {}
-    for r in sorted(rows, key=lambda r: r["offset"]):
-        if at_offset is not None and r["offset"] > at_offset:
-            continue
-        t = r.get(time_col)
-        if at_time is not None and (t is None or int(t.timestamp() * 1_000_000) > at_time):
-            continue
-        out[key(r)] = r
-    return out
-
-
 def from_silver(lake_root: str, cluster_name: str, at_offset: int | None, at_time: int | None):
-    """The image at a point, from the silver tables of ``kraft-audit replay`` (read with delta-rs)."""
+    """The image at a point from the silver tables of ``kraft-audit replay`` (read with delta-rs): the
+    tables cut at the point (:func:`audit.run.truncate`), as the what-if image (:mod:`audit.image_at`).
+    Configs: the topics' min.insync.replicas where the log resolves it (the only config silver keeps)."""
+    from audit.image_at import whatif_spec
+    from audit.run import offset_at_time, truncate
+    from controller_core.rules.whatif import load_cluster
+    from lake import gold
     from lake.delta import Lake  # deltalake only; no Spark
 
-    lake = Lake(lake_root)
+    lake = Lake(lake_root, None, backend="delta-rs")
     for t in ("partition_state_history", "topic_config_history", "broker_state_history"):
         if not lake.exists(t):
             raise DescribeError(f"{lake_root}: no silver table {t}; run kraft-audit replay --cluster {cluster_name}")
-    flt = [("cluster", "=", cluster_name)]
-    hist = lake.read_arrow("partition_state_history", filters=flt).to_pylist()
-    if not hist:
-        raise DescribeError(f"{lake_root}: no history for cluster {cluster_name!r}")
-    topics = lake.read_arrow("topic_config_history", filters=flt).to_pylist()
-    brokers = lake.read_arrow("broker_state_history", filters=flt).to_pylist()
-    c = Cluster()
-    for r in _latest(topics, lambda r: r["topic_id"], at_offset, at_time, "timestamp").values():
-        if not r["deleted"]:
-            c.topics[r["topic_id"]] = r["topic_name"]
-            c.topic_ids[r["topic_name"]] = r["topic_id"]
-            if r["min_isr_resolved_from_log"]:
-                c.configs.setdefault((2, r["topic_name"]), {})["min.insync.replicas"] = str(r["min_insync_replicas"])
-    for r in _latest(brokers, lambda r: r["broker_id"], at_offset, at_time, "timestamp").values():
-        if r["registered"]:
-            c.brokers[r["broker_id"]] = Broker(r["broker_id"], r["broker_epoch"], r["incarnation_id"], r["fenced"],
-                                               r["in_controlled_shutdown"], list(r["log_dirs"] or []), r["rack"])
-    last = None
-    for (tid, pid), r in _latest(hist, lambda r: (r["topic_id"], r["partition_id"]), at_offset, at_time,
-                                 "valid_from_timestamp").items():
-        last = max(last or -1, r["offset"])
-        if r.get("deleted") or tid not in c.topics:
-            continue
-        c.partitions[(tid, pid)] = Partition(
-            tid, pid, list(r["replicas"]), list(r["isr"]), r["leader"], r["leader_epoch"], r["partition_epoch"],
-            list(r["removing_replicas"] or []), list(r["adding_replicas"] or []),
-            list(r["eligible_leader_replicas"] or []), list(r["last_known_elr"] or []), r["leader_recovery_state"],
-            list(r["directories"] or []))
-    return c, Reached(last, None, None)
+    try:
+        tables, end_offset, _ = gold.silver_from_lake(lake, cluster_name)
+    except gold.GoldError as exc:
+        raise DescribeError(str(exc)) from None
+    at = end_offset if at_offset is None else at_offset
+    if at_time is not None:
+        at = offset_at_time(tables, at_time)
+        if at is None:
+            raise DescribeError(f"{fmt_us(at_time)} is before the first record of cluster {cluster_name!r}")
+    cut, _ = truncate(tables, at)
+    image = load_cluster(whatif_spec(cut))
+    for (kind, name), kv in image.configs.items():
+        image.configs[(kind, name)] = {k: v for k, v in kv.items() if k == "min.insync.replicas"}
+    return image, Reached(at, None, None)
 
 
 # ------------------------------------------------------------------------------------------ command
