@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from controller_core import timelines
 from controller_core.vector import fold
+from lake import catalog
 
 TS = pa.timestamp("us", tz="UTC")  # Spark TimestampType as read back from Delta
 BREACH_SCHEMA = pa.schema([
@@ -138,10 +139,10 @@ def silver_tables(log_dir: str | Path, invariants: bool = True) -> dict[str, pa.
     brokers, topics = timelines.build(cluster_level_recs(bronze))
     triggers = _triggers(bronze, history, brokers, topics, snaps)
     return {
-        "partition_state_history": _dated(history, bronze, triggers),
-        "broker_state_history": _with_us_timestamps(brokers),
-        "topic_config_history": _with_us_timestamps(topics),
-        "invariant_breaches": _breaches(bronze) if invariants else BREACH_SCHEMA.empty_table(),
+        catalog.PARTITION_STATE_HISTORY.name: _dated(history, bronze, triggers),
+        catalog.BROKER_STATE_HISTORY.name: _with_us_timestamps(brokers),
+        catalog.TOPIC_CONFIG_HISTORY.name: _with_us_timestamps(topics),
+        catalog.INVARIANT_BREACHES.name: _breaches(bronze) if invariants else BREACH_SCHEMA.empty_table(),
         "log_end": log_end,
         "record_times": record_times,
     }

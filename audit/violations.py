@@ -29,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from audit import frames as F
+from lake import catalog
 
 TS = pa.timestamp("us", tz="UTC")
 VIOLATION_SCHEMA = pa.schema([
@@ -86,9 +87,9 @@ class Context:
 
 
 def _context(tables: dict[str, pa.Table], config: dict, end_offset: int, end_time) -> Context:
-    hist = tables["partition_state_history"]
-    topics = tables["topic_config_history"]
-    brokers = tables["broker_state_history"]
+    hist = tables[catalog.PARTITION_STATE_HISTORY.name]
+    topics = tables[catalog.TOPIC_CONFIG_HISTORY.name]
+    brokers = tables[catalog.BROKER_STATE_HISTORY.name]
     dictionary = F.topic_dictionary(hist.column("topic_id"), topics.column("topic_id"))
     h = F.history(hist, dictionary)
 
@@ -127,7 +128,7 @@ def _context(tables: dict[str, pa.Table], config: dict, end_offset: int, end_tim
                    configured=tcol("min_insync_replicas", 1, np.int64), elr_on=tcol("elr_enabled", False, bool),
                    cfg_row=j, topics=topics, t_code=t_code, brokers=brokers, b_id=b_id, b_off=b_off,
                    b_active=active, b_new_incarnation=new_inc, b_down=~active,
-                   breaches=tables.get("invariant_breaches"), severities=dict(audit["severities"]),
+                   breaches=tables.get(catalog.INVARIANT_BREACHES.name), severities=dict(audit["severities"]),
                    long_ms=int(audit.get("long_window_ms") or 0), end_offset=int(end_offset),
                    end_ms=F.as_millis(end_time))
 

@@ -286,18 +286,21 @@ def _latest(rows: list[dict], key, at_offset, at_time, time_col) -> dict:
 
 def from_silver(lake_root: str, cluster_name: str, at_offset: int | None, at_time: int | None):
     """The image at a point, from the silver tables of ``kraft-audit replay`` (read with delta-rs)."""
+    from lake import catalog
     from lake.delta import Lake  # deltalake only; no Spark
 
     lake = Lake(lake_root)
-    for t in ("partition_state_history", "topic_config_history", "broker_state_history"):
+    hist_t, topics_t = catalog.PARTITION_STATE_HISTORY, catalog.TOPIC_CONFIG_HISTORY
+    brokers_t = catalog.BROKER_STATE_HISTORY
+    for t in (hist_t.name, topics_t.name, brokers_t.name):
         if not lake.exists(t):
             raise DescribeError(f"{lake_root}: no silver table {t}; run kraft-audit replay --cluster {cluster_name}")
     flt = [("cluster", "=", cluster_name)]
-    hist = lake.read_arrow("partition_state_history", filters=flt).to_pylist()
+    hist = lake.read_arrow(hist_t.name, filters=flt).to_pylist()
     if not hist:
         raise DescribeError(f"{lake_root}: no history for cluster {cluster_name!r}")
-    topics = lake.read_arrow("topic_config_history", filters=flt).to_pylist()
-    brokers = lake.read_arrow("broker_state_history", filters=flt).to_pylist()
+    topics = lake.read_arrow(topics_t.name, filters=flt).to_pylist()
+    brokers = lake.read_arrow(brokers_t.name, filters=flt).to_pylist()
     c = Cluster()
     for r in _latest(topics, lambda r: r["topic_id"], at_offset, at_time, "timestamp").values():
         if not r["deleted"]:
