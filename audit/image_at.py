@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from controller_core.image import MIN_ISR, MV_4_0_IV1, UNCLEAN
 from controller_core.vector import fold
+from lake import catalog
 
 
 def _current(table: pa.Table) -> list[dict]:
@@ -27,7 +28,7 @@ def whatif_spec(tables: dict[str, pa.Table]) -> dict:
     ``partition_state_history``, ``broker_state_history`` and ``topic_config_history``, as a whatif spec
     (``metadataVersion``, ``elrEnabled``, ``controllerId``, ``brokers``, ``configs``, ``topics``,
     ``partitions``) without an event."""
-    topics = [r for r in _current(tables["topic_config_history"]) if not r["deleted"]]
+    topics = [r for r in _current(tables[catalog.TOPIC_CONFIG_HISTORY.name]) if not r["deleted"]]
     mv = max((r["metadata_version"] or 0 for r in topics), default=0)
     spec: dict = {"metadataVersion": mv, "topics": {}, "configs": {"topics": {}}, "brokers": {}, "partitions": []}
     if topics:
@@ -43,13 +44,13 @@ def whatif_spec(tables: dict[str, pa.Table]) -> dict:
         if r["min_isr_resolved_from_log"]:
             conf[MIN_ISR] = str(r["min_insync_replicas"])
         spec["configs"]["topics"][r["topic_name"]] = conf
-    for r in _current(tables["broker_state_history"]):
+    for r in _current(tables[catalog.BROKER_STATE_HISTORY.name]):
         if r["registered"]:
             spec["brokers"][str(r["broker_id"])] = {
                 "epoch": r["broker_epoch"], "incarnationId": r["incarnation_id"], "fenced": bool(r["fenced"]),
                 "inControlledShutdown": bool(r["in_controlled_shutdown"]), "logDirs": list(r["log_dirs"] or []),
                 "rack": r["rack"]}
-    for r in fold.state_at(tables["partition_state_history"]).to_pylist():
+    for r in fold.state_at(tables[catalog.PARTITION_STATE_HISTORY.name]).to_pylist():
         if r["topic_id"] not in names:
             continue
         spec["partitions"].append({

@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from controller_core import pipeline
+from lake import catalog
 
 TS = pipeline.TS
 BREACH_SCHEMA = pa.schema([f for f in pipeline.BREACH_SCHEMA if f.name != "topic_id"])
@@ -50,10 +51,10 @@ def silver_tables(log_dir: str | Path, invariants: bool = True) -> dict[str, pa.
         log_end = pa.table({"end_offset": [rep.start_offset - 1], "end_timestamp": pa.nulls(1, TS)},
                            schema=LOG_END_SCHEMA)
     return {
-        "partition_state_history": rep.history,
-        "broker_state_history": _with_us_timestamps(rep.brokers),
-        "topic_config_history": _with_us_timestamps(rep.topics),
-        "invariant_breaches": rep.breaches.drop_columns(["topic_id"]),
+        catalog.PARTITION_STATE_HISTORY.name: rep.history,
+        catalog.BROKER_STATE_HISTORY.name: _with_us_timestamps(rep.brokers),
+        catalog.TOPIC_CONFIG_HISTORY.name: _with_us_timestamps(rep.topics),
+        catalog.INVARIANT_BREACHES.name: rep.breaches.drop_columns(["topic_id"]),
         "log_end": log_end,
         "record_times": times,
     }

@@ -26,6 +26,7 @@ from audit.violations import violations
 from controller_core.codes import SEVERITIES  # most severe first
 from controller_core.vector import fold
 from controller_core.brokers import active_broker_ids
+from lake import catalog
 
 RANK = {s: i for i, s in enumerate(SEVERITIES)}  # lower is more severe
 TS = pa.timestamp("us", tz="UTC")
@@ -60,8 +61,9 @@ def offset_at_time(tables: dict[str, pa.Table], at_us: int) -> int | None:
         offs = pc.filter(rt.column("offset"), ok)
         return pc.max(offs).as_py() if len(offs) else None
     best = None
-    for name, col in (("partition_state_history", "valid_from_timestamp"), ("broker_state_history", "timestamp"),
-                      ("topic_config_history", "timestamp")):
+    for name, col in ((catalog.PARTITION_STATE_HISTORY.name, "valid_from_timestamp"),
+                      (catalog.BROKER_STATE_HISTORY.name, "timestamp"),
+                      (catalog.TOPIC_CONFIG_HISTORY.name, "timestamp")):
         t = tables.get(name)
         if t is None or not t.num_rows:
             continue
@@ -90,7 +92,8 @@ def _cut(table: pa.Table, at: int) -> pa.Table:
 def truncate(tables: dict[str, pa.Table], at: int) -> tuple[dict[str, pa.Table], dt.datetime | None]:
     """The tables as a replay through offset ``at`` would have written them, and the time of that point."""
     out = dict(tables)
-    for name in ("partition_state_history", "broker_state_history", "topic_config_history", "invariant_breaches"):
+    for name in (catalog.PARTITION_STATE_HISTORY.name, catalog.BROKER_STATE_HISTORY.name,
+                 catalog.TOPIC_CONFIG_HISTORY.name, catalog.INVARIANT_BREACHES.name):
         if name in out:
             out[name] = _cut(out[name], at)
     when = None
@@ -99,8 +102,9 @@ def truncate(tables: dict[str, pa.Table], at: int) -> tuple[dict[str, pa.Table],
         upto = rt.filter(pc.less_equal(rt.column("offset"), at))
         if upto.num_rows:
             return out, pc.max(pc.cast(upto.column("timestamp"), TS)).as_py()
-    for name, col in (("partition_state_history", "valid_from_timestamp"), ("broker_state_history", "timestamp"),
-                      ("topic_config_history", "timestamp")):
+    for name, col in ((catalog.PARTITION_STATE_HISTORY.name, "valid_from_timestamp"),
+                      (catalog.BROKER_STATE_HISTORY.name, "timestamp"),
+                      (catalog.TOPIC_CONFIG_HISTORY.name, "timestamp")):
         t = out.get(name)
         if t is not None and t.num_rows:
             m = pc.max(pc.cast(t.column(col), TS)).as_py()
@@ -115,8 +119,8 @@ def _current(table: pa.Table) -> pa.Table:
 
 def state_at(tables: dict[str, pa.Table]) -> tuple[pa.Table, pa.Table]:
     """(partitions, brokers) at the end of the (possibly truncated) tables, in recovery's schemas."""
-    hist = fold.state_at(tables["partition_state_history"])
-    topics = _current(tables["topic_config_history"])
+    hist = fold.state_at(tables[catalog.PARTITION_STATE_HISTORY.name])
+    topics = _current(tables[catalog.TOPIC_CONFIG_HISTORY.name])
     names = dict(zip(topics.column("topic_id").to_pylist(), topics.column("topic_name").to_pylist()))
     parts = pa.table({
         "topic_id": hist.column("topic_id"),
@@ -129,7 +133,7 @@ def state_at(tables: dict[str, pa.Table]) -> tuple[pa.Table, pa.Table]:
         "leader_recovery_state": hist.column("leader_recovery_state"),
     })
     parts = parts.sort_by([("topic", "ascending"), ("partition", "ascending")])
-    b = _current(tables["broker_state_history"])
+    b = _current(tables[catalog.BROKER_STATE_HISTORY.name])
     brokers = pa.table({
         "broker_id": b.column("broker_id"),
         "registered": pc.fill_null(b.column("registered"), False),
@@ -163,13 +167,13 @@ def _violations_in_chunks(tables, config, end_offset, end_time, chunk_rows: int)
     topic name (a partition's windows, a topic's settings, a breach naming it), so a topic's whole
     history -- under every id its name had -- goes to one chunk; breaches naming no topic go to the
     first.  Same rows as one call, in the same order."""
-    hist = tables["partition_state_history"]
+    hist = tables[catalog.PARTITION_STATE_HISTORY.name]
     if chunk_rows <= 0 or hist.num_rows <= chunk_rows:
         return violations(tables, config, end_offset, end_time)
     import zlib
 
     k = -(-hist.num_rows // chunk_rows)
-    topics = tables["topic_config_history"]
+    topics = tables[catalog.TOPIC_CONFIG_HISTORY.name]
     name_of = dict(zip(topics.column("topic_id").to_pylist(), topics.column("topic_name").to_pylist()))
 
     def chunk_of(names) -> np.ndarray:
@@ -178,7 +182,7 @@ def _violations_in_chunks(tables, config, end_offset, end_time, chunk_rows: int)
     uniq_ids, inverse = np.unique(np.asarray(hist.column("topic_id").to_pylist(), dtype=object), return_inverse=True)
     h_chunk = chunk_of([name_of.get(t) or t for t in uniq_ids.tolist()])[inverse]
     t_chunk = chunk_of([name_of.get(t) or t for t in topics.column("topic_id").to_pylist()])
-    breaches = tables.get("invariant_breaches")
+    breaches = tables.get(catalog.INVARIANT_BREACHES.name)
     b_chunk = None
     if breaches is not None and breaches.num_rows:
         b_names = breaches.column("topic").to_pylist()
@@ -186,10 +190,10 @@ def _violations_in_chunks(tables, config, end_offset, end_time, chunk_rows: int)
     parts = []
     for c in range(k):
         part = dict(tables)
-        part["partition_state_history"] = hist.filter(pa.array(h_chunk == c))
-        part["topic_config_history"] = topics.filter(pa.array(t_chunk == c))
+        part[catalog.PARTITION_STATE_HISTORY.name] = hist.filter(pa.array(h_chunk == c))
+        part[catalog.TOPIC_CONFIG_HISTORY.name] = topics.filter(pa.array(t_chunk == c))
         if b_chunk is not None:
-            part["invariant_breaches"] = breaches.filter(pa.array(b_chunk == c))
+            part[catalog.INVARIANT_BREACHES.name] = breaches.filter(pa.array(b_chunk == c))
         parts.append(violations(part, config, end_offset, end_time))
     out = pa.concat_tables(parts)
     return out.sort_by([("first_offset", "ascending"), ("code", "ascending"), ("topic_id", "ascending"),

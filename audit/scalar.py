@@ -14,6 +14,7 @@ import pyarrow as pa
 from audit.frames import as_millis
 from controller_core import codes as C
 from controller_core.codes import AT_MIN_ISR, LAST_REPLICA_STANDING, OFFLINE, OFFLINE_NO_CANDIDATE, UNDER_MIN_ISR
+from lake import catalog
 
 WINDOW_CODES = (UNDER_MIN_ISR, AT_MIN_ISR, OFFLINE, OFFLINE_NO_CANDIDATE, LAST_REPLICA_STANDING)
 LONG = C.long_window_codes()
@@ -49,8 +50,8 @@ def violations_scalar(tables: dict[str, pa.Table], config: dict, end_offset: int
     severities = {**C.default_severities(C.FINDING), **config["audit"]["severities"]}
     long_ms = int(config["audit"].get("long_window_ms") or 0)
     end_ms = as_millis(end_time)
-    settings = _topic_settings(tables["topic_config_history"])
-    rows = [r for r in tables["partition_state_history"].to_pylist() if not r.get("orphan")]
+    settings = _topic_settings(tables[catalog.TOPIC_CONFIG_HISTORY.name])
+    rows = [r for r in tables[catalog.PARTITION_STATE_HISTORY.name].to_pylist() if not r.get("orphan")]
     rows.sort(key=lambda r: (r["topic_id"], r["partition_id"], r["offset"]))
 
     found: list[dict] = []

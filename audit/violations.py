@@ -35,6 +35,7 @@ from controller_core.codes import (
     MIN_ISR_CHANGE_CLEARED_ELR, OFFLINE, OFFLINE_NO_CANDIDATE, UNCLEAN_CONFIG, UNCLEAN_ELECTION, UNDER_MIN_ISR,
 )
 from controller_core.brokers import active_rows
+from lake import catalog
 
 TS = pa.timestamp("us", tz="UTC")
 VIOLATION_SCHEMA = pa.schema([
@@ -92,9 +93,9 @@ class Context:
 
 
 def _context(tables: dict[str, pa.Table], config: dict, end_offset: int, end_time) -> Context:
-    hist = tables["partition_state_history"]
-    topics = tables["topic_config_history"]
-    brokers = tables["broker_state_history"]
+    hist = tables[catalog.PARTITION_STATE_HISTORY.name]
+    topics = tables[catalog.TOPIC_CONFIG_HISTORY.name]
+    brokers = tables[catalog.BROKER_STATE_HISTORY.name]
     dictionary = F.topic_dictionary(hist.column("topic_id"), topics.column("topic_id"))
     h = F.history(hist, dictionary)
 
@@ -130,7 +131,7 @@ def _context(tables: dict[str, pa.Table], config: dict, end_offset: int, end_tim
                    configured=tcol("min_insync_replicas", 1, np.int64), elr_on=tcol("elr_enabled", False, bool),
                    cfg_row=j, topics=topics, t_code=t_code, brokers=brokers, b_id=b_id, b_off=b_off,
                    b_active=active, b_new_incarnation=new_inc, b_down=~active,
-                   breaches=tables.get("invariant_breaches"),
+                   breaches=tables.get(catalog.INVARIANT_BREACHES.name),
                    # the registry's defaults under the config's: a config lacking a code still grades it
                    severities={**C.default_severities(C.FINDING), **audit["severities"]},
                    long_ms=int(audit.get("long_window_ms") or 0), end_offset=int(end_offset),

@@ -95,7 +95,7 @@ def in_process(data: Path, n: int) -> None:
     gc.collect()
 
     from audit.run import audit
-    from lake import gold
+    from lake import catalog, gold
     from lake.config import load_config
 
     config = load_config()
@@ -104,15 +104,16 @@ def in_process(data: Path, n: int) -> None:
     line("silver tables in process (no invariants)", time.perf_counter() - t0, n)
     t0 = time.perf_counter()
     result = audit(tables, config, end_offset, end_time)
-    line("audit (violations + recovery)", time.perf_counter() - t0,
-         tables["partition_state_history"].num_rows,
-         f"{result.violations.num_rows:,} findings over {tables['partition_state_history'].num_rows:,} history rows")
+    rows = tables[catalog.PARTITION_STATE_HISTORY.name].num_rows
+    line("audit (violations + recovery)", time.perf_counter() - t0, rows,
+         f"{result.violations.num_rows:,} findings over {rows:,} history rows")
 
     del tables, result
     gc.collect()
 
 
 def spark_jobs(data: Path, buckets: int) -> None:
+    from lake import catalog
     from lake.config import load_config
     from jobs.ingest import ingest
     from lake.delta import Lake
@@ -130,7 +131,8 @@ def spark_jobs(data: Path, buckets: int) -> None:
     t0 = time.perf_counter()
     counts = replay(spark, lake, "fleet", buckets, invariants=True)
     line("Spark replay (local[2], invariants)", time.perf_counter() - t0, res.records_seen,
-         f"{counts.get('partition_state_history', 0):,} history rows, {counts.get('divergences', 0)} divergences")
+         f"{counts.get(catalog.PARTITION_STATE_HISTORY.name, 0):,} history rows, "
+         f"{counts.get(catalog.DIVERGENCES.name, 0)} divergences")
     spark.stop()
     from audit.run import audit
     from lake import gold
@@ -139,7 +141,7 @@ def spark_jobs(data: Path, buckets: int) -> None:
     tables, end_offset, end_time = gold.silver_from_lake(Lake(sconf["lake"], None, backend="delta-rs"), "fleet")
     result = audit(tables, load_config(), end_offset, end_time)
     line("audit from the lake (delta-rs + Arrow)", time.perf_counter() - t0,
-         tables["partition_state_history"].num_rows, f"{result.violations.num_rows:,} findings")
+         tables[catalog.PARTITION_STATE_HISTORY.name].num_rows, f"{result.violations.num_rows:,} findings")
     shutil.rmtree(root, ignore_errors=True)
     print("(peak RSS is this driver process; Spark's JVM and Python workers are separate processes)")
 

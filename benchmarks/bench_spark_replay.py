@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.bench_replay import Gen  # noqa: E402
 from lake.config import load_config  # noqa: E402
-from jobs.ingest import RECORDS_TABLE  # noqa: E402
+from lake import catalog  # noqa: E402
 from lake.delta import Lake  # noqa: E402
 from jobs.replay import replay  # noqa: E402
 from lake.spark import get_spark  # noqa: E402
@@ -42,7 +42,8 @@ def main(argv=None) -> int:
     table = Gen(args.partitions, args.brokers, 0, 0, full_json=True).generate(args.rounds)
     t1 = time.perf_counter()
     lake = Lake(config["lake"])
-    lake.append_arrow(RECORDS_TABLE, table.cast(table.schema), partition_by="cluster")
+    records = catalog.METADATA_RECORDS
+    lake.append_arrow(records.name, table.cast(table.schema), partition_by=records.partition_by)
     t2 = time.perf_counter()
     spark = get_spark(config)
     slake = Lake.from_config(config, spark)

@@ -29,8 +29,10 @@ SEVERITIES = (ERROR, WARN, INFO)  # most severe first
 FINDING, INVARIANT, DIVERGENCE = "finding", "invariant", "divergence"
 KINDS = (FINDING, INVARIANT, DIVERGENCE)
 
-# the table a code's rows are first written to (findings are gold; breaches are copied to gold later)
-VIOLATIONS, INVARIANT_BREACHES, DIVERGENCES = "violations", "invariant_breaches", "divergences"
+# where a code's rows are first written: the gold violations, the silver invariant breaches or the silver
+# divergences (breaches are copied to gold later).  Names of sinks, not tables: the table names live only in
+# lake/catalog.py, which maps each sink to its table.
+VIOLATIONS, INVARIANT_BREACHES, DIVERGENCES = "violation", "breach", "divergence"
 
 
 @dataclass(frozen=True)

@@ -173,11 +173,12 @@ def from_silver(lake_root: str, cluster_name: str, at_offset: int | None, at_tim
     from audit.image_at import whatif_spec
     from audit.run import offset_at_time, truncate
     from controller_core.rules.whatif import load_cluster
-    from lake import gold
+    from lake import catalog, gold
     from lake.delta import Lake  # deltalake only; no Spark
 
     lake = Lake(lake_root, None, backend="delta-rs")
-    for t in ("partition_state_history", "topic_config_history", "broker_state_history"):
+    for t in (catalog.PARTITION_STATE_HISTORY.name, catalog.TOPIC_CONFIG_HISTORY.name,
+              catalog.BROKER_STATE_HISTORY.name):
         if not lake.exists(t):
             raise DescribeError(f"{lake_root}: no silver table {t}; run kraft-audit replay --cluster {cluster_name}")
     try:

@@ -13,16 +13,15 @@ from pathlib import Path
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
-from controller_core.codec.bronze import PARTITION_BY
 from controller_core.codec.logfile import split_points
 from controller_core.logdir import discover
+from lake import catalog
 from lake.config import load_config
 from lake.delta import Lake
 from lake.spark import get_spark
 from transforms import bronze as T
 
-RECORDS_TABLE = "metadata_records"
-QUARANTINE_TABLE = "quarantine"
+RECORDS, QUARANTINE = catalog.METADATA_RECORDS, catalog.QUARANTINE
 
 
 @dataclass
@@ -55,24 +54,24 @@ def ingest(spark, lake: Lake, cluster: str, log_dir: str, split_bytes: int) -> I
     decoded = T.decode_splits(df).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         records = T.records(decoded)
-        existing = (lake.read(RECORDS_TABLE).where(F.col("cluster") == cluster)
-                    if lake.exists(RECORDS_TABLE) else None)
+        existing = (lake.read(RECORDS.name).where(F.col("cluster") == cluster)
+                    if lake.exists(RECORDS.name) else None)
         new = T.only_new(records, existing, T.RECORD_KEY).persist(StorageLevel.MEMORY_AND_DISK)
         result.types_added = {r["record_type"]: r["count"] for r in new.groupBy("record_type").count().collect()}
         result.records_added = sum(result.types_added.values())
         result.records_seen = records.count()
         if result.records_added or existing is None:
-            lake.append(RECORDS_TABLE, new, partition_by=PARTITION_BY)
+            lake.append(RECORDS.name, new, partition_by=RECORDS.partition_by)
         new.unpersist()
 
         quarantine = T.quarantine(decoded)
-        existing_q = (lake.read(QUARANTINE_TABLE).where(F.col("cluster") == cluster)
-                      if lake.exists(QUARANTINE_TABLE) else None)
+        existing_q = (lake.read(QUARANTINE.name).where(F.col("cluster") == cluster)
+                      if lake.exists(QUARANTINE.name) else None)
         result.quarantined = [r.asDict() for r in quarantine.orderBy("source_file", "position").collect()]
         new_q = T.only_new(quarantine, existing_q, T.QUARANTINE_KEY).persist(StorageLevel.MEMORY_AND_DISK)
         result.quarantine_added = new_q.count()
         if result.quarantine_added or existing_q is None:
-            lake.append(QUARANTINE_TABLE, new_q, partition_by=PARTITION_BY)
+            lake.append(QUARANTINE.name, new_q, partition_by=QUARANTINE.partition_by)
         new_q.unpersist()
     finally:
         decoded.unpersist()
@@ -87,19 +86,19 @@ def main(args) -> int:
     res = ingest(spark, lake, args.cluster, args.log_dir, int(config["ingest"]["split_bytes"]))
     print(f"kraft-audit ingest: cluster {args.cluster!r} from {args.log_dir} into {lake.root}")
     print(f"  {res.files} files, {res.records_seen} records decoded, {res.records_added} new rows in "
-          f"{RECORDS_TABLE}")
+          f"{RECORDS.name}")
     for t, n in sorted(res.types_added.items(), key=lambda kv: (-kv[1], kv[0])):
         print(f"    {t:<36} {n:>10}")
     for q in res.quarantined:
         print(f"kraft-audit ingest: quarantined {q['message']} [{q['reason']}]", file=sys.stderr)
     if res.quarantined:
-        print(f"  {len(res.quarantined)} spans quarantined ({res.quarantine_added} new rows in {QUARANTINE_TABLE})")
+        print(f"  {len(res.quarantined)} spans quarantined ({res.quarantine_added} new rows in {QUARANTINE.name})")
     bad_info = 0
     if getattr(args, "log_info", None):
         from lake import gold
 
         n, bad = gold.ingest_log_info(lake, args.cluster, args.log_info)
-        print(f"  {n} replica log info rows in {gold.LOG_INFO_TABLE}")
+        print(f"  {n} replica log info rows in {catalog.REPLICA_LOG_INFO.name}")
         for q in bad.to_pylist():
             print(f"kraft-audit ingest: quarantined {q['source_file']} {q['json_path']}: {q['reason']}",
                   file=sys.stderr)

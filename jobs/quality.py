@@ -21,15 +21,12 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from controller_core import codes
+from lake import catalog
 from lake.config import load_config
 
 PROG = "kraft-audit quality"
-QUALITY_TABLE = "data_quality"
-QUALITY_SCHEMA = pa.schema([
-    ("cluster", pa.string()), ("checked_at", pa.timestamp("us", tz="UTC")), ("table", pa.string()),
-    ("expectation", pa.string()), ("kwargs", pa.string()), ("severity", pa.string()), ("success", pa.bool_()),
-    ("element_count", pa.int64()), ("unexpected_count", pa.int64()), ("unexpected_sample", pa.string()),
-])
+QUALITY = catalog.DATA_QUALITY
+QUALITY_SCHEMA = QUALITY.schema
 
 
 @dataclass(frozen=True)
@@ -49,10 +46,10 @@ def _known_types() -> list[str]:
 def checks() -> list[Check]:
     """The expectations, table by table."""
     c = []
-    b = "metadata_records"
+    b = catalog.METADATA_RECORDS.name
     c += [Check(b, "ExpectColumnValuesToNotBeNull", {"column": "offset"}),
           Check(b, "ExpectColumnValuesToBeBetween", {"column": "offset", "min_value": 0}),
-          Check(b, "ExpectCompoundColumnsToBeUnique", {"column_list": ["source_file", "offset"]}),
+          Check(b, "ExpectCompoundColumnsToBeUnique", {"column_list": catalog.METADATA_RECORDS.key_in_partition}),
           Check(b, "ExpectColumnValuesToBeInSet", {"column": "record_type", "value_set": _known_types()}),
           Check(b, "ExpectColumnValuesToBeInSet", {"column": "source_kind",
                                                    "value_set": ["segment", "snapshot", "bootstrap"]}),
@@ -60,9 +57,10 @@ def checks() -> list[Check]:
           Check(b, "ExpectColumnValuesToNotBeNull", {"column": "timestamp"}),
           Check(b, "ExpectColumnValuesToBeBetween", {"column": "partition_id", "min_value": 0}),
           Check(b, "ExpectColumnValuesToBeBetween", {"column": "broker_id", "min_value": 0})]
-    c += [Check("quarantine", "ExpectTableRowCountToEqual", {"value": 0}, "WARN")]
-    h = "partition_state_history"
-    c += [Check(h, "ExpectCompoundColumnsToBeUnique", {"column_list": ["topic_id", "partition_id", "offset"]}),
+    c += [Check(catalog.QUARANTINE.name, "ExpectTableRowCountToEqual", {"value": 0}, "WARN")]
+    h = catalog.PARTITION_STATE_HISTORY.name
+    c += [Check(h, "ExpectCompoundColumnsToBeUnique",
+                {"column_list": catalog.PARTITION_STATE_HISTORY.key_in_partition}),
           Check(h, "ExpectColumnValuesToBeBetween", {"column": "leader", "min_value": -1}),
           Check(h, "ExpectColumnValuesToBeBetween", {"column": "leader_epoch", "min_value": 0}),
           Check(h, "ExpectColumnValuesToBeBetween", {"column": "partition_epoch", "min_value": 0}),
@@ -73,22 +71,25 @@ def checks() -> list[Check]:
                 {"column_A": "valid_to_timestamp", "column_B": "valid_from_timestamp", "or_equal": True,
                  "ignore_row_if": "either_value_is_missing"}),
           Check(h, "ExpectColumnValuesToNotBeNull", {"column": "valid_from_timestamp", "mostly": 0.5}, "WARN")]
-    s = "partition_state"
-    c += [Check(s, "ExpectCompoundColumnsToBeUnique", {"column_list": ["topic_id", "partition_id"]}),
+    s = catalog.PARTITION_STATE.name
+    c += [Check(s, "ExpectCompoundColumnsToBeUnique", {"column_list": catalog.PARTITION_STATE.key_in_partition}),
           Check(s, "ExpectColumnValuesToBeNull", {"column": "valid_to_offset"})]
-    c += [Check("broker_state_history", "ExpectColumnValuesToBeBetween", {"column": "broker_id", "min_value": 0}),
-          Check("broker_state_history", "ExpectColumnValuesToBeBetween", {"column": "broker_epoch", "min_value": 0}),
-          Check("topic_config_history", "ExpectColumnValuesToBeBetween",
+    br, tc = catalog.BROKER_STATE_HISTORY.name, catalog.TOPIC_CONFIG_HISTORY.name
+    c += [Check(br, "ExpectColumnValuesToBeBetween", {"column": "broker_id", "min_value": 0}),
+          Check(br, "ExpectColumnValuesToBeBetween", {"column": "broker_epoch", "min_value": 0}),
+          Check(tc, "ExpectColumnValuesToBeBetween",
                 {"column": "effective_min_isr", "min_value": 1}),
-          Check("topic_config_history", "ExpectColumnValuesToNotBeNull", {"column": "topic_name"})]
-    c += [Check("divergences", "ExpectTableRowCountToEqual", {"value": 0}),
-          Check("invariant_breaches", "ExpectColumnValuesToNotBeInSet", {"column": "severity", "value_set": ["ERROR"]})]
+          Check(tc, "ExpectColumnValuesToNotBeNull", {"column": "topic_name"})]
+    c += [Check(catalog.DIVERGENCES.name, "ExpectTableRowCountToEqual", {"value": 0}),
+          Check(catalog.INVARIANT_BREACHES.name, "ExpectColumnValuesToNotBeInSet",
+                {"column": "severity", "value_set": ["ERROR"]})]
     # rule ids and severities the registry declares (controller_core/codes.py): a row with any other is
     # one the audit cannot grade or explain
-    c += [Check(t, "ExpectColumnValuesToBeInSet", {"column": "rule", "value_set": list(codes.written_to(t))})
-          for t in (codes.INVARIANT_BREACHES, codes.DIVERGENCES)]
+    sinks = ((catalog.INVARIANT_BREACHES.name, codes.INVARIANT_BREACHES), (catalog.DIVERGENCES.name, codes.DIVERGENCES))
+    c += [Check(t, "ExpectColumnValuesToBeInSet", {"column": "rule", "value_set": list(codes.written_to(sink))})
+          for t, sink in sinks]
     c += [Check(t, "ExpectColumnValuesToBeInSet", {"column": "severity", "value_set": list(codes.SEVERITIES)})
-          for t in (codes.INVARIANT_BREACHES, codes.DIVERGENCES)]
+          for t, _ in sinks]
     return c
 
 
@@ -175,11 +176,12 @@ def run(args, out=None, err=None) -> int:
     out, err = out or sys.stdout, err or sys.stderr
     config = load_config(args.conf, {"lake": args.lake} if args.lake else None)
     lake = Lake(config["lake"], None, backend="delta-rs")
-    if not lake.exists("metadata_records"):
-        print(f"{PROG}: no metadata_records table in {lake.root}: run kraft-audit ingest first", file=err)
+    if not lake.exists(catalog.METADATA_RECORDS.name):
+        print(f"{PROG}: no {catalog.METADATA_RECORDS.name} table in {lake.root}: run kraft-audit ingest first",
+              file=err)
         return 2
     result = validate(load_tables(lake, args.cluster), args.cluster)
-    lake.overwrite_arrow(QUALITY_TABLE, result, partition_by="cluster", where={"cluster": args.cluster})
+    lake.overwrite_arrow(QUALITY.name, result, partition_by=QUALITY.partition_by, where={"cluster": args.cluster})
     failed = [r for r in result.to_pylist() if not r["success"]]
     if args.json:
         out.write(json.dumps(result.to_pylist(), default=str, indent=2) + "\n")

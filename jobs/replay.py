@@ -30,20 +30,17 @@ from controller_core import timelines
 from controller_core.vector import fold
 from controller_core.logdir import classify
 from controller_core.replay import Rec, choose
+from lake import catalog
 from lake.config import load_config
-from jobs.ingest import RECORDS_TABLE
 from lake.delta import Lake
 from lake.spark import get_spark
 from transforms import silver as S
 
-SILVER = ("partition_state_history", "partition_state", "broker_state_history", "topic_config_history",
-          "divergences", "invariant_breaches")
-CHECKPOINTS = "replay_checkpoints"
-CHECKPOINT_SCHEMA = pa.schema([
-    ("cluster", pa.string()), ("replayed_at", pa.timestamp("us", tz="UTC")), ("mode", pa.string()),
-    ("start_offset", pa.int64()), ("snapshot", pa.string()), ("last_offset", pa.int64()),
-    ("last_timestamp", pa.timestamp("us", tz="UTC")), ("records", pa.int64()),
-])
+RECORDS, HISTORY, STATE = catalog.METADATA_RECORDS, catalog.PARTITION_STATE_HISTORY, catalog.PARTITION_STATE
+BROKERS, TOPICS = catalog.BROKER_STATE_HISTORY, catalog.TOPIC_CONFIG_HISTORY
+DIVERGENCES, BREACHES, CHECKPOINTS = catalog.DIVERGENCES, catalog.INVARIANT_BREACHES, catalog.REPLAY_CHECKPOINTS
+SILVER = tuple(t.name for t in (HISTORY, STATE, BROKERS, TOPICS, DIVERGENCES, BREACHES))
+CHECKPOINT_SCHEMA = CHECKPOINTS.schema
 
 
 def replay_plan(records):
@@ -70,9 +67,9 @@ def _with_cluster(spark, table: pa.Table, cluster: str):
 
 def _checkpoint(lake: Lake, cluster: str):
     """The cluster's newest replay checkpoint row, or None."""
-    if not lake.exists(CHECKPOINTS) or not all(lake.exists(t) for t in SILVER):
+    if not lake.exists(CHECKPOINTS.name) or not all(lake.exists(t) for t in SILVER):
         return None
-    rows = (lake.read(CHECKPOINTS).where(F.col("cluster") == cluster)
+    rows = (lake.read(CHECKPOINTS.name).where(F.col("cluster") == cluster)
             .orderBy(F.col("last_offset").desc(), F.col("replayed_at").desc()).limit(1).collect())
     return rows[0] if rows else None
 
@@ -88,7 +85,7 @@ def _log_end(records, plan):
 
 def _seeds(lake: Lake, cluster: str, offset: int, timestamp, template):
     """Every live partition's latest state as a snapshot-like PartitionRecord at ``offset``."""
-    state = lake.read("partition_state").where(F.col("cluster") == cluster).where(~F.col("orphan"))
+    state = lake.read(STATE.name).where(F.col("cluster") == cluster).where(~F.col("orphan"))
     version = (F.when(F.size(F.coalesce("eligible_leader_replicas", F.array())) > 0, 2)
                .when(F.size(F.coalesce("directories", F.array())) > 0, 1).otherwise(0))
     cols = {
@@ -105,7 +102,7 @@ def _seeds(lake: Lake, cluster: str, offset: int, timestamp, template):
 
 
 def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = True, full: bool = False) -> dict:
-    records = lake.read(RECORDS_TABLE).where(F.col("cluster") == cluster)
+    records = lake.read(RECORDS.name).where(F.col("cluster") == cluster)
     plan = replay_plan(records)
     snapshot = plan.snapshot.label if plan.snapshot else None
     rows = S.replay_rows(records, [(f.label, f.kind) for f in plan.files], plan.start_offset)
@@ -121,9 +118,10 @@ def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = Tru
     # cluster timelines: small, rebuilt every run on the driver by the scalar image
     brokers, topics = timelines.build(r for r in _cluster_level_recs(rows)
                                       if r.type not in S.PARTITION_TYPES or r.data.get("partitionId") == 0)
-    for name, table in (("broker_state_history", brokers), ("topic_config_history", topics)):
-        lake.overwrite(name, _with_cluster(spark, table, cluster), partition_by="cluster", where={"cluster": cluster})
-        counts[name] = table.num_rows
+    for t, table in ((BROKERS, brokers), (TOPICS, topics)):
+        lake.overwrite(t.name, _with_cluster(spark, table, cluster), partition_by=t.partition_by,
+                       where={"cluster": cluster})
+        counts[t.name] = table.num_rows
 
     where = {"cluster": cluster}
     if ckpt is not None:
@@ -138,7 +136,7 @@ def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = Tru
         history = S.history_of(out).withColumn("cluster", F.lit(cluster))
         if ckpt is None:
             found = found.persist()
-            lake.overwrite("partition_state_history", history, partition_by="cluster", where=where)
+            lake.overwrite(HISTORY.name, history, partition_by=HISTORY.partition_by, where=where)
         else:
             found = found.where(F.col("offset") > since).persist()
             history = history.persist()
@@ -146,29 +144,29 @@ def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = Tru
             # a seed's valid-to is the first new state of its partition: close the superseded row
             closed = history.where((F.col("offset") == since) & F.col("valid_to_offset").isNotNull()
                                    & (F.col("record_type") == "PARTITION_RECORD"))
-            lake.merge_update("partition_state_history", closed, on=("topic_id", "partition_id"),
+            lake.merge_update(HISTORY.name, closed, on=STATE.key_in_partition,
                               columns=("valid_to_offset", "valid_to_timestamp"), where=where,
                               condition="t.valid_to_offset IS NULL")
-            lake.append("partition_state_history", new, partition_by="cluster")
-            counts["partition_state_history_new"] = new.count()
+            lake.append(HISTORY.name, new, partition_by=HISTORY.partition_by)
+            counts[f"{HISTORY.name}_new"] = new.count()
             history.unpersist()
-        hist = lake.read("partition_state_history").where(F.col("cluster") == cluster)
-        lake.overwrite("partition_state", S.latest_state(hist), partition_by="cluster", where=where)
+        hist = lake.read(HISTORY.name).where(F.col("cluster") == cluster)
+        lake.overwrite(STATE.name, S.latest_state(hist), partition_by=STATE.partition_by, where=where)
 
         div = found.where(F.col("kind") == "divergence").drop("kind", "message")
         brc = found.where(F.col("kind") == "breach").drop("kind", "field", "trigger")
-        write = (lambda n, df: lake.overwrite(n, df, partition_by="cluster", where=where)) if ckpt is None \
-            else (lambda n, df: lake.append(n, df, partition_by="cluster"))
-        write("divergences", div)
-        write("invariant_breaches", brc)
+        write = (lambda t, df: lake.overwrite(t.name, df, partition_by=t.partition_by, where=where)) if ckpt is None \
+            else (lambda t, df: lake.append(t.name, df, partition_by=t.partition_by))
+        write(DIVERGENCES, div)
+        write(BREACHES, brc)
         found.unpersist()
         out.unpersist()
-        alls = {n: lake.read(n).where(F.col("cluster") == cluster) for n in ("divergences", "invariant_breaches")}
-        counts["divergences"] = alls["divergences"].count()
-        counts["invariant_breaches"] = alls["invariant_breaches"].count()
-        counts["invariant_breaches_error"] = alls["invariant_breaches"].where(F.col("severity") == "ERROR").count()
-        counts["partition_state_history"] = hist.count()
-        counts["partition_state"] = lake.read("partition_state").where(F.col("cluster") == cluster).count()
+        alls = {t.name: lake.read(t.name).where(F.col("cluster") == cluster) for t in (DIVERGENCES, BREACHES)}
+        counts[DIVERGENCES.name] = alls[DIVERGENCES.name].count()
+        counts[BREACHES.name] = alls[BREACHES.name].count()
+        counts[f"{BREACHES.name}_error"] = alls[BREACHES.name].where(F.col("severity") == "ERROR").count()
+        counts[HISTORY.name] = hist.count()
+        counts[STATE.name] = lake.read(STATE.name).where(F.col("cluster") == cluster).count()
     finally:
         bucketed.unpersist()
 
@@ -177,8 +175,8 @@ def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = Tru
     mark = pa.table({"cluster": [cluster], "replayed_at": [dt.datetime.now(dt.timezone.utc)],
                      "mode": [counts["mode"]], "start_offset": [plan.start_offset], "snapshot": [snapshot],
                      "last_offset": [end_offset], "last_timestamp": [end_ts],
-                     "records": [counts.get("partition_state_history", 0)]}, schema=CHECKPOINT_SCHEMA)
-    lake.append_arrow(CHECKPOINTS, mark, partition_by="cluster")
+                     "records": [counts.get(HISTORY.name, 0)]}, schema=CHECKPOINT_SCHEMA)
+    lake.append_arrow(CHECKPOINTS.name, mark, partition_by=CHECKPOINTS.partition_by)
     return counts
 
 
@@ -186,8 +184,8 @@ def main(args) -> int:
     config = load_config(args.conf, {"lake": args.lake} if args.lake else None)
     spark = get_spark(config)
     lake = Lake.from_config(config, spark)
-    if not lake.exists(RECORDS_TABLE):
-        print(f"kraft-audit replay: no {RECORDS_TABLE} table in {lake.root}: run kraft-audit ingest first",
+    if not lake.exists(RECORDS.name):
+        print(f"kraft-audit replay: no {RECORDS.name} table in {lake.root}: run kraft-audit ingest first",
               file=sys.stderr)
         return 2
     counts = replay(spark, lake, args.cluster, int(config["replay"]["buckets"]), bool(config["replay"]["invariants"]),
@@ -200,7 +198,7 @@ def main(args) -> int:
           f"{counts['last_offset']})")
     for name in SILVER:
         print(f"  {name:<26} {counts.get(name, 0):>10} rows")
-    if counts.get("divergences") or counts.get("invariant_breaches_error"):
-        print(f"  {counts['divergences']} divergences, {counts['invariant_breaches_error']} ERROR invariant breaches:"
-              " see the divergences / invariant_breaches tables (or kraft-audit verify on the log directory)")
+    if counts.get(DIVERGENCES.name) or counts.get(f"{BREACHES.name}_error"):
+        print(f"  {counts[DIVERGENCES.name]} divergences, {counts[f'{BREACHES.name}_error']} ERROR invariant breaches:"
+              f" see the {DIVERGENCES.name} / {BREACHES.name} tables (or kraft-audit verify on the log directory)")
     return 0

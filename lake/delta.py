@@ -302,7 +302,7 @@ class Lake:
             _check_compatible(source, target, table)
             return target, existing_parts, False
 
-        types = _delta_types(source)
+        types = delta_types(source)
         naive = [n for n, t in types.items() if "timestamp_ntz" in json.dumps(t)]
         if naive:
             raise ProtocolError(
@@ -389,7 +389,7 @@ def _as_list(cols: str | Sequence[str] | None) -> list[str]:
     return [cols] if isinstance(cols, str) else list(cols)
 
 
-def _delta_types(schema: pa.Schema) -> dict[str, Any]:
+def delta_types(schema: pa.Schema) -> dict[str, Any]:
     """Column name -> Delta type (as parsed JSON) with nullability/metadata stripped.
 
     Comparing *Delta* types rather than Arrow types ignores pure representation
@@ -419,7 +419,7 @@ def _strip(t: Any) -> Any:
 
 
 def _check_compatible(source: pa.Schema, target: pa.Schema, table: str) -> None:
-    src, tgt = _delta_types(source), _delta_types(target)
+    src, tgt = delta_types(source), delta_types(target)
     problems = []
     missing = [n for n in tgt if n not in src]
     extra = [n for n in src if n not in tgt]

@@ -14,11 +14,10 @@ import pyarrow.compute as pc
 
 from audit import loginfo
 from audit import local
+from lake import catalog
 
-SILVER_INPUTS = ("partition_state_history", "broker_state_history", "topic_config_history", "invariant_breaches")
-LOG_INFO_TABLE = "replica_log_info"
-LOG_INFO_QUARANTINE_TABLE = "replica_log_info_quarantine"
-CHECKPOINTS = "replay_checkpoints"
+SILVER_INPUTS = tuple(t.name for t in (catalog.PARTITION_STATE_HISTORY, catalog.BROKER_STATE_HISTORY,
+                                        catalog.TOPIC_CONFIG_HISTORY, catalog.INVARIANT_BREACHES))
 
 
 class GoldError(RuntimeError):
@@ -31,16 +30,16 @@ def _drop_cluster(t: pa.Table) -> pa.Table:
 
 def silver_from_lake(lake, cluster: str) -> tuple[dict[str, pa.Table], int, object]:
     """(tables, end offset, end time) of a cluster's last replay."""
-    missing = [t for t in (*SILVER_INPUTS, CHECKPOINTS) if not lake.exists(t)]
+    missing = [t for t in (*SILVER_INPUTS, catalog.REPLAY_CHECKPOINTS.name) if not lake.exists(t)]
     if missing:
         raise GoldError(f"no {', '.join(missing)} table in {lake.root}: run kraft-audit replay --cluster {cluster} first")
     flt = [("cluster", "=", cluster)]
-    marks = lake.read_arrow(CHECKPOINTS, filters=flt)
+    marks = lake.read_arrow(catalog.REPLAY_CHECKPOINTS.name, filters=flt)
     if not marks.num_rows:
         raise GoldError(f"cluster {cluster!r} was never replayed into {lake.root}: run kraft-audit replay first")
     last = marks.sort_by([("last_offset", "descending"), ("replayed_at", "descending")]).slice(0, 1).to_pylist()[0]
     tables = {name: _drop_cluster(lake.read_arrow(name, filters=flt)) for name in SILVER_INPUTS}
-    tables["record_times"] = lake.read_arrow("metadata_records", columns=["offset", "timestamp"],
+    tables["record_times"] = lake.read_arrow(catalog.METADATA_RECORDS.name, columns=["offset", "timestamp"],
                                              filters=flt + [("source_kind", "=", "segment")])
     return tables, int(last["last_offset"]), last["last_timestamp"]
 
@@ -83,16 +82,16 @@ def ingest_log_info(lake, cluster: str, paths) -> tuple[int, pa.Table]:
         return 0, loginfo.LOG_INFO_QUARANTINE_SCHEMA.empty_table()
     rows, bad = loginfo.read_log_info(files)
     where = {"cluster": cluster, "source_file": files}
-    for table, data in ((LOG_INFO_TABLE, rows), (LOG_INFO_QUARANTINE_TABLE, bad)):
+    for table, data in ((catalog.REPLICA_LOG_INFO, rows), (catalog.REPLICA_LOG_INFO_QUARANTINE, bad)):
         data = data.append_column("cluster", pa.array([cluster] * data.num_rows, pa.string()))
-        lake.overwrite_arrow(table, data, partition_by="cluster", where=where)  # one commit for all files
+        lake.overwrite_arrow(table.name, data, partition_by=table.partition_by, where=where)  # one commit for all files
     return rows.num_rows, bad
 
 
 def log_info_from_lake(lake, cluster: str) -> pa.Table:
-    if not lake.exists(LOG_INFO_TABLE):
+    if not lake.exists(catalog.REPLICA_LOG_INFO.name):
         return loginfo.LOG_INFO_SCHEMA.empty_table()
-    t = _drop_cluster(lake.read_arrow(LOG_INFO_TABLE, filters=[("cluster", "=", cluster)]))
+    t = _drop_cluster(lake.read_arrow(catalog.REPLICA_LOG_INFO.name, filters=[("cluster", "=", cluster)]))
     return t.select(loginfo.LOG_INFO_SCHEMA.names).cast(loginfo.LOG_INFO_SCHEMA)
 
 
@@ -100,8 +99,10 @@ def write_gold(lake, cluster: str, result) -> None:
     """``violations`` and ``recovery_candidates`` of one cluster, replaced as a whole (idempotent)."""
     v = result.violations
     v = v.set_column(v.schema.get_field_index("cluster"), "cluster", pa.array([cluster] * v.num_rows, pa.string()))
-    lake.overwrite_arrow("violations", v, partition_by="cluster", where={"cluster": cluster})
+    lake.overwrite_arrow(catalog.VIOLATIONS.name, v, partition_by=catalog.VIOLATIONS.partition_by,
+                         where={"cluster": cluster})
     c = result.candidates
     c = (c.append_column("at_offset", pa.array([result.at_offset] * c.num_rows, pa.int64()))
          .append_column("cluster", pa.array([cluster] * c.num_rows, pa.string())))
-    lake.overwrite_arrow("recovery_candidates", c, partition_by="cluster", where={"cluster": cluster})
+    lake.overwrite_arrow(catalog.RECOVERY_CANDIDATES.name, c, partition_by=catalog.RECOVERY_CANDIDATES.partition_by,
+                         where={"cluster": cluster})

@@ -4,12 +4,12 @@
 # replay -> the forensic view at T3 and a recovery plan -> the audit, ending with the findings an
 # operator would act on.
 # Creates/refreshes .venv first, so it works on a fresh machine with only python3.11+ and Java 17.
-# The lake goes to ./lake (or $KRAFT_AUDIT_LAKE); plans to ./plans.
+# The lake goes to ./kraft-lake (or $KRAFT_AUDIT_LAKE); plans to ./plans.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
 export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
-LAKE="${KRAFT_AUDIT_LAKE:-./lake}"
+LAKE="${KRAFT_AUDIT_LAKE:-./kraft-lake}"
 KA=.venv/bin/kraft-audit
 SCENARIO=last-replica-standing-elr-off
 DATA="data/$SCENARIO"

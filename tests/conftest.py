@@ -65,3 +65,19 @@ def realdata() -> Path:
             pytrace=False,
         )
     return REALDATA
+
+
+@pytest.fixture(scope="session")
+def silver(spark, tmp_path_factory):
+    """One lake with two real clusters ingested and replayed (bronze + silver), and the replay counts;
+    shared by the replay tests (tests/jobs/test_replay.py) and the catalog tests (tests/lake)."""
+    from jobs.ingest import ingest
+    from jobs.replay import replay
+    from lake.delta import Lake
+    from realdata_facts import CLUSTERS
+
+    lake = Lake(tmp_path_factory.mktemp("silver") / "lake", spark)
+    for name in ("induswargods", "vasifvortex"):
+        ingest(spark, lake, name, str(REALDATA / CLUSTERS[name]), 64 << 20)
+    counts = {name: replay(spark, lake, name, buckets=3) for name in ("induswargods", "vasifvortex")}
+    return lake, counts

@@ -12,11 +12,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from controller_core.codec import bronze as B
+from lake import catalog
 
 SPLIT_DDL = ("path string, source_file string, source_kind string, start long, end long, cluster string, "
              "first_offset long")
 
-# Executors emit one schema for both kinds of row; `row_kind` tells them apart.
+# Executors emit one schema for both kinds of row; `row_kind` (the table's name) tells them apart.
 _TS_US = pa.timestamp("us", tz="UTC")
 _DECODED = pa.schema(
     [pa.field("row_kind", pa.string(), nullable=False)]
@@ -25,8 +26,10 @@ _DECODED = pa.schema(
 DECODED_SCHEMA = from_arrow_schema(_DECODED)
 RECORD_COLUMNS = [f.name for f in B.SCHEMA]
 QUARANTINE_COLUMNS = [f.name for f in B.QUARANTINE_SCHEMA]
-RECORD_KEY = ["cluster", "source_file", "offset"]
-QUARANTINE_KEY = ["cluster", "source_file", "position", "reason"]
+RECORD_KEY = list(catalog.METADATA_RECORDS.key)
+QUARANTINE_KEY = list(catalog.QUARANTINE.key)
+# `row_kind`: the bronze table a decoded row belongs to
+_RECORD, _QUARANTINED = catalog.METADATA_RECORDS.name, catalog.QUARANTINE.name
 
 
 def _conform(table: pa.Table, kind: str) -> pa.RecordBatch:
@@ -52,10 +55,10 @@ def _decode_partition(batches):
                                      first_offset=row["first_offset"]):
                 if len(chunk):
                     yield _conform(B.records_table(chunk, row["cluster"], row["source_file"], row["source_kind"]),
-                                   "record")
+                                   _RECORD)
                 if chunk.quarantine:
                     yield _conform(B.quarantine_table(chunk.quarantine, row["cluster"], row["source_kind"]),
-                                   "quarantine")
+                                   _QUARANTINED)
 
 
 def decode_splits(splits: DataFrame) -> DataFrame:
@@ -65,12 +68,12 @@ def decode_splits(splits: DataFrame) -> DataFrame:
 
 def records(decoded: DataFrame) -> DataFrame:
     """The bronze ``metadata_records`` rows of a decoded frame."""
-    return decoded.where(F.col("row_kind") == "record").select(*RECORD_COLUMNS)
+    return decoded.where(F.col("row_kind") == _RECORD).select(*RECORD_COLUMNS)
 
 
 def quarantine(decoded: DataFrame) -> DataFrame:
     """The bronze ``quarantine`` rows of a decoded frame."""
-    return decoded.where(F.col("row_kind") == "quarantine").select(*QUARANTINE_COLUMNS)
+    return decoded.where(F.col("row_kind") == _QUARANTINED).select(*QUARANTINE_COLUMNS)
 
 
 def only_new(rows: DataFrame, existing: DataFrame | None, key: list[str]) -> DataFrame:

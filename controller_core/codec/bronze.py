@@ -67,7 +67,6 @@ TYPED = [
     pa.field("data_json", pa.string(), nullable=False),  # the record's "data" exactly as kafka-dump-log prints it
 ]
 SCHEMA = pa.schema(FRAMING + TYPED)
-PARTITION_BY = ["cluster"]
 
 QUARANTINE_SCHEMA = pa.schema([
     pa.field("cluster", pa.string(), nullable=False),

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from audit.local import log_end, silver_tables
+from lake import catalog
 from audit.violations import violations
 from controller_core import codes
 from controller_core.rules.invariants import InvariantChecker
@@ -39,8 +40,8 @@ def _emitted(log_dir) -> dict[str, set]:
     rep = verify_log_dir(log_dir, InvariantChecker())
     return {codes.VIOLATIONS: set(zip(gold.column("code").to_pylist(), gold.column("severity").to_pylist())),
             codes.INVARIANT_BREACHES: {(b.rule, b.severity) for b in rep.breaches}
-            | set(zip(tables["invariant_breaches"].column("rule").to_pylist(),
-                      tables["invariant_breaches"].column("severity").to_pylist())),
+            | set(zip(tables[catalog.INVARIANT_BREACHES.name].column("rule").to_pylist(),
+                      tables[catalog.INVARIANT_BREACHES.name].column("severity").to_pylist())),
             codes.DIVERGENCES: {(d.rule, d.severity) for d in rep.divergences}}
 
 

@@ -20,6 +20,7 @@ from jobs.describe import replay
 from lake import gold
 from simulator.scenario import builtin_names
 from tests.realdata_facts import CLUSTERS, REALDATA
+from lake import catalog
 
 SMALL = {"fleet-large": ["--param", "partitions=300", "--param", "events=8"]}
 LOGS = [f"scenario:{n}" for n in sorted(builtin_names())] + [f"real:{n}" for n in sorted(CLUSTERS)]
@@ -40,13 +41,13 @@ def _offsets(tables, end: int, info_files) -> list[int]:
     """25/50/75/100 % of the log, the first, middle and last offsets at which a partition turned
     leaderless, the first and last at which a broker entered controlled shutdown, and the log-info
     capture offsets."""
-    h = tables["partition_state_history"]
+    h = tables[catalog.PARTITION_STATE_HISTORY.name]
     first = pc.min(h.column("offset")).as_py()
     at = {first + (end - first) * q // 4 for q in (1, 2, 3, 4)}
     gone = sorted(set(pc.filter(h.column("offset"), pc.equal(h.column("leader"), -1)).to_pylist()))
     if gone:
         at |= {gone[0], gone[len(gone) // 2], gone[-1]}
-    b = tables["broker_state_history"]
+    b = tables[catalog.BROKER_STATE_HISTORY.name]
     draining = pc.and_(pc.fill_null(b.column("in_controlled_shutdown"), False),
                        pc.invert(pc.fill_null(b.column("fenced"), True)))
     cs = sorted(pc.filter(b.column("offset"), draining).to_pylist())  # a broker in controlled shutdown, unfenced
@@ -175,8 +176,8 @@ def test_controlled_shutdown_brokers_count_as_unavailable_in_every_form(tmp_path
     tables, end, _ = gold.silver_from_log_dir(str(d))
     assert end == 11
     assert active_brokers(state_at(tables)[1]) == set()
-    assert active_at(tables["broker_state_history"]) == set()
-    assert active_at(tables["broker_state_history"], 6) == {1, 2}  # broker 3 drains first
+    assert active_at(tables[catalog.BROKER_STATE_HISTORY.name]) == set()
+    assert active_at(tables[catalog.BROKER_STATE_HISTORY.name], 6) == {1, 2}  # broker 3 drains first
     image, _ = replay(str(d), err=io.StringIO())
     assert {b for b in image.brokers if image.active(b)} == set()
     spec_image = load_cluster(whatif_spec(tables))

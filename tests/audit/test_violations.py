@@ -18,6 +18,7 @@ from audit.local import silver_tables, log_end
 from audit.violations import VIOLATION_SCHEMA, violations
 from controller_core.codec.batch import encode_batch
 from controller_core.rules.verify import verify_log_dir
+from lake import catalog
 from lake.config import load_config
 
 T0 = 1_700_000_000_000  # epoch ms of the first batch
@@ -190,7 +191,7 @@ def test_kip966_story_with_elr_on_elects_the_elr_member_and_loses_nothing(tmp_pa
     out, rows = audit(log, tmp_path, config)
 
     # broker 1, in ELR [1, 2] while the partition was leaderless, is elected cleanly when it comes back
-    hist = silver_tables(tmp_path / "data")["partition_state_history"].to_pylist()
+    hist = silver_tables(tmp_path / "data")[catalog.PARTITION_STATE_HISTORY.name].to_pylist()
     elected = next(r for r in hist if r["offset"] == t3)
     assert (elected["leader"], elected["isr"], elected["eligible_leader_replicas"]) == (1, [1], [2])
     assert find(rows, "DATA_LOSS_LIKELY") == [] and find(rows, "UNCLEAN_ELECTION") == []
@@ -311,7 +312,8 @@ def test_invariant_breaches_are_carried_over_with_their_severity(tmp_path, confi
     inv = [r for r in rows if r["code"].startswith("INV-")]
     assert inv  # INV-UNDER-MINISR (INFO) at the shrink to [2]
     assert [(r["code"], r["first_offset"], r["severity"], r["explanation"]) for r in inv] == [
-        (b["rule"], b["offset"], b["severity"], b["message"]) for b in tables["invariant_breaches"].to_pylist()]
+        (b["rule"], b["offset"], b["severity"], b["message"])
+        for b in tables[catalog.INVARIANT_BREACHES.name].to_pylist()]
 
 
 def test_last_known_leader_elected_while_fenced(tmp_path, config):
@@ -332,7 +334,7 @@ def test_last_known_leader_elected_while_fenced(tmp_path, config):
     [unclean] = find(rows, "UNCLEAN_ELECTION")
     assert unclean["first_offset"] == elected
     # the invariant checker says the same in its own terms
-    breaches = {(b["rule"], b["offset"]) for b in tables["invariant_breaches"].to_pylist()}
+    breaches = {(b["rule"], b["offset"]) for b in tables[catalog.INVARIANT_BREACHES.name].to_pylist()}
     assert {("INV-LEADER-ACTIVE", elected), ("INV-UNCLEAN-ELECTION", elected)} <= breaches
     [gap] = find(rows, "OFFLINE_NO_CANDIDATE")
     assert (gap["first_offset"], gap["last_offset"]) == (cleared, elected)

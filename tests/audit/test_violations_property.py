@@ -13,6 +13,7 @@ from controller_core.vector import fold
 from audit.local import HISTORY_DATED_SCHEMA
 from audit.scalar import WINDOW_CODES, violations_scalar
 from audit.violations import violations
+from lake import catalog
 from lake.config import load_config
 
 CONFIG = load_config(overrides={"audit": {"long_window_ms": 50}})
@@ -59,9 +60,9 @@ def key(r) -> tuple:
 @given(histories(), st.integers(0, 500))
 def test_vectorized_windows_equal_the_scalar_reference(data, end_ms):
     rows, topic_rows = data
-    tables = {"partition_state_history": pa.Table.from_pylist(rows, schema=HISTORY_DATED_SCHEMA),
-              "topic_config_history": pa.Table.from_pylist(topic_rows, schema=timelines.TOPIC_SCHEMA),
-              "broker_state_history": timelines.BROKER_SCHEMA.empty_table()}
+    tables = {catalog.PARTITION_STATE_HISTORY.name: pa.Table.from_pylist(rows, schema=HISTORY_DATED_SCHEMA),
+              catalog.TOPIC_CONFIG_HISTORY.name: pa.Table.from_pylist(topic_rows, schema=timelines.TOPIC_SCHEMA),
+              catalog.BROKER_STATE_HISTORY.name: timelines.BROKER_SCHEMA.empty_table()}
     end = EPOCH + dt.timedelta(milliseconds=500 + end_ms)
     fast = [r for r in violations(tables, CONFIG, 10_000, end).to_pylist() if r["code"] in WINDOW_CODES]
     slow = violations_scalar(tables, CONFIG, 10_000, end)

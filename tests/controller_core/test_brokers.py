@@ -3,7 +3,6 @@ shutdown), and every form of it -- scalar image, vectorized replay, silver broke
 state at a point -- names the same brokers at every point of the real logs."""
 from __future__ import annotations
 
-import io
 import itertools
 
 import numpy as np
@@ -18,6 +17,7 @@ from controller_core.replay import iter_batches
 from controller_core.vector.explain import _active
 from lake import gold
 from tests.realdata_facts import CLUSTERS, REALDATA
+from lake import catalog
 
 STATES = list(itertools.product([False, True], repeat=3))  # (registered, fenced, in_controlled_shutdown)
 
@@ -64,7 +64,7 @@ def _scalar_active_sets(log_dir, targets: list[int]) -> dict[int, set[int]]:
 def test_image_vectorized_history_and_audit_agree_on_who_is_active(name):
     d = REALDATA / CLUSTERS[name]
     tables, end, _ = gold.silver_from_log_dir(str(d))
-    hist = tables["broker_state_history"]
+    hist = tables[catalog.BROKER_STATE_HISTORY.name]
     offsets = sorted(set(hist.column("offset").to_pylist()) | {end, end // 2})
     offsets = [o for o in offsets if o >= 0]
     scalar = _scalar_active_sets(d, offsets)

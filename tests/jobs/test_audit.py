@@ -108,7 +108,7 @@ def test_collect_log_info_cli_on_the_three_replicas(ogs_log_info):
 
 
 def test_log_info_ingest_is_idempotent_and_quarantines_bad_files(ogs_log_info, tmp_path):
-    from lake import gold
+    from lake import catalog, gold
     from lake.delta import Lake
 
     bad = tmp_path / "broker-9.json"
@@ -118,13 +118,13 @@ def test_log_info_ingest_is_idempotent_and_quarantines_bad_files(ogs_log_info, t
     paths = [str(f) for f in ogs_log_info] + [str(bad)]
     n, q = gold.ingest_log_info(lake, "ogs59", paths)
     assert n == 3 and q.num_rows == 1 and "broker-9.json" in q.column("source_file")[0].as_py()
-    v = lake.version(gold.LOG_INFO_TABLE)
+    v = lake.version(catalog.REPLICA_LOG_INFO.name)
     assert gold.ingest_log_info(lake, "ogs59", paths)[0] == 3
     rows = gold.log_info_from_lake(lake, "ogs59")
     assert rows.num_rows == 3  # re-ingesting replaced, not duplicated
     assert sorted(rows.column("broker_id").to_pylist()) == [1, 2, 3]
-    assert lake.version(gold.LOG_INFO_TABLE) > v
-    assert lake.read_arrow(gold.LOG_INFO_QUARANTINE_TABLE).num_rows == 1
+    assert lake.version(catalog.REPLICA_LOG_INFO.name) > v
+    assert lake.read_arrow(catalog.REPLICA_LOG_INFO_QUARANTINE.name).num_rows == 1
 
 
 def test_recovery_with_log_info_at_a_leaderless_point(ogs_log_info, capsys):

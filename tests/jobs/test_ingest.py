@@ -9,9 +9,12 @@ import pytest
 from pyspark.sql import functions as F
 
 from jobs import cli
-from jobs.ingest import QUARANTINE_TABLE, RECORDS_TABLE, ingest, plan_splits
+from jobs.ingest import ingest, plan_splits
+from lake import catalog
 from lake.delta import Lake
 from realdata_facts import CLUSTERS, REALDATA, expected_counts, readme_table
+
+RECORDS_TABLE, QUARANTINE_TABLE = catalog.METADATA_RECORDS.name, catalog.QUARANTINE.name
 
 SPLIT = 64 << 20
 

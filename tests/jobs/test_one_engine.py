@@ -16,6 +16,7 @@ from jobs.replay import replay
 from realdata_facts import CLUSTERS, REALDATA
 from simulator.engine import simulate
 from simulator.scenario import load
+from lake import catalog
 
 SPLIT = 64 << 20
 
@@ -54,10 +55,10 @@ def _lake(lake, table, cluster, drop=("cluster",)):
 def test_spark_replay_equals_the_log_directory_replay(lake_and_logs, cluster):
     lake, logs = lake_and_logs
     local = silver_tables(logs[cluster])
-    hist = _lake(lake, "partition_state_history", cluster)
-    assert hist and hist == _rows(local["partition_state_history"])
-    assert _lake(lake, "invariant_breaches", cluster) == _rows(local["invariant_breaches"])
-    for name in ("broker_state_history", "topic_config_history"):
+    hist = _lake(lake, catalog.PARTITION_STATE_HISTORY.name, cluster)
+    assert hist and hist == _rows(local[catalog.PARTITION_STATE_HISTORY.name])
+    assert _lake(lake, catalog.INVARIANT_BREACHES.name, cluster) == _rows(local[catalog.INVARIANT_BREACHES.name])
+    for name in (catalog.BROKER_STATE_HISTORY.name, catalog.TOPIC_CONFIG_HISTORY.name):
         assert _lake(lake, name, cluster) == _rows(local[name])
 
 
@@ -71,10 +72,10 @@ def test_verify_reports_what_the_spark_replay_wrote(lake_and_logs, cluster):
                 for b in got["invariantBreaches"]]
     assert sorted(breaches, key=repr) == sorted(
         ((r["offset"], r["rule"], r["severity"], r["topic"], r["partition"], r["message"])
-         for r in _lake(lake, "invariant_breaches", cluster)), key=repr)
+         for r in _lake(lake, catalog.INVARIANT_BREACHES.name, cluster)), key=repr)
     divergences = [(d["offset"], d["field"], d["trigger"]) for d in got["divergences"]]
     assert sorted(divergences) == sorted((r["offset"], r["field"], r["trigger"])
-                                         for r in _lake(lake, "divergences", cluster))
+                                         for r in _lake(lake, catalog.DIVERGENCES.name, cluster))
 
 
 @pytest.mark.parametrize("cluster", sorted(CLUSTERS) + ["az-outage"])
@@ -87,5 +88,5 @@ def test_describe_at_the_end_equals_the_latest_spark_state(lake_and_logs, cluste
     got = {(r["topic_id"], r["partition_id"]): (r["replicas"], r["isr"], r["eligible_leader_replicas"] or [],
                                                 r["last_known_elr"] or [], r["leader"], r["leader_epoch"],
                                                 r["partition_epoch"])
-           for r in _lake(lake, "partition_state", cluster)}
+           for r in _lake(lake, catalog.PARTITION_STATE.name, cluster)}
     assert want and got == want

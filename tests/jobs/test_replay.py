@@ -8,22 +8,9 @@ import pytest
 from pyspark.sql import functions as F
 
 from jobs import cli
-from jobs.ingest import ingest
 from jobs.replay import replay
+from lake import catalog
 from realdata_facts import CLUSTERS, REALDATA
-
-SPLIT = 64 << 20
-
-
-@pytest.fixture(scope="module")
-def silver(spark, tmp_path_factory):
-    from lake.delta import Lake
-
-    lake = Lake(tmp_path_factory.mktemp("silver") / "lake", spark)
-    for name in ("induswargods", "vasifvortex"):
-        ingest(spark, lake, name, str(REALDATA / CLUSTERS[name]), SPLIT)
-    counts = {name: replay(spark, lake, name, buckets=3) for name in ("induswargods", "vasifvortex")}
-    return lake, counts
 
 
 def _rows(lake, table, cluster):
@@ -32,7 +19,7 @@ def _rows(lake, table, cluster):
 
 def test_elr_partition_history_with_triggers_and_times(silver):
     lake, _ = silver
-    hist = sorted(_rows(lake, "partition_state_history", "induswargods"), key=lambda r: r.offset)
+    hist = sorted(_rows(lake, catalog.PARTITION_STATE_HISTORY.name, "induswargods"), key=lambda r: r.offset)
     last = [(r.offset, r.isr, r.leader, r.leader_epoch, r.partition_epoch, sorted(r.eligible_leader_replicas),
              r.last_known_elr, r.leader_recovery_state, r.valid_to_offset, r.trigger) for r in hist[-4:]]
     assert last == [
@@ -52,7 +39,7 @@ def test_partition_state_equals_describe_at_the_end_of_the_log(silver, capsys):
         want = {(p["topicId"], p["partition"]): (p["replicas"], p["isr"], p["leader"], p["leaderEpoch"],
                                                  p["partitionEpoch"]) for p in json.loads(capsys.readouterr().out)}
         got = {(r.topic_id, r.partition_id): (r.replicas, r.isr, r.leader, r.leader_epoch, r.partition_epoch)
-               for r in _rows(lake, "partition_state", cluster)}
+               for r in _rows(lake, catalog.PARTITION_STATE.name, cluster)}
         assert got == want
 
 
@@ -64,35 +51,36 @@ def test_findings_equal_verify_on_the_log_directory(silver):
 
         verify.run(str(REALDATA / CLUSTERS[cluster]), as_json=True, out=out)
         want = json.loads(out.getvalue())
-        got = {(r.offset, r.rule, r.severity) for r in _rows(lake, "invariant_breaches", cluster)}
+        got = {(r.offset, r.rule, r.severity) for r in _rows(lake, catalog.INVARIANT_BREACHES.name, cluster)}
         assert got == {(b["offset"], b["rule"], b["severity"]) for b in want["invariantBreaches"]}
-        assert _rows(lake, "divergences", cluster) == [] == want["divergences"]
-    assert counts["induswargods"]["invariant_breaches"] == 4  # + unclean election, its config
+        assert _rows(lake, catalog.DIVERGENCES.name, cluster) == [] == want["divergences"]
+    assert counts["induswargods"][catalog.INVARIANT_BREACHES.name] == 4  # + unclean election, its config
 
 
 def test_broker_and_topic_timelines(silver):
     lake, _ = silver
-    b = sorted(_rows(lake, "broker_state_history", "vasifvortex"), key=lambda r: r.offset)
+    b = sorted(_rows(lake, catalog.BROKER_STATE_HISTORY.name, "vasifvortex"), key=lambda r: r.offset)
     fences = [(r.broker_id, r.offset, r.fenced) for r in b if r.event == "FENCE_BROKER_RECORD"]
     assert fences and all(f for _, _, f in fences)
-    t = _rows(lake, "topic_config_history", "induswargods")
+    t = _rows(lake, catalog.TOPIC_CONFIG_HISTORY.name, "induswargods")
     assert sorted((r.offset, r.deleted) for r in t) == [(1169, False), (1504, True), (2837, False), (2874, True),
                                                        (3516, False)]
 
 
 def test_replay_again_replaces_the_clusters_rows(spark, silver):
     lake, counts = silver
-    before = {t: lake.read(t).count() for t in ("partition_state_history", "broker_state_history")}
-    breaches = sorted((r.offset, r.rule, r.topic, r.partition) for r in _rows(lake, "invariant_breaches", "vasifvortex"))
+    before = {t.name: lake.read(t.name).count() for t in (catalog.PARTITION_STATE_HISTORY, catalog.BROKER_STATE_HISTORY)}
+    breaches = sorted((r.offset, r.rule, r.topic, r.partition)
+                      for r in _rows(lake, catalog.INVARIANT_BREACHES.name, "vasifvortex"))
     assert replay(spark, lake, "vasifvortex", buckets=5)["mode"] == "up-to-date"  # nothing new: no write
     again = replay(spark, lake, "vasifvortex", buckets=5, full=True)  # a different bucketing, the same rows
     assert again["mode"] == "full"
     assert {t: lake.read(t).count() for t in before} == before
-    assert again["partition_state_history"] == counts["vasifvortex"]["partition_state_history"]
+    assert again[catalog.PARTITION_STATE_HISTORY.name] == counts["vasifvortex"][catalog.PARTITION_STATE_HISTORY.name]
     # John_Snow's min.insync.replicas=3 is capped by partition 0's single replica in every bucket, also
     # in buckets that do not own partition 0 (they get its records as context): no false INV-UNDER-MINISR
     assert sorted((r.offset, r.rule, r.topic, r.partition)
-                  for r in _rows(lake, "invariant_breaches", "vasifvortex")) == breaches == []
+                  for r in _rows(lake, catalog.INVARIANT_BREACHES.name, "vasifvortex")) == breaches == []
 
 
 @pytest.mark.parametrize("at", [[], ["--at-offset", "1500"], ["--at-offset", "3594"], ["--at-offset", "3600"]])
@@ -114,14 +102,14 @@ def test_audit_from_the_lake_equals_the_audit_of_the_log_directory(silver, capsy
         assert code == code2
         assert from_lake["counts"] == from_log["counts"] and from_lake["counts"]
         assert from_lake["findings"] == from_log["findings"]
-        gold = _rows(lake, "violations", cluster)  # the gold table holds exactly the findings
+        gold = _rows(lake, catalog.VIOLATIONS.name, cluster)  # the gold table holds exactly the findings
         assert sorted((r.code, r.first_offset, r.partition) for r in gold) == sorted(
             (f["code"], f["first_offset"], f["partition"]) for f in from_log["findings"])
     # re-running replaces the cluster's gold rows
-    n = len(_rows(lake, "violations", "induswargods"))
+    n = len(_rows(lake, catalog.VIOLATIONS.name, "induswargods"))
     cli.main(["audit", "--cluster", "induswargods", "--lake", str(lake.root)])
     capsys.readouterr()
-    assert len(_rows(lake, "violations", "induswargods")) == n
+    assert len(_rows(lake, catalog.VIOLATIONS.name, "induswargods")) == n
 
 
 def test_quality_checks_pass_on_real_replays_and_catch_a_broken_table(silver, capsys, tmp_path):
@@ -130,22 +118,22 @@ def test_quality_checks_pass_on_real_replays_and_catch_a_broken_table(silver, ca
     lake, _ = silver
     assert cli.main(["quality", "--cluster", "vasifvortex", "--lake", str(lake.root)]) == 0
     assert "0 failed" in capsys.readouterr().out
-    rows = lake.read_arrow(quality.QUALITY_TABLE, filters=[("cluster", "=", "vasifvortex")])
+    rows = lake.read_arrow(catalog.DATA_QUALITY.name, filters=[("cluster", "=", "vasifvortex")])
     assert rows.num_rows == len(quality.checks()) and all(rows.column("success").to_pylist())
     # the same checks on tables with planted faults: a duplicated history row, a negative epoch, a
     # valid-to before its valid-from, a divergence
     tables = quality.load_tables(lake, "vasifvortex")
-    h = tables["partition_state_history"]
+    h = tables[catalog.PARTITION_STATE_HISTORY.name]
     bad = h.iloc[[0, 0, 1]].copy()
     bad.iloc[2, bad.columns.get_loc("leader_epoch")] = -5
     bad.iloc[1, bad.columns.get_loc("valid_to_offset")] = int(bad.iloc[1]["offset"]) - 1
-    tables["partition_state_history"] = bad
-    tables["divergences"] = tables["divergences"].reindex(range(1))
+    tables[catalog.PARTITION_STATE_HISTORY.name] = bad
+    tables[catalog.DIVERGENCES.name] = tables[catalog.DIVERGENCES.name].reindex(range(1))
     got = quality.validate(tables, "x").to_pylist()
     failed = {(r["table"], r["expectation"], r["kwargs"]) for r in got if not r["success"]}
-    assert ("partition_state_history", "ExpectCompoundColumnsToBeUnique",
+    assert (catalog.PARTITION_STATE_HISTORY.name, "ExpectCompoundColumnsToBeUnique",
             '{"column_list": ["topic_id", "partition_id", "offset"]}') in failed
-    assert any(t == "partition_state_history" and '"leader_epoch"' in k for t, _, k in failed)
-    assert any(t == "partition_state_history" and '"valid_to_offset"' in k for t, _, k in failed)
-    assert ("divergences", "ExpectTableRowCountToEqual", '{"value": 0}') in failed
+    assert any(t == catalog.PARTITION_STATE_HISTORY.name and '"leader_epoch"' in k for t, _, k in failed)
+    assert any(t == catalog.PARTITION_STATE_HISTORY.name and '"valid_to_offset"' in k for t, _, k in failed)
+    assert (catalog.DIVERGENCES.name, "ExpectTableRowCountToEqual", '{"value": 0}') in failed
     assert len(failed) == 4

@@ -9,9 +9,12 @@ from pyspark.sql import functions as F
 
 from controller_core.codec.batch import iter_batches_scalar
 from jobs.ingest import ingest
+from lake import catalog
 from lake.delta import Lake
-from jobs.replay import CHECKPOINTS, SILVER, replay
+from jobs.replay import SILVER, replay
 from realdata_facts import CLUSTERS, REALDATA
+
+HISTORY = catalog.PARTITION_STATE_HISTORY.name
 
 SPLIT = 64 << 20
 SEG0 = "00000000000000000000.log"
@@ -73,25 +76,25 @@ def test_each_growth_is_replayed_incrementally(grown):
     assert [s["mode"] for s in steps] == ["full", "incremental", "incremental", "up-to-date"]
     assert steps[0]["last_offset"] < steps[1]["last_offset"] < steps[2]["last_offset"] == whole["last_offset"]
     # the second and third runs only folded what was new
-    assert 0 < steps[1]["partition_state_history_new"] < whole["partition_state_history"]
-    assert steps[1]["partition_state_history_new"] + steps[2]["partition_state_history_new"] \
-        == whole["partition_state_history"] - steps[0]["partition_state_history"]
+    assert 0 < steps[1][f"{HISTORY}_new"] < whole[HISTORY]
+    assert steps[1][f"{HISTORY}_new"] + steps[2][f"{HISTORY}_new"] \
+        == whole[HISTORY] - steps[0][HISTORY]
 
 
 @pytest.mark.parametrize("table", SILVER)
 def test_incremental_equals_full_replay(grown, table):
     inc, full, _, _, _, _ = grown
     got, want = _table(inc, table, "c"), _table(full, table, "c")
-    if table == "partition_state_history":
+    if table == HISTORY:
         assert len(want) > 400  # real history: 440 partition records over both segments
-    if table == "partition_state":
+    if table == catalog.PARTITION_STATE.name:
         assert len(want) == 60  # the log's 60 partitions
     assert got == want
 
 
 def test_history_chains_across_the_growth_points(grown):
     inc, _, steps, _, _, _ = grown
-    hist = inc.read("partition_state_history").where(F.col("cluster") == "c").collect()
+    hist = inc.read(HISTORY).where(F.col("cluster") == "c").collect()
     by = {}
     for r in hist:
         by.setdefault((r.topic_id, r.partition_id), []).append(r)
@@ -107,7 +110,7 @@ def test_history_chains_across_the_growth_points(grown):
 def test_rerun_with_nothing_new_writes_nothing(grown):
     inc, _, _, _, versions, after = grown
     assert after == versions
-    marks = inc.read(CHECKPOINTS).where(F.col("cluster") == "c").orderBy("last_offset").collect()
+    marks = inc.read(catalog.REPLAY_CHECKPOINTS.name).where(F.col("cluster") == "c").orderBy("last_offset").collect()
     assert [m.mode for m in marks] == ["full", "incremental", "incremental"]
 
 
@@ -115,4 +118,4 @@ def test_full_flag_and_changed_start_replay_everything(spark, grown, tmp_path):
     inc, _, _, whole, _, _ = grown
     again = replay(spark, inc, "c", buckets=3, full=True)
     assert again["mode"] == "full"
-    assert again["partition_state_history"] == whole["partition_state_history"]
+    assert again[HISTORY] == whole[HISTORY]

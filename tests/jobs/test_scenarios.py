@@ -9,6 +9,7 @@ import json
 import pytest
 
 from jobs import cli
+from lake import catalog
 from simulator.scenario import builtin_names
 
 SMALL = {"fleet-large": ["--param", "partitions=300", "--param", "events=8"]}
@@ -135,7 +136,7 @@ def test_audit_in_topic_chunks_equals_one_pass(scenarios):
 
     tables, end_offset, end_time = gold.silver_from_log_dir(str(scenarios["fleet-large"]))
     whole = audit(tables, load_config(overrides={"audit": {"chunk_rows": 0}}), end_offset, end_time).violations
-    rows = tables["partition_state_history"].num_rows
+    rows = tables[catalog.PARTITION_STATE_HISTORY.name].num_rows
     chunked = audit(tables, load_config(overrides={"audit": {"chunk_rows": rows // 7}}), end_offset,
                     end_time).violations
     assert chunked.num_rows == whole.num_rows > 100
