@@ -32,53 +32,24 @@ Differences, on purpose:
 from __future__ import annotations
 
 import json
-import re
 import sys
-from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
-from controller_core.logdir import SEGMENT, SNAPSHOT, LogFile, discover
-from controller_core.replay import Plan, Rec, iter_batches, iter_file_records, plan
-from controller_core.image import MIGRATING, NO_LEADER, Broker, Cluster, Partition, ReplayError
+from controller_core.image import MIGRATING, NO_LEADER, Broker, Cluster, Partition
+from controller_core.image_at import Reached, fmt_ms, fmt_us, image_at
+from jobs.common import CannotRun, parse_time
 
 PROG = "kraft-audit describe"
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 JSON_KEYS = ("topic", "topicId", "partition", "replicas", "isr", "eligibleLeaderReplicas", "lastKnownElr", "leader",
              "leaderEpoch", "partitionEpoch", "leaderRecoveryState", "addingReplicas", "removingReplicas",
              "directories")
 
 
-class DescribeError(Exception):
-    """A request that cannot be answered (bad argument, point outside the log): exit 2."""
+class DescribeError(CannotRun):
+    """A request that cannot be answered (bad argument, no such table in the lake): exit 2."""
 
 
 # ------------------------------------------------------------------------------------------ parsing
-def parse_time(text: str) -> int:
-    """Epoch microseconds of an ISO 8601 time (UTC when it has no offset) or of epoch milliseconds."""
-    s = text.strip()
-    if re.fullmatch(r"\d+", s):
-        return int(s) * 1000
-    try:
-        dt = datetime.fromisoformat(s[:-1] + "+00:00" if s[-1:] in ("Z", "z") else s)
-    except ValueError:
-        raise DescribeError(f"--at-time {text!r}: not an ISO 8601 time such as 2025-09-22T12:00:00Z "
-                            "(nor epoch milliseconds)") from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return (dt - EPOCH) // timedelta(microseconds=1)
-
-
-def fmt_ms(ms: int) -> str:
-    return (EPOCH + timedelta(milliseconds=ms)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def fmt_us(us: int) -> str:
-    spec = "milliseconds" if us % 1000 == 0 else "microseconds"
-    return (EPOCH + timedelta(microseconds=us)).isoformat(timespec=spec).replace("+00:00", "Z")
-
-
 def topic_names(values: list[str] | None) -> list[str]:
     names: list[str] = []
     for v in values or []:
@@ -87,110 +58,6 @@ def topic_names(values: list[str] | None) -> list[str]:
             if name and name not in names:
                 names.append(name)
     return names
-
-
-# ------------------------------------------------------------------------------------------ replay
-@dataclass
-class Reached:
-    """Where the replay stopped: the last log offset applied and its batch's timestamp (None: no log
-    record applied, e.g. the state is a snapshot's), and the snapshot it started from."""
-
-    offset: int | None = None
-    timestamp: int | None = None
-    snapshot: LogFile | None = None
-
-
-def _snapshot_header_ts(snap: LogFile) -> int:
-    """lastContainedLogTimestamp of a snapshot (ms): the time of the last record it contains."""
-    for rec in iter_file_records(snap, include_skipped=True):
-        if rec.type == "SNAPSHOT_HEADER":
-            return int(rec.data.get("lastContainedLogTimestamp", 0))
-        break
-    return 0
-
-
-def _files(log_dir, at_offset: int | None, at_time: int | None) -> tuple[list[LogFile], LogFile | None, int]:
-    """Files to replay, the snapshot they start from and the first log offset after it.
-
-    A complete log (its first segment starts at 0) is replayed from the start.  Otherwise
-    :func:`controller_core.replay.plan` picks the newest snapshot covering the missing start; for a point
-    before that one, an older covering snapshot at or before the point is used if there is one."""
-    p = plan(log_dir)
-    if p.snapshot is None:
-        return p.files, None, 0
-    segments = [f for f in p.files if f.kind == SEGMENT]
-    first = min(s.offset for s in segments)
-    covering = sorted((f for f in discover(Path(log_dir)) if f.kind == SNAPSHOT and f.offset >= first),
-                      key=lambda f: f.offset, reverse=True)
-    for snap in covering:
-        if at_offset is not None and snap.offset - 1 > at_offset:
-            continue
-        if at_time is not None and _snapshot_header_ts(snap) * 1000 > at_time:
-            continue
-        return [snap] + segments, snap, snap.offset
-    oldest = covering[-1]
-    what = (f"offset {at_offset}" if at_offset is not None else f"{fmt_us(at_time)}")
-    since = (f"offset {oldest.offset - 1}" if at_offset is not None
-             else f"{fmt_ms(_snapshot_header_ts(oldest))} (offset {oldest.offset - 1})")
-    raise DescribeError(f"{what} is before what the log covers: its segments start at offset {first}, so the "
-                        f"replay starts from a snapshot, and the oldest one ({oldest.label}) holds the state as of "
-                        f"{since}; no earlier state can be rebuilt")
-
-
-def replay(log_dir, at_offset: int | None = None, at_time: int | None = None, err=None) -> tuple[Cluster, Reached]:
-    """The cluster image at the requested point (``at_time`` in epoch microseconds).  Records the
-    image rejects (:class:`ReplayError`) are reported on ``err`` and skipped."""
-    err = err or sys.stderr
-    if at_offset is not None and at_offset < 0:
-        raise DescribeError(f"--at-offset {at_offset}: offsets start at 0")
-    files, snap, start = _files(log_dir, at_offset, at_time)
-    cluster = Cluster()
-    reached = Reached(snapshot=snap)
-    first_batch: tuple[int, int] | None = None  # (offset, timestamp) of the first log batch
-    done = False
-
-    def apply(recs: list[Rec]) -> None:
-        for r in recs:
-            try:
-                cluster.apply(r.type, r.data, r.offset)
-            except ReplayError as exc:
-                print(f"{PROG}: {r.file} offset {r.offset} ({r.type}): {exc}; record skipped", file=err)
-
-    for lf, batch in iter_batches(log_dir, include_skipped=True, chosen=Plan(files, None, start)):
-        if lf.kind != SEGMENT:  # bootstrap.checkpoint, snapshot: the starting image, whole
-            apply(batch)
-            continue
-        head, ts = batch[0], batch[0].timestamp
-        if first_batch is None:
-            first_batch = (head.offset, ts)
-        if at_time is not None:
-            if ts * 1000 > at_time:
-                done = True
-                break
-        elif at_offset is not None:
-            if head.offset > at_offset:
-                done = True
-                break
-            upto = [r for r in batch if r.offset <= at_offset]
-            if len(upto) < len(batch):
-                print(f"{PROG}: note: offset {at_offset} is inside batch {head.offset}..{batch[-1].offset}, which "
-                      "Kafka applies atomically; showing the state part-way through it", file=err)
-            if upto[-1].offset == at_offset or len(upto) < len(batch):
-                apply(upto)
-                reached.offset, reached.timestamp = upto[-1].offset, ts
-                done = True
-                break
-        apply(batch)
-        reached.offset, reached.timestamp = batch[-1].offset, ts
-
-    end = reached.offset if reached.offset is not None else (snap.offset - 1 if snap is not None else None)
-    if at_offset is not None and not done and (end is None or at_offset > end):
-        raise DescribeError(f"offset {at_offset} is past the end of the log "
-                            f"({'it has no records' if end is None else f'last offset {end}'})")
-    if at_time is not None and snap is None and first_batch is not None and reached.offset is None:
-        raise DescribeError(f"{fmt_us(at_time)} is before the log's first record (offset {first_batch[0]}, written "
-                            f"{fmt_ms(first_batch[1])})")
-    return cluster, reached
 
 
 # ------------------------------------------------------------------------------------------ views
@@ -291,11 +158,12 @@ def from_silver(lake_root: str, cluster_name: str, at_offset: int | None, at_tim
     lake = Lake(lake_root)
     for t in ("partition_state_history", "topic_config_history", "broker_state_history"):
         if not lake.exists(t):
-            raise DescribeError(f"{lake_root}: no silver table {t}; run kraft-audit replay --cluster {cluster_name}")
+            raise DescribeError(f"no silver table {t}; run kraft-audit replay --cluster {cluster_name}",
+                                f"lake {lake_root}")
     flt = [("cluster", "=", cluster_name)]
     hist = lake.read_arrow("partition_state_history", filters=flt).to_pylist()
     if not hist:
-        raise DescribeError(f"{lake_root}: no history for cluster {cluster_name!r}")
+        raise DescribeError(f"no history for cluster {cluster_name!r}", f"lake {lake_root}")
     topics = lake.read_arrow("topic_config_history", filters=flt).to_pylist()
     brokers = lake.read_arrow("broker_state_history", filters=flt).to_pylist()
     c = Cluster()
@@ -325,24 +193,22 @@ def from_silver(lake_root: str, cluster_name: str, at_offset: int | None, at_tim
 
 # ------------------------------------------------------------------------------------------ command
 def run(args, out=None, err=None) -> int:
+    """Errors (DescribeError, the log's PointError, a missing path) propagate: jobs.cli makes them one
+    line and exit 2."""
     out = out or sys.stdout
     err = err or sys.stderr
-    try:
-        at_time = parse_time(args.at_time) if args.at_time is not None else None
-        names = topic_names(args.topic)
-        if args.lake or args.cluster:
-            if args.log_dir:
-                raise DescribeError("give either --log-dir or --lake/--cluster, not both")
-            if not (args.lake and args.cluster):
-                raise DescribeError("--lake and --cluster go together")
-            cluster, reached = from_silver(args.lake, args.cluster, args.at_offset, at_time)
-        elif not args.log_dir:
-            raise DescribeError("give --log-dir DIR (a __cluster_metadata-0 folder or the data directory holding it)")
-        else:
-            cluster, reached = replay(args.log_dir, at_offset=args.at_offset, at_time=at_time, err=err)
-    except DescribeError as exc:
-        print(f"{PROG}: {exc}", file=err)
-        return 2
+    at_time = parse_time(args.at_time) if args.at_time is not None else None
+    names = topic_names(args.topic)
+    if args.lake or args.cluster:
+        if args.log_dir:
+            raise DescribeError("give either --log-dir or --lake/--cluster, not both")
+        if not (args.lake and args.cluster):
+            raise DescribeError("--lake and --cluster go together")
+        cluster, reached = from_silver(args.lake, args.cluster, args.at_offset, at_time)
+    elif not args.log_dir:
+        raise DescribeError("give --log-dir DIR (a __cluster_metadata-0 folder or the data directory holding it)")
+    else:
+        cluster, reached = image_at(args.log_dir, at_offset=args.at_offset, at_time=at_time, err=err, prog=PROG)
     if at_time is not None:
         where = (f"offset {reached.offset}, batch written {fmt_ms(reached.timestamp)}" if reached.offset is not None
                  else f"snapshot {reached.snapshot.label}" if reached.snapshot is not None else "no log record")

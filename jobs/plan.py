@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from jobs.audit import add_source_arguments, prepare
+from jobs.common import add_source_arguments, at_offset_of, config_of
 
 PROG = "kraft-audit plan"
 
@@ -29,11 +29,13 @@ def run(args, out=None, err=None) -> int:
     from audit import plans
     from audit.run import active_brokers, log_info_as_of, state_at, truncate
     from audit.recovery import recovery_candidates_table
+    from lake import gold
+
     out, err = out or sys.stdout, err or sys.stderr
-    ready = prepare(args, PROG, err)
-    if ready is None:
-        return 2
-    config, tables, end_offset, _, info, _, at = ready
+    config = config_of(args)
+    tables, end_offset, _, info, _ = gold.load_sources(
+        config, args.cluster, args.log_dir, args.log_info, warn=lambda m: print(f"{PROG}: {m}", file=err))
+    at = at_offset_of(args, tables)
     if at is not None and at < end_offset:
         tables, _ = truncate(tables, at)
     parts, brokers = state_at(tables)
