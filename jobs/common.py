@@ -157,10 +157,16 @@ def preflight(command: str, args) -> None:
     config = config_of(args) if command in USES_CONFIG else None
     if command in READS_CLUSTER and getattr(args, "cluster", None):
         root = getattr(args, "lake", None) or (config or {}).get("lake")
-        if root:  # describe --cluster without --lake is refused by describe itself
+        # describe --cluster without --lake is refused by describe itself; a remote lake (s3a://, abfss://)
+        # is left to the job: its credentials may live in the Spark / Hadoop conf, not where delta-rs looks
+        if root and _local(str(root)):
             known = check_cluster(root, args.cluster)
             if known is None and command == "replay":  # say it before Spark starts
                 raise CannotRun(f"no {CLUSTERS_TABLE} table: run kraft-audit ingest first", f"lake {root}")
+
+
+def _local(root: str) -> bool:
+    return "://" not in root or root.startswith("file://")
 
 
 def log_dir(path: str) -> None:
