@@ -95,7 +95,9 @@ def resolve_log_dir(path: Path) -> tuple[Path, Path]:
         return path, path / METADATA_DIR
     if path.is_dir() and (path.name == METADATA_DIR or any(classify(p) for p in path.iterdir())):
         return path.parent, path
-    raise FileNotFoundError(f"{path}: neither a {METADATA_DIR} folder nor a data directory holding one")
+    # say why: a typo (missing), a log file given for its folder (a file), or the wrong folder
+    why = "it is a file" if path.is_file() else "no log files in it" if path.is_dir() else "it does not exist"
+    raise FileNotFoundError(f"{path}: neither a {METADATA_DIR} folder nor a data directory holding one ({why})")
 
 
 def discover(path: Path) -> list[LogFile]:

@@ -36,7 +36,7 @@ EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 class PointError(ValueError):
-    """A point the log cannot answer for (before what it covers, past its end)."""
+    """A point the log cannot show (before what it covers, past its end, a negative offset)."""
 
 
 @dataclass
@@ -143,8 +143,8 @@ def cut(records: pa.Table, at_offset: int | None, at_time: int | None, snapshot:
     return records.filter(from_numpy(mask)), reached
 
 
-def image_at(log_dir, at_offset: int | None = None, at_time: int | None = None,
-             err=None) -> tuple[Cluster, Reached]:
+def image_at(log_dir, at_offset: int | None = None, at_time: int | None = None, err=None,
+             prog: str = "kraft-audit describe") -> tuple[Cluster, Reached]:
     """The cluster image at the point (see the module docstring).  Records the image rejects (a change
     for an unknown partition, a topic created twice, ...) are reported on ``err`` and skipped."""
     err = err or sys.stderr
@@ -159,9 +159,9 @@ def image_at(log_dir, at_offset: int | None = None, at_time: int | None = None,
     rejected: list = []
     rep = pipeline.run(records, invariants=False, rejected=rejected)
     for note in notes:
-        print(f"kraft-audit describe: {note}", file=err)
+        print(f"{prog}: {note}", file=err)
     for label, offset, rtype, why in sorted(rejected, key=lambda r: r[1]):
-        print(f"kraft-audit describe: {label} offset {offset} ({rtype}): {why}; record skipped", file=err)
+        print(f"{prog}: {label} offset {offset} ({rtype}): {why}; record skipped", file=err)
     return with_partitions(rep.image, rep.history), reached
 
 

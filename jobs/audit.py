@@ -5,32 +5,16 @@
     kraft-audit audit --log-dir DIR                    replays the log itself (no lake, no Spark)
 
 Exit codes: 0 no finding at or above --fail-on (default from conf: ERROR), 1 findings at or above
-it, 2 the audit could not run (missing tables, bad arguments).
+it, 2 the audit could not run (missing tables, bad arguments: raised, made one line by jobs.cli).
 """
 from __future__ import annotations
 
 import json
 import sys
 
-from lake.config import load_config
+from jobs.common import add_source_arguments, at_offset_of, config_of
 
 PROG = "kraft-audit audit"
-
-
-def add_source_arguments(p) -> None:
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--cluster", help="cluster name in the lake (after kraft-audit ingest + replay)")
-    src.add_argument("--log-dir", help="audit a log directory directly (replays it; no lake, no Spark)")
-    p.add_argument("--lake", help="lake root (default: conf lake, env KRAFT_AUDIT_LAKE)")
-    p.add_argument("--conf", help="YAML file overriding conf/defaults.yaml")
-    at = p.add_mutually_exclusive_group()
-    at.add_argument("--at-offset", type=int, metavar="N", help="audit the history through offset N (default: end)")
-    at.add_argument("--at-time", metavar="T", help="audit the history through time T (ISO 8601 or epoch ms)")
-    p.add_argument("--log-info", action="append", metavar="PATH",
-                   help="GetReplicaLogInfo JSON files or folders of them (default with --cluster: the "
-                        "replica_log_info table)")
-    p.add_argument("--strategy", choices=["balanced", "aggressive", "none"],
-                   help="KIP-966 unclean recovery strategy for leaderless partitions (default: conf)")
 
 
 def add_arguments(p) -> None:
@@ -40,65 +24,15 @@ def add_arguments(p) -> None:
     p.add_argument("--limit", type=int, default=20, help="findings listed in the text summary (default 20)")
 
 
-def load(args, config):
-    """(tables, end offset, end time, log info, lake or None) for --cluster or --log-dir."""
-    from audit import loginfo
-    from lake import gold
-
-    lake = None
-    if args.log_dir:
-        tables, end_offset, end_time = gold.silver_from_log_dir(args.log_dir)
-        info = loginfo.LOG_INFO_SCHEMA.empty_table()
-    else:
-        from lake.delta import Lake
-
-        lake = Lake(config["lake"], None, backend="delta-rs")
-        tables, end_offset, end_time = gold.silver_from_lake(lake, args.cluster)
-        info = gold.log_info_from_lake(lake, args.cluster)
-    if args.log_info:
-        rows, bad = loginfo.read_log_info(gold.log_info_files(args.log_info))
-        for q in bad.to_pylist():
-            print(f"{PROG}: ignored {q['source_file']} {q['json_path']}: {q['reason']}", file=sys.stderr)
-        info = rows
-    return tables, end_offset, end_time, gold.newest_first(info), lake
-
-
-def resolve_at(args, tables) -> int | None:
-    from audit.run import offset_at_time
-    from jobs.describe import parse_time
-
-    if args.at_time is None:
-        return args.at_offset
-    at_us = parse_time(args.at_time)
-    at = offset_at_time(tables, at_us)
-    if at is None:
-        raise ValueError(f"--at-time {args.at_time}: before the first record of the history")
-    return at
-
-
-def prepare(args, prog: str, err):
-    """What ``audit`` and ``plan`` both start from: (config, tables, end offset, end time, log info, lake
-    or None, audited offset or None); None after printing why when the inputs cannot be read."""
-    from lake import gold
-
-    config = load_config(args.conf, {"lake": args.lake} if getattr(args, "lake", None) else None)
-    try:
-        tables, end_offset, end_time, info, lake = load(args, config)
-        return config, tables, end_offset, end_time, info, lake, resolve_at(args, tables)
-    except (gold.GoldError, ValueError) as exc:
-        print(f"{prog}: {exc}", file=err)
-        return None
-
-
 def run(args, out=None, err=None) -> int:
     from audit.run import audit, summary_json, summary_text
     from lake import gold
 
     out, err = out or sys.stdout, err or sys.stderr
-    ready = prepare(args, PROG, err)
-    if ready is None:
-        return 2
-    config, tables, end_offset, end_time, info, lake, at = ready
+    config = config_of(args)
+    tables, end_offset, end_time, info, lake = gold.load_sources(
+        config, args.cluster, args.log_dir, args.log_info, warn=lambda m: print(f"{PROG}: {m}", file=err))
+    at = at_offset_of(args, tables)
     fail_on = args.fail_on or config["audit"]["fail_on"]
     result = audit(tables, config, end_offset, end_time, at_offset=at, log_info=info, strategy=args.strategy)
     if lake is not None:

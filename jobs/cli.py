@@ -1,10 +1,31 @@
 """The ``kraft-audit`` command.  Each sub-command imports only what it needs, so ``decode`` starts
-without loading Spark."""
+without loading Spark.
+
+Every command keeps one contract (README "CLI contract"): exit 0 ran and nothing at or above the
+threshold, 1 findings, 2 cannot run -- one stderr line ``kraft-audit <command>: <what> (<where>)``,
+never a traceback unless ``--debug``.  :func:`main` owns that mapping, so the jobs just raise.
+"""
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+import traceback
+
+from jobs import common
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with its errors on one line (exit 2 as before): ``kraft-audit audit: argument
+    --fail-on: invalid choice: 'X' ... (kraft-audit audit --help)`` instead of usage + error."""
+
+    def error(self, message: str):
+        self.exit(common.EXIT_CANNOT_RUN, f"{self.prog}: {' '.join(message.split())} ({self.prog} --help)\n")
+
+
+def _add_debug(p, default) -> None:
+    p.add_argument("--debug", action="store_true", default=default,
+                   help="on an error, print the Python traceback too (the exit code stays the same)")
 
 
 def _add_log_dir(p):
@@ -13,8 +34,8 @@ def _add_log_dir(p):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="kraft-audit",
-                                 description="Offline auditor and forensic replayer for Kafka KRaft metadata logs")
+    ap = Parser(prog="kraft-audit", description="Offline auditor and forensic replayer for Kafka KRaft metadata logs")
+    _add_debug(ap, False)
     sub = ap.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("decode", help="dump metadata log files as JSON Lines (no Spark)")
@@ -33,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("describe", help="kafka-topics.sh --describe at any offset or time of a log (no Spark)")
     p.add_argument("--log-dir", help="a __cluster_metadata-0 folder, or the data directory holding it")
-    p.add_argument("--lake", help="lake root, with --cluster (not available yet: needs the silver tables)")
+    p.add_argument("--lake", help="lake root, with --cluster: the silver tables of kraft-audit replay")
     p.add_argument("--cluster", help="cluster name in the lake, with --lake")
     at = p.add_mutually_exclusive_group()
     at.add_argument("--at-offset", type=int, metavar="N", help="state after every record up to offset N (default: end)")
@@ -84,6 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("simulate", help="write a simulated cluster's data directory with planted incidents")
     from jobs import simulate
     simulate.add_arguments(p)
+    # `kraft-audit audit ... --debug` works too; SUPPRESS keeps a global `--debug` before the command
+    for p in sub.choices.values():
+        _add_debug(p, argparse.SUPPRESS)
     return ap
 
 
@@ -102,7 +126,7 @@ class _NoPandas:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(argv)  # usage errors: one line, SystemExit(2)
     if args.command not in LOG_ONLY or "pandas" in sys.modules:
         return _dispatch(args)
     blocker = _NoPandas()
@@ -115,44 +139,59 @@ def main(argv: list[str] | None = None) -> int:
 
 def _dispatch(args) -> int:
     try:
-        if args.command == "decode":
-            from jobs import decode
-            return decode.run(args.paths, summary=args.summary, strict=args.strict)
-        if args.command == "verify":
-            from jobs import verify
-            return verify.run(args.log_dir, as_json=args.json, elr=args.elr)
-        if args.command == "whatif":
-            from jobs import whatif
-            return whatif.run(args.file)
-        if args.command == "describe":
-            from jobs import describe
-            return describe.run(args)
-        if args.command == "replay":
-            from jobs import replay
-            return replay.main(args)
-        if args.command == "ingest":
-            from jobs import ingest
-            return ingest.main(args)
-        if args.command == "audit":
-            from jobs import audit
-            return audit.run(args)
-        if args.command == "plan":
-            from jobs import plan
-            return plan.run(args)
-        if args.command == "quality":
-            from jobs import quality
-            return quality.run(args)
-        if args.command == "collect-log-info":
-            from jobs import collect_log_info
-            return collect_log_info.main(args)
-        if args.command == "simulate":
-            from jobs import simulate
-            return simulate.main(args)
-    except FileNotFoundError as exc:
-        print(f"kraft-audit {args.command}: {exc}", file=sys.stderr)
-        return 2
+        common.preflight(args.command, args)  # before any heavy work (Spark, a replay)
+        return _run(args)
     except BrokenPipeError:  # `kraft-audit decode ... | head`
-        return 0
+        return common.EXIT_OK
+    except KeyboardInterrupt:
+        print(f"kraft-audit {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 -- the one place an error becomes an exit code
+        if args.debug:
+            traceback.print_exc()
+        if common.cannot_run(exc):
+            print(common.error_line(args.command, exc), file=sys.stderr)
+        else:
+            # A bug or an environment failure (Spark, Java): still no verdict, so 2 like any run that
+            # could not finish -- a scheduler must never read it as 1 ("findings") or 0.
+            print(common.internal_error_line(args.command, exc, debug=args.debug), file=sys.stderr)
+        return common.EXIT_CANNOT_RUN
+
+
+def _run(args) -> int:
+    if args.command == "decode":
+        from jobs import decode
+        return decode.run(args.paths, summary=args.summary, strict=args.strict)
+    if args.command == "verify":
+        from jobs import verify
+        return verify.run(args.log_dir, as_json=args.json, elr=args.elr)
+    if args.command == "whatif":
+        from jobs import whatif
+        return whatif.run(args.file)
+    if args.command == "describe":
+        from jobs import describe
+        return describe.run(args)
+    if args.command == "replay":
+        from jobs import replay
+        return replay.main(args)
+    if args.command == "ingest":
+        from jobs import ingest
+        return ingest.main(args)
+    if args.command == "audit":
+        from jobs import audit
+        return audit.run(args)
+    if args.command == "plan":
+        from jobs import plan
+        return plan.run(args)
+    if args.command == "quality":
+        from jobs import quality
+        return quality.run(args)
+    if args.command == "collect-log-info":
+        from jobs import collect_log_info
+        return collect_log_info.main(args)
+    if args.command == "simulate":
+        from jobs import simulate
+        return simulate.main(args)
     raise AssertionError(args.command)
 
 
@@ -165,7 +204,8 @@ def console() -> None:
     exception", exit 134) after all work is done and flushed."""
     argv = sys.argv[1:]
     code = main(argv)
-    if argv and argv[0] in SPARK_FREE:
+    command = next((a for a in argv if not a.startswith("-")), None)  # after a global --debug
+    if command in SPARK_FREE:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from audit.loginfo import collect, iso_utc, parse_iso
 
+PROG = "kraft-audit collect-log-info"
+
 
 def add_arguments(p) -> None:
     p.add_argument("--broker-id", type=int, required=True, metavar="N", help="the broker's node.id")
@@ -30,15 +32,15 @@ def from_own_metadata(doc: dict, data_dirs, err) -> None:
     leader epoch, the metadata offset of the capture -- from the broker's own replica of
     ``__cluster_metadata`` when one of its data directories holds it.  A leader epoch bump that left a
     partition leaderless is written only there, never to the partition's own files."""
-    from jobs.describe import DescribeError, replay
+    from controller_core.point import image_at
 
     meta = next((Path(d) for d in data_dirs if (Path(d) / "__cluster_metadata-0").is_dir()), None)
     if meta is None:
         return
     try:
-        image, reached = replay(str(meta), at_offset=doc.get("CollectedAtOffset"), err=err)
-    except (DescribeError, OSError, ValueError) as exc:
-        print(f"kraft-audit collect-log-info: {meta}/__cluster_metadata-0 not used: {exc}", file=err)
+        image, reached = image_at(str(meta), at_offset=doc.get("CollectedAtOffset"), err=err, prog=PROG)
+    except (OSError, ValueError) as exc:  # PointError is a ValueError: the capture stays usable without it
+        print(f"{PROG}: {meta}/__cluster_metadata-0 not used: {exc}", file=err)
         return
     b = image.brokers.get(doc["BrokerId"])
     if doc["BrokerEpoch"] == -1 and b is not None:

@@ -33,41 +33,24 @@ Differences, on purpose:
 from __future__ import annotations
 
 import json
-import re
 import sys
-from datetime import datetime, timedelta, timezone
 
 from controller_core.image import MIGRATING, NO_LEADER, Cluster, Partition
-from controller_core.point import PointError, Reached, fmt_ms, fmt_us, image_at
+from controller_core.point import Reached, fmt_ms, fmt_us, image_at
+from jobs.common import CannotRun, parse_time
 
 PROG = "kraft-audit describe"
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 JSON_KEYS = ("topic", "topicId", "partition", "replicas", "isr", "eligibleLeaderReplicas", "lastKnownElr", "leader",
              "leaderEpoch", "partitionEpoch", "leaderRecoveryState", "addingReplicas", "removingReplicas",
              "directories")
 
 
-class DescribeError(Exception):
-    """A request that cannot be answered (bad argument, point outside the log): exit 2."""
+class DescribeError(CannotRun):
+    """A request that cannot be answered (bad argument, no such table in the lake): exit 2."""
 
 
 # ------------------------------------------------------------------------------------------ parsing
-def parse_time(text: str) -> int:
-    """Epoch microseconds of an ISO 8601 time (UTC when it has no offset) or of epoch milliseconds."""
-    s = text.strip()
-    if re.fullmatch(r"\d+", s):
-        return int(s) * 1000
-    try:
-        dt = datetime.fromisoformat(s[:-1] + "+00:00" if s[-1:] in ("Z", "z") else s)
-    except ValueError:
-        raise DescribeError(f"--at-time {text!r}: not an ISO 8601 time such as 2025-09-22T12:00:00Z "
-                            "(nor epoch milliseconds)") from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return (dt - EPOCH) // timedelta(microseconds=1)
-
-
 def topic_names(values: list[str] | None) -> list[str]:
     names: list[str] = []
     for v in values or []:
@@ -76,16 +59,6 @@ def topic_names(values: list[str] | None) -> list[str]:
             if name and name not in names:
                 names.append(name)
     return names
-
-
-# ------------------------------------------------------------------------------------------ replay
-def replay(log_dir, at_offset: int | None = None, at_time: int | None = None, err=None) -> tuple[Cluster, Reached]:
-    """The cluster image at the requested point (``at_time`` in epoch microseconds), replayed through
-    the pipeline (:func:`controller_core.point.image_at`)."""
-    try:
-        return image_at(log_dir, at_offset=at_offset, at_time=at_time, err=err or sys.stderr)
-    except PointError as exc:
-        raise DescribeError(str(exc)) from None
 
 
 # ------------------------------------------------------------------------------------------ views
@@ -180,16 +153,18 @@ def from_silver(lake_root: str, cluster_name: str, at_offset: int | None, at_tim
     for t in (catalog.PARTITION_STATE_HISTORY.name, catalog.TOPIC_CONFIG_HISTORY.name,
               catalog.BROKER_STATE_HISTORY.name):
         if not lake.exists(t):
-            raise DescribeError(f"{lake_root}: no silver table {t}; run kraft-audit replay --cluster {cluster_name}")
+            raise DescribeError(f"no silver table {t}; run kraft-audit replay --cluster {cluster_name}",
+                                f"lake {lake_root}")
     try:
         tables, end_offset, _ = gold.silver_from_lake(lake, cluster_name)
     except gold.GoldError as exc:
-        raise DescribeError(str(exc)) from None
+        raise DescribeError(str(exc), f"lake {lake_root}") from None
     at = end_offset if at_offset is None else at_offset
     if at_time is not None:
         at = offset_at_time(tables, at_time)
         if at is None:
-            raise DescribeError(f"{fmt_us(at_time)} is before the first record of cluster {cluster_name!r}")
+            raise DescribeError(f"{fmt_us(at_time)} is before the first record of cluster {cluster_name!r}",
+                                f"lake {lake_root}")
     cut, _ = truncate(tables, at)
     image = load_cluster(whatif_spec(cut))
     for (kind, name), kv in image.configs.items():
@@ -199,24 +174,22 @@ def from_silver(lake_root: str, cluster_name: str, at_offset: int | None, at_tim
 
 # ------------------------------------------------------------------------------------------ command
 def run(args, out=None, err=None) -> int:
+    """Errors (DescribeError, the log's PointError, a missing path) propagate: jobs.cli makes them one
+    line and exit 2."""
     out = out or sys.stdout
     err = err or sys.stderr
-    try:
-        at_time = parse_time(args.at_time) if args.at_time is not None else None
-        names = topic_names(args.topic)
-        if args.lake or args.cluster:
-            if args.log_dir:
-                raise DescribeError("give either --log-dir or --lake/--cluster, not both")
-            if not (args.lake and args.cluster):
-                raise DescribeError("--lake and --cluster go together")
-            cluster, reached = from_silver(args.lake, args.cluster, args.at_offset, at_time)
-        elif not args.log_dir:
-            raise DescribeError("give --log-dir DIR (a __cluster_metadata-0 folder or the data directory holding it)")
-        else:
-            cluster, reached = replay(args.log_dir, at_offset=args.at_offset, at_time=at_time, err=err)
-    except DescribeError as exc:
-        print(f"{PROG}: {exc}", file=err)
-        return 2
+    at_time = parse_time(args.at_time) if args.at_time is not None else None
+    names = topic_names(args.topic)
+    if args.lake or args.cluster:
+        if args.log_dir:
+            raise DescribeError("give either --log-dir or --lake/--cluster, not both")
+        if not (args.lake and args.cluster):
+            raise DescribeError("--lake and --cluster go together")
+        cluster, reached = from_silver(args.lake, args.cluster, args.at_offset, at_time)
+    elif not args.log_dir:
+        raise DescribeError("give --log-dir DIR (a __cluster_metadata-0 folder or the data directory holding it)")
+    else:
+        cluster, reached = image_at(args.log_dir, at_offset=args.at_offset, at_time=at_time, err=err, prog=PROG)
     if at_time is not None:
         where = (f"offset {reached.offset}, batch written {fmt_ms(reached.timestamp)}" if reached.offset is not None
                  else f"snapshot {reached.snapshot.label}" if reached.snapshot is not None else "no log record")

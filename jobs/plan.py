@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from jobs.audit import add_source_arguments, prepare
+from jobs.common import add_source_arguments, at_offset_of, config_of
 
 PROG = "kraft-audit plan"
 
@@ -28,11 +28,13 @@ def add_arguments(p) -> None:
 def run(args, out=None, err=None) -> int:
     from audit import plans
     from audit.planning import plan_at
+    from lake import gold
+
     out, err = out or sys.stdout, err or sys.stderr
-    ready = prepare(args, PROG, err)
-    if ready is None:
-        return 2
-    config, tables, end_offset, _, info, _, at = ready
+    config = config_of(args)
+    tables, end_offset, _, info, _ = gold.load_sources(
+        config, args.cluster, args.log_dir, args.log_info, warn=lambda m: print(f"{PROG}: {m}", file=err))
+    at = at_offset_of(args, tables)
     plan = plan_at(tables, end_offset, info, args.election_type, at_offset=at,
                    strategy=args.strategy or config["audit"]["recovery_strategy"],
                    leader_epoch_check=config["audit"].get("leader_epoch_check", "strict"),

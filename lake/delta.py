@@ -111,6 +111,11 @@ class Lake:
             return [r.asDict(recursive=True) for r in rows]
         return DeltaTable(self.path(table)).history()
 
+    def partitions(self, table: str) -> list[dict[str, str]]:
+        """Partition values of the table's current files, e.g. ``[{"cluster": "c1"}, ...]``: read from the
+        Delta log alone (delta-rs), so it costs no data file and no Spark."""
+        return DeltaTable(self.path(table)).partitions()
+
     # ------------------------------------------------------------------ reads
 
     def read(self, table: str, version: int | None = None) -> DataFrame:

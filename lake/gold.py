@@ -50,6 +50,28 @@ def silver_from_log_dir(log_dir: str, invariants: bool = True) -> tuple[dict[str
     return tables, end_offset, end_time
 
 
+def load_sources(config: dict, cluster: str | None, log_dir: str | None, log_info_paths, warn) -> tuple:
+    """What ``audit`` and ``plan`` start from: (silver tables, end offset, end time, log info newest first,
+    the Lake or None) of a cluster in the lake or of a log directory.  ``log_info_paths`` (files or
+    folders) replace the lake's log info; each bad file or entry is passed to ``warn`` as one line."""
+    lake = None
+    if log_dir:
+        tables, end_offset, end_time = silver_from_log_dir(log_dir)
+        info = loginfo.LOG_INFO_SCHEMA.empty_table()
+    else:
+        from lake.delta import Lake
+
+        lake = Lake(config["lake"], None, backend="delta-rs")
+        tables, end_offset, end_time = silver_from_lake(lake, cluster)
+        info = log_info_from_lake(lake, cluster)
+    if log_info_paths:
+        rows, bad = loginfo.read_log_info(log_info_files(log_info_paths))
+        for q in bad.to_pylist():
+            warn(f"ignored {q['source_file']} {q['json_path']}: {q['reason']}")
+        info = rows
+    return tables, end_offset, end_time, newest_first(info), lake
+
+
 def log_info_files(paths) -> list[str]:
     """JSON files named directly, or every *.json in the directories named."""
     out = []

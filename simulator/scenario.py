@@ -3,13 +3,15 @@ from __future__ import annotations
 
 import copy
 from datetime import datetime, timezone
+from importlib import resources
 from pathlib import Path
 
 import yaml
 
 from simulator.controller import MV_LEVELS
 
-SCENARIO_DIR = Path(__file__).resolve().parents[1] / "conf" / "scenarios"
+# Package data of ``conf`` (see conf/__init__.py): a Path when installed as files, a zipfile.Path in a zip.
+SCENARIO_DIR = resources.files("conf") / "scenarios"
 
 
 class ScenarioError(ValueError):
@@ -70,7 +72,7 @@ GENERATE_KEYS = {"brokers", "partitions", "events", "topics", "racks", "replicat
 
 
 def builtin_names() -> list[str]:
-    return sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml"))
+    return sorted(p.name[:-len(".yaml")] for p in SCENARIO_DIR.iterdir() if p.name.endswith(".yaml"))
 
 
 def resolve_path(name_or_path: str) -> Path:

@@ -142,7 +142,7 @@ def test_recovery_with_log_info_at_a_leaderless_point(ogs_log_info, capsys):
 
 
 def test_collected_log_info_carries_what_the_brokers_metadata_knows(ogs_log_info):
-    from jobs.describe import replay as image_at
+    from controller_core.point import image_at
 
     image, reached = image_at(str(OGS / "kafka-1"))
     doc = json.loads(ogs_log_info[0].read_text())  # kafka-1 holds a __cluster_metadata-0 replica

@@ -1,0 +1,197 @@
+"""What every ``kraft-audit`` command shares: the exit codes, the one-line error, and the checks of its
+arguments that run before any heavy work (before a SparkSession starts, before a log is replayed).
+
+The contract (README "CLI contract"): exit 0 ran and found nothing at or above the threshold, 1 findings,
+2 cannot run -- with exactly one line on stderr, ``kraft-audit <command>: <what> (<where>)``.  A
+scheduler reads 1 as "look at the findings" and 2 as "the run produced no verdict": an error of the
+input or setup must never end as a traceback with Python's exit 1.
+
+Imports stay light (no Spark, no pandas): ``decode`` and ``describe`` start in a fraction of a second.
+"""
+from __future__ import annotations
+
+import re
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+EXIT_OK, EXIT_FINDINGS, EXIT_CANNOT_RUN = 0, 1, 2
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+MAX_OFFSET = 2**63 - 1  # Kafka offsets are int64
+# The table that says which clusters a lake holds: every cluster starts with `kraft-audit ingest`.
+CLUSTERS_TABLE = "metadata_records"
+# Commands whose --cluster must already be in the lake (ingest adds a new one).
+READS_CLUSTER = {"replay", "audit", "plan", "quality", "describe"}
+# Commands that read conf/defaults.yaml (+ --conf, KRAFT_AUDIT_LAKE).
+USES_CONFIG = {"replay", "ingest", "audit", "plan", "quality"}
+
+
+class CannotRun(Exception):
+    """The command cannot run on these inputs: exit 2 with ``what (where)``."""
+
+    def __init__(self, what: str, where: str | None = None):
+        super().__init__(what)
+        self.what, self.where = what, where
+
+    def __str__(self) -> str:
+        return f"{self.what} ({self.where})" if self.where else self.what
+
+
+# Errors raised by the project's modules that mean "cannot run", by module.  Looked up in sys.modules
+# (an exception of a module can only exist once the module is loaded): telling them apart never
+# imports anything.
+_CANNOT_RUN_BY_MODULE = {
+    "lake.config": ("ConfigError",),
+    "lake.gold": ("GoldError",),
+    "controller_core.point": ("PointError",),
+    "controller_core.rules.whatif": ("WhatIfError",),
+    "simulator.scenario": ("ScenarioError",),
+    "yaml": ("YAMLError",),
+}
+# OSError: a missing, wrong-kind, unreadable or unwritable path (FileNotFoundError, NotADirectoryError,
+# IsADirectoryError, PermissionError, a full disk); OverflowError: a number past what a field holds;
+# UnicodeDecodeError: a text input (JSON, YAML) that is not text.
+_CANNOT_RUN = (CannotRun, OSError, OverflowError, UnicodeDecodeError)
+
+
+def cannot_run(exc: BaseException) -> bool:
+    if isinstance(exc, _CANNOT_RUN):
+        return True
+    for module, names in _CANNOT_RUN_BY_MODULE.items():
+        mod = sys.modules.get(module)
+        if mod is not None and isinstance(exc, tuple(getattr(mod, n) for n in names)):
+            return True
+    return False
+
+
+def error_line(command: str, exc: BaseException) -> str:
+    """The one line for a cannot-run error: ``kraft-audit <command>: <what> (<where>)``."""
+    if isinstance(exc, OSError) and exc.filename is not None:  # "[Errno 13] ..." -> what (path)
+        text = f"{exc.strerror or type(exc).__name__} ({exc.filename})"
+    else:
+        text = str(exc) or type(exc).__name__
+    return f"kraft-audit {command}: {_one_line(text)}"
+
+
+def internal_error_line(command: str, exc: BaseException, debug: bool = False) -> str:
+    hint = "the traceback is above" if debug else "run with --debug for the traceback"
+    return f"kraft-audit {command}: internal error: {type(exc).__name__}: {_one_line(str(exc))} ({hint})"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())  # a multi-line message (YAML, Py4J) folded: one line per error
+
+
+# ------------------------------------------------------------------------------------------ arguments
+def offset(value: int | None, flag: str = "--at-offset") -> int | None:
+    if value is not None and not 0 <= value <= MAX_OFFSET:
+        raise CannotRun(f"{value}: offsets start at 0" if value < 0 else f"{value}: larger than any offset", flag)
+    return value
+
+
+def parse_time(text: str, flag: str = "--at-time") -> int:
+    """Epoch microseconds of an ISO 8601 time (UTC when it has no offset) or of epoch milliseconds."""
+    s = text.strip()
+    try:
+        if re.fullmatch(r"\d+", s):
+            EPOCH + timedelta(milliseconds=int(s))  # in datetime's range, or OverflowError
+            return int(s) * 1000
+        dt = datetime.fromisoformat(s[:-1] + "+00:00" if s[-1:] in ("Z", "z") else s)
+    except (ValueError, OverflowError):
+        raise CannotRun(f"{text!r}: not an ISO 8601 time such as 2025-09-22T12:00:00Z (nor epoch milliseconds)",
+                        flag) from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return (dt - EPOCH) // timedelta(microseconds=1)
+
+
+def add_source_arguments(p) -> None:
+    """Where ``audit`` and ``plan`` read a cluster's history from, and the point they look at."""
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--cluster", help="cluster name in the lake (after kraft-audit ingest + replay)")
+    src.add_argument("--log-dir", help="audit a log directory directly (replays it; no lake, no Spark)")
+    p.add_argument("--lake", help="lake root (default: conf lake, env KRAFT_AUDIT_LAKE)")
+    p.add_argument("--conf", help="YAML file overriding conf/defaults.yaml")
+    at = p.add_mutually_exclusive_group()
+    at.add_argument("--at-offset", type=int, metavar="N", help="audit the history through offset N (default: end)")
+    at.add_argument("--at-time", metavar="T", help="audit the history through time T (ISO 8601 or epoch ms)")
+    p.add_argument("--log-info", action="append", metavar="PATH",
+                   help="GetReplicaLogInfo JSON files or folders of them (default with --cluster: the "
+                        "replica_log_info table)")
+    p.add_argument("--strategy", choices=["balanced", "aggressive", "none"],
+                   help="KIP-966 unclean recovery strategy for leaderless partitions (default: conf)")
+
+
+def at_offset_of(args, tables) -> int | None:
+    """The offset ``--at-offset`` / ``--at-time`` point at in a history (None: its end)."""
+    from audit.run import offset_at_time
+
+    if args.at_time is None:
+        return args.at_offset
+    at = offset_at_time(tables, parse_time(args.at_time))
+    if at is None:
+        raise CannotRun(f"{args.at_time}: before the first record of the history", "--at-time")
+    return at
+
+
+def config_of(args):
+    """The effective configuration of a command with ``--conf`` / ``--lake`` (validated on load)."""
+    from lake.config import load_config
+
+    lake = getattr(args, "lake", None)
+    return load_config(getattr(args, "conf", None), {"lake": lake} if lake else None)
+
+
+# ------------------------------------------------------------------------------------------ pre-flight
+def preflight(command: str, args) -> None:
+    """Check what can be checked cheaply, before the command does any heavy work; raise CannotRun (or
+    a mapped error such as ConfigError / FileNotFoundError) naming the argument."""
+    offset(getattr(args, "at_offset", None))
+    if getattr(args, "at_time", None) is not None:
+        parse_time(args.at_time)
+    if getattr(args, "log_dir", None):
+        log_dir(args.log_dir)
+    for d in getattr(args, "data_dir", None) or []:
+        if not Path(d).is_dir():
+            raise CannotRun("no such directory" if not Path(d).exists() else "not a directory", f"--data-dir {d}")
+    config = config_of(args) if command in USES_CONFIG else None
+    if command in READS_CLUSTER and getattr(args, "cluster", None):
+        root = getattr(args, "lake", None) or (config or {}).get("lake")
+        # describe --cluster without --lake is refused by describe itself; a remote lake (s3a://, abfss://)
+        # is left to the job: its credentials may live in the Spark / Hadoop conf, not where delta-rs looks
+        if root and _local(str(root)):
+            known = check_cluster(root, args.cluster)
+            if known is None and command == "replay":  # say it before Spark starts
+                raise CannotRun(f"no {CLUSTERS_TABLE} table: run kraft-audit ingest first", f"lake {root}")
+
+
+def _local(root: str) -> bool:
+    return "://" not in root or root.startswith("file://")
+
+
+def log_dir(path: str) -> None:
+    """A ``--log-dir`` must be a metadata folder or the data directory holding one."""
+    from controller_core.logdir import resolve_log_dir
+
+    resolve_log_dir(Path(path))  # FileNotFoundError naming the path and why
+
+
+def known_clusters(root: str) -> list[str] | None:
+    """The clusters a lake holds (partition values of its bronze records, read from the Delta log with
+    delta-rs: no Spark, no data files); None when the lake has no such table yet."""
+    from lake.delta import Lake
+
+    lake = Lake(root, None, backend="delta-rs")
+    if not lake.exists(CLUSTERS_TABLE):
+        return None
+    return sorted({p["cluster"] for p in lake.partitions(CLUSTERS_TABLE)})
+
+
+def check_cluster(root: str, cluster: str) -> list[str] | None:
+    """The lake's clusters (None: no bronze table yet: the command says what to run first); CannotRun
+    listing them when ``cluster`` is not one of them."""
+    known = known_clusters(root)
+    if known is not None and cluster not in known:
+        holds = ", ".join(known) if known else "no cluster"
+        raise CannotRun(f"unknown cluster {cluster!r}; the lake holds: {holds}", f"lake {root}")
+    return known
