@@ -219,39 +219,24 @@ def decide(p: Part, a: Ask) -> tuple[dict | None, bool]:
 
 
 def _elect(p: Part, a: Ask, t_isr, t_rep, elr) -> tuple[int, bool]:
-    ok = a.acceptable
-
-    def valid(b: int) -> bool:
-        return ok(b) and (b in t_isr or (not t_isr and b in elr))
-
-    def last_known():
-        # Balanced-recovery stand-in; 4.x elects the last known leader only when it is acceptable
-        if a.elr and not t_isr and not elr and len(p.lke) == 1 and p.lke[0] >= 0 and ok(p.lke[0]):
-            return p.lke[0]
-        return None
-
-    if a.election == PREFERRED:
-        if t_rep and valid(t_rep[0]):
-            return t_rep[0], False
-        if p.leader != NONE and valid(p.leader):
-            return p.leader, False
-        for b in t_rep[1:]:
-            if valid(b):
-                return b, False
-        lk = last_known()
-        return (lk, True) if lk is not None else (NONE, False)
-    if p.leader != NONE and valid(p.leader):
-        return p.leader, False
-    for b in t_rep:
-        if valid(b):
-            return b, False
-    lk = last_known()
-    if lk is not None:
-        return lk, True
+    """The leader the model elects, as tiers tried in order: clean candidates (the sitting leader and the
+    replicas, the first replica first for a preferred election) among the eligible (the target ISR, or the
+    ELR when the ISR is empty); then the single last known leader; then, for an unclean election, any
+    acceptable replica.  Returns (leader, unclean?)."""
+    eligible = set(t_isr) if t_isr else set(elr)
+    sitting = [p.leader] if p.leader != NONE else []
+    order = t_rep[:1] + sitting + t_rep[1:] if a.election == PREFERRED else sitting + list(t_rep)
+    clean = [b for b in order if b in eligible and a.acceptable(b)]
+    if clean:
+        return clean[0], False
+    # Balanced-recovery stand-in; 4.x elects the last known leader only when it is acceptable
+    lone = p.lke[0] if len(p.lke) == 1 else NONE
+    if a.elr and not t_isr and not elr and lone >= 0 and a.acceptable(lone):
+        return lone, True
     if a.election == UNCLEAN:
-        for b in t_rep:
-            if ok(b):
-                return b, True
+        anyone = [b for b in t_rep if a.acceptable(b)]
+        if anyone:
+            return anyone[0], True
     return NONE, False
 
 

@@ -9,7 +9,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 ENGINES = {"pyspark", "delta", "deltalake", "great_expectations", "pandas"}
-OURS = {"controller_core", "audit", "lake", "transforms", "jobs", "simulator", "benchmarks", "tests"}
+OURS = {"controller_core", "audit", "lake", "transforms", "jobs", "simulator", "benchmarks", "tests", "conf"}
 
 # package -> (what it must never import, the only modules of those it may import anyway)
 RULES = {
@@ -53,4 +53,13 @@ def test_simulator_uses_only_the_codec_of_the_controller_core():
     format (codec), never the controller's decisions."""
     found = [f"{p.relative_to(ROOT)}:{line} imports {m}" for p in sorted((ROOT / "simulator").rglob("*.py"))
              for line, m in _imports(p) if m.startswith("controller_core") and not m.startswith("controller_core.codec")]
+    assert not found, "\n".join(found)
+
+
+def test_no_job_imports_another_job():
+    """jobs/ are thin entry points: what two commands share lives in jobs/common.py (or below jobs/); only
+    the dispatcher, jobs/cli.py, names the commands."""
+    found = [f"{p.relative_to(ROOT)}:{line} imports {m}" for p in sorted((ROOT / "jobs").glob("*.py"))
+             if p.name != "cli.py" for line, m in _imports(p)
+             if m.startswith("jobs.") and not m.startswith("jobs.common")]
     assert not found, "\n".join(found)

@@ -16,7 +16,7 @@ from audit import loginfo, plans
 from audit.planning import plan_at
 from controller_core.rules.whatif import Run
 from jobs import cli
-from jobs.describe import replay
+from controller_core.point import image_at as replay
 from lake import gold
 from simulator.scenario import builtin_names
 from tests.realdata_facts import CLUSTERS, REALDATA
