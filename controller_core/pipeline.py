@@ -73,6 +73,7 @@ class Replay:
     scalar_partitions: int = 0  # partitions handed to the scalar reference
     trigger_counts: dict[str, int] = field(default_factory=dict)  # how often each trigger explained a record
     start_offset: int = 0  # first log offset replayed after the starting snapshot (0: none)
+    quarantine: list = field(default_factory=list)  # spans of the input that could not be decoded (from_log_dir)
 
 
 def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool = True,
@@ -130,8 +131,10 @@ def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool
 
 def from_log_dir(log_dir: str | Path, **kw) -> tuple[Replay, pa.Table]:
     """:func:`run` over a log directory's replay plan; also returns the segment records' times
-    (offset, timestamp; NoOps included): the clock an "as of" point resolves on."""
-    records, start_offset = read_log_dir(log_dir)
+    (offset, timestamp; NoOps included): the clock an "as of" point resolves on.  The spans that could
+    not be decoded are in ``Replay.quarantine``."""
+    quarantine: list = []
+    records, start_offset = read_log_dir(log_dir, quarantine)
     if records is None:
         raise FileNotFoundError(f"{log_dir}: no metadata records to replay")
     seg = pc.equal(records.column("source_kind"), SEGMENT)
@@ -139,6 +142,7 @@ def from_log_dir(log_dir: str | Path, **kw) -> tuple[Replay, pa.Table]:
                       "timestamp": records.column("timestamp").filter(seg).cast(TS)})
     out = run(records, **kw)
     out.start_offset = start_offset
+    out.quarantine = quarantine
     return out, times
 
 

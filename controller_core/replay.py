@@ -98,19 +98,23 @@ def iter_batches(log_dir: str | Path, include_skipped: bool = False,
             yield lf, current
 
 
-def read_log_dir(log_dir: str | Path) -> tuple[pa.Table | None, int]:
+def read_log_dir(log_dir: str | Path, quarantine: list | None = None) -> tuple[pa.Table | None, int]:
     """The bronze rows a replay of a log directory reads (:func:`read_plan` of its :func:`plan`) and
     the first log offset replayed after the starting snapshot (0 without one)."""
     p = plan(log_dir)
-    return read_plan(p), p.start_offset
+    return read_plan(p, quarantine), p.start_offset
 
 
-def read_plan(p: Plan) -> pa.Table | None:
+def read_plan(p: Plan, quarantine: list | None = None) -> pa.Table | None:
     """The bronze rows of a replay plan's files, in replay order; rows of the starting snapshot are
-    dated at the snapshot's end offset - 1 (the state they describe).  None when there is nothing."""
+    dated at the snapshot's end offset - 1 (the state they describe).  None when there is nothing.
+    Spans that could not be decoded (:class:`~controller_core.codec.logfile.Quarantine`, naming the file
+    and byte position) are left out and appended to ``quarantine`` when given."""
     parts = []
     for lf in p.files:
         for chunk in iter_chunks(str(lf.path), lf.label, first_offset=lf.first_offset):
+            if quarantine is not None:
+                quarantine.extend(chunk.quarantine)
             if not len(chunk):
                 continue
             t = records_table(chunk, "", lf.label, lf.kind)

@@ -15,11 +15,13 @@ import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from lake import catalog
+
 EXIT_OK, EXIT_FINDINGS, EXIT_CANNOT_RUN = 0, 1, 2
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 MAX_OFFSET = 2**63 - 1  # Kafka offsets are int64
 # The table that says which clusters a lake holds: every cluster starts with `kraft-audit ingest`.
-CLUSTERS_TABLE = "metadata_records"
+CLUSTERS_TABLE = catalog.METADATA_RECORDS.name
 # Commands whose --cluster must already be in the lake (ingest adds a new one).
 READS_CLUSTER = {"replay", "audit", "plan", "quality", "describe"}
 # Commands that read conf/defaults.yaml (+ --conf, KRAFT_AUDIT_LAKE).

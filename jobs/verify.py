@@ -19,17 +19,25 @@ def _items(table, rest: tuple[str, ...]) -> list[dict]:
     return out
 
 
-def run(log_dir: str, as_json: bool = False, elr: str | None = None, out=None) -> int:
-    out = out or sys.stdout
+def run(log_dir: str, as_json: bool = False, elr: str | None = None, out=None, err=None) -> int:
+    """Exit 1 on a divergence, an ERROR breach or any quarantined byte of the input (a log that could
+    not be read whole cannot be trusted: the records in the damaged span are missing from the replay)."""
+    out, err = out or sys.stdout, err or sys.stderr
     override = None if elr in (None, "auto") else elr == "on"
     rep, _ = pipeline.from_log_dir(log_dir, elr_override=override)
     divergences = _items(rep.divergences, ("field", "trigger"))
     breaches = _items(rep.breaches, ("message",))
     errors = sum(b["severity"] == "ERROR" for b in breaches)
-    failed = bool(divergences) or errors > 0
+    for q in rep.quarantine:  # one line each, naming the file and byte position
+        print(f"kraft-audit verify: quarantined {q.length} bytes: {q.message}", file=err)
+    failed = bool(divergences) or errors > 0 or bool(rep.quarantine)
     if as_json:
-        out.write(json.dumps({"records": rep.records, "partitionChanges": rep.partition_changes,
-                              "divergences": divergences, "invariantBreaches": breaches}, ensure_ascii=False) + "\n")
+        doc = {"records": rep.records, "partitionChanges": rep.partition_changes,
+               "divergences": divergences, "invariantBreaches": breaches}
+        if rep.quarantine:
+            doc["quarantined"] = [{"file": q.file, "position": q.position, "length": q.length, "reason": q.reason,
+                                   "message": q.message} for q in rep.quarantine]
+        out.write(json.dumps(doc, ensure_ascii=False) + "\n")
         return 1 if failed else 0
     for d in divergences:
         out.write(f"DIVERGENCE offset={d['offset']} topic={d['topic']} partition={d['partition']} field={d['field']} "
@@ -41,5 +49,6 @@ def run(log_dir: str, as_json: bool = False, elr: str | None = None, out=None) -
     start = f" from the snapshot at offset {rep.start_offset}" if rep.start_offset else ""
     out.write(f"kraft-audit verify: {rep.records} records{start}, {rep.partition_changes} partition changes "
               f"recomputed, {len(divergences)} divergences, {errors} ERROR / "
-              f"{len(breaches) - errors} WARN+INFO invariant findings\n")
+              f"{len(breaches) - errors} WARN+INFO invariant findings"
+              + (f", {len(rep.quarantine)} quarantined spans" if rep.quarantine else "") + "\n")
     return 1 if failed else 0

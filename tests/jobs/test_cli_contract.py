@@ -30,9 +30,10 @@ LAKE_CLUSTERS = ("default-cluster", "ogs59")
 def inputs(tmp_path_factory):
     """A lake whose bronze table holds two clusters (real records, decoded without Spark and committed
     with delta-rs), a plain file, and config files with an unknown key and a bad value."""
-    from controller_core.codec.bronze import PARTITION_BY, records_table
+    from controller_core.codec.bronze import records_table
     from controller_core.codec.logfile import iter_chunks
     from controller_core.logdir import discover
+    from lake import catalog
     from lake.delta import Lake
 
     root = tmp_path_factory.mktemp("contract")
@@ -40,7 +41,8 @@ def inputs(tmp_path_factory):
     for cluster, log in zip(LAKE_CLUSTERS, (DEFAULT, LOG)):
         lf = next(f for f in discover(log) if f.kind == "segment")
         chunk = next(c for c in iter_chunks(str(lf.path), lf.label, first_offset=lf.first_offset) if len(c))
-        lake.append_arrow("metadata_records", records_table(chunk, cluster, lf.label, lf.kind), partition_by=PARTITION_BY)
+        lake.append_arrow(catalog.METADATA_RECORDS.name, records_table(chunk, cluster, lf.label, lf.kind),
+                          partition_by=catalog.METADATA_RECORDS.partition_by)
     a_file = root / "not-a-folder.log"
     a_file.write_bytes((LOG / "__cluster_metadata-0/00000000000000000000.log").read_bytes()[:4096])
     bad_key = root / "bad-key.yaml"

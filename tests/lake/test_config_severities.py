@@ -17,7 +17,7 @@ def test_default_severities_are_the_registrys_finding_defaults():
 
 
 def test_defaults_yaml_lists_no_codes_of_its_own():
-    raw = yaml.safe_load(lake_config.DEFAULTS_PATH.read_text(encoding="utf-8"))
+    raw = yaml.safe_load(lake_config.resources.files("conf").joinpath("defaults.yaml").read_text(encoding="utf-8"))
     assert raw["audit"]["severities"] == {}
     with pytest.raises(ConfigError, match="controller_core/codes.py"):
         lake_config._registry_defaults({"audit": {"severities": {"UNDER_MIN_ISR": "WARN"}}})
