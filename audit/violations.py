@@ -57,7 +57,6 @@ VIOLATION_SCHEMA = pa.schema([
     pa.field("explanation", pa.string(), nullable=False),
 ])
 
-PARTITION_WINDOWS = (UNDER_MIN_ISR, AT_MIN_ISR, OFFLINE, OFFLINE_NO_CANDIDATE)
 LONG_WINDOW_CODES = C.long_window_codes()  # raised to ERROR past audit.long_window_ms
 PCR = "PARTITION_CHANGE_RECORD"
 CLEAR_ELR = "CLEAR_ELR_RECORD"

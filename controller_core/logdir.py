@@ -18,25 +18,6 @@ SNAPSHOT_RE = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 
 SEGMENT, SNAPSHOT, BOOTSTRAP_KIND = "segment", "snapshot", "bootstrap"
 
-# Files Kafka keeps next to the records, and what they are (never decoded as records).
-OTHER_FILES = {
-    ".index": "offset index of a segment",
-    ".timeindex": "time index of a segment",
-    ".txnindex": "aborted-transaction index",
-    ".snapshot": "producer-state snapshot (not a metadata snapshot)",
-    ".deleted": "segment scheduled for deletion",
-    ".cleaned": "log cleaner temporary file",
-    ".swap": "log cleaner swap file",
-    ".part": "snapshot still being written",
-}
-OTHER_NAMES = {
-    "quorum-state": "Raft election state (JSON)",
-    "leader-epoch-checkpoint": "Raft epochs of the metadata log",
-    "partition.metadata": "topic id of the folder",
-    "meta.properties": "node and cluster id",
-}
-
-
 @dataclass(frozen=True)
 class LogFile:
     path: Path
@@ -75,16 +56,6 @@ def classify(path: Path, root: Path | None = None) -> LogFile | None:
     m = SNAPSHOT_RE.match(name)
     if m:
         return LogFile(path, SNAPSHOT, label, int(m.group(1)), int(m.group(2)))
-    return None
-
-
-def describe_other(path: Path) -> str | None:
-    """What a non-record file is, if Kafka keeps such files beside the log."""
-    if path.name in OTHER_NAMES:
-        return OTHER_NAMES[path.name]
-    for suffix, what in OTHER_FILES.items():
-        if path.name.endswith(suffix):
-            return what
     return None
 
 

@@ -41,9 +41,6 @@ from jobs.common import CannotRun, parse_time
 
 PROG = "kraft-audit describe"
 
-JSON_KEYS = ("topic", "topicId", "partition", "replicas", "isr", "eligibleLeaderReplicas", "lastKnownElr", "leader",
-             "leaderEpoch", "partitionEpoch", "leaderRecoveryState", "addingReplicas", "removingReplicas",
-             "directories")
 
 
 class DescribeError(CannotRun):

@@ -25,9 +25,6 @@ FINDING = pa.schema([
     ("rule", pa.string()), ("severity", pa.string()), ("field", pa.string()), ("recorded", pa.string()),
     ("expected", pa.string()), ("trigger", pa.string()), ("message", pa.string()),
 ])
-FINDING_SCHEMA = from_arrow_schema(FINDING)
-_COLUMNS = ["phase", "offset", "batch_base_offset", "timestamp", "source_file", "source_kind", "record_type",
-            "record_version", "data_json"]
 
 
 def replay_rows(records: DataFrame, files: list[tuple[str, str]], start_offset: int) -> DataFrame:

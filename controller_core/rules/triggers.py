@@ -6,7 +6,7 @@ Both directions use these: :mod:`controller_core.rules.verify` recomputes record
 from __future__ import annotations
 
 from controller_core.rules.builder import ONLINE, UNCLEAN, Inputs
-from controller_core.image import MV_4_0_IV1, Cluster, Partition
+from controller_core.image import Cluster, Partition
 
 MV_4_0_IV0 = 22  # Kafka 4.0+ elects the last known leader only if it is acceptable ([LATER] §2.3-3)
 
@@ -50,5 +50,3 @@ def unfenced(c: Cluster, p: Partition, b: int, **kw) -> Inputs:
     return inputs(c, p, kw.pop("election", topic_mode(c, p)), acceptable=acceptable(c, p, include=b), **kw)
 
 
-def elr_possible(c: Cluster) -> bool:
-    return c.metadata_version >= MV_4_0_IV1
