@@ -139,6 +139,7 @@ class Simulator:
         self.hw: dict[tuple[str, int], int] = {}
         self.last_standing: dict[tuple[str, int], int] = {}  # partition -> last replica that crashed uncleanly
         self.pending_restart: set[int] = set()
+        self.lagging: set[int] = set()  # followers too far behind to join an ISR (lagging_follower)
         self.stats = {"records": 0, "batches": 0}
         self._min_isr: dict[str, int] = {}
         self._unclean: dict[str, bool] = {}
@@ -718,13 +719,34 @@ class Simulator:
         br.reachable = True
         self.at(self.now + self.sc["unfence_delay_ms"], lambda: self.unfence(br), self.idx)
 
+    def lag(self, br: Broker, tid: str | None, partitions, duration_ms: int) -> None:
+        """Follower ``br`` falls behind on the partitions it follows in an ISR (of topic ``tid``, those listed):
+        each leader shrinks it out of its ISRs with one AlterPartition request (the leader stays); after
+        ``duration_ms`` it has caught up and the leaders take it back (catch_up)."""
+        b = br.id
+        keys = [k for k in self.keys_with(lambda r: b in r.isr and r.leader != b)
+                if (tid is None or k[0] == tid) and (not partitions or k[1] in partitions)]
+        self.lagging.add(b)
+        by_leader: dict[int, list] = {}
+        for key in keys:
+            by_leader.setdefault(self.parts[key].leader, []).append(key)
+        for leader in sorted(by_leader):
+            self.now += self.rng.randint(1, 40)
+            self.emit_many(self.changes_for(by_leader[leader], self.active, drop=b))
+        self.at(self.now + duration_ms, lambda: self.caught_up(br), self.idx)
+
+    def caught_up(self, br: Broker) -> None:
+        self.lagging.discard(br.id)
+        self.catch_up()
+
     # ------------------------------------------------------------------------------ replication
     def catch_up(self) -> None:
         """Followers that are up fetch from their leader and are added back to the ISR (AlterPartition,
         one request per leader); a RECOVERING leader first reports RECOVERED."""
         by_leader: dict[int, list] = {}
         again = False
-        ready = frozenset(b for b, br in self.brokers.items() if br.up and br.active)  # may fetch, join an ISR
+        ready = frozenset(b for b, br in self.brokers.items()  # may fetch, join an ISR
+                          if br.up and br.active and b not in self.lagging)
         keys, parts, logs = self._keys, self.parts, self.logs
         # registration -> (ISR asked for, recovery state asked for, joining replicas), for the registrations
         # short of replicas or RECOVERING whose leader can act
@@ -969,6 +991,10 @@ class Simulator:
             self.failover(ev.get("to"))
         elif kind == "produce":
             self.produce(self.topics.get(ev["topic"]) if ev.get("topic") else None, ev["records"])
+        elif kind == "lagging_follower":
+            self.lag(br, self.topics.get(ev["topic"]) if ev.get("topic") else None, ev.get("partitions"), dur)
+        elif kind == "snapshot":
+            self.snapshot()
         elif kind == "collect_log_info":
             # a crashed broker cannot answer: only running brokers reply (KIP-966 GetReplicaLogInfo)
             wanted = ev.get("brokers") or sorted(self.brokers)
@@ -984,7 +1010,12 @@ class Simulator:
         sc = self.sc
         write_bootstrap(self.out, sc["start_ms"] - 41_000, [("metadata.version", self.mv)] +
                         ([("eligible.leader.replicas.version", 1)] if self.elr else []))
-        write_side_files(self.out, node_id=self.controllers[0], directory_id=random_uuid(self.rng),
+        node, directory = sc["data_node"], random_uuid(self.rng)
+        if node is None:
+            node = self.controllers[0]
+        elif node in self.brokers:  # a combined node: its metadata log lives in its (only) log directory
+            directory = self.brokers[node].dir_id
+        write_side_files(self.out, node_id=node, directory_id=directory,
                          cluster_id=self.cluster_id, raft_leader=self.raft_leader, raft_epoch=self.raft_epoch,
                          voters=self.controllers, epoch_starts=self.epoch_starts,
                          start_text=iso(sc["start_ms"]))

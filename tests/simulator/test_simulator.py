@@ -25,8 +25,8 @@ from jobs import decode
 from simulator.engine import simulate
 from simulator.scenario import ScenarioError, builtin_names, load
 
-BUILTIN = ["az-outage", "fleet-large", "last-replica-standing-elr-off", "last-replica-standing-elr-on",
-           "long-under-min-isr", "rolling-restart", "unclean-election"]
+BUILTIN = ["az-outage", "default-cluster", "fleet-large", "last-replica-standing-elr-off",
+           "last-replica-standing-elr-on", "long-under-min-isr", "rolling-restart", "unclean-election"]
 META = "__cluster_metadata-0"
 
 

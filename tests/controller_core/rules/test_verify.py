@@ -30,6 +30,10 @@ def test_real_log_triggers_are_the_broker_events_around_them():
 def test_embedded_default_cluster_verifies():
     rep = verify_log_dir("data/default-cluster")
     assert rep.divergences == [] and rep.partition_changes == 27
+    # conf/scenarios/default-cluster.yaml: the lagging follower's 3 shrinks and 3 expands and the 9 catch-ups of
+    # broker 3 after its restart (AlterPartition), its fence (one change per partition: all 9 ISRs held 3), and
+    # the preferred election of the 3 partitions it led
+    assert rep.triggers == {"alter_partition": 15, "fence(3)": 9, "preferred_election": 3}
 
 
 # ------------------------------------------------------------------------- encoder-built logs
