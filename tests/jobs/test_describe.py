@@ -360,7 +360,7 @@ def test_offset_and_time_together_is_a_usage_error(capsys):
 
 
 def test_invalid_record_is_reported_and_skipped_and_reassignment_columns(capsys, tmp_path):
-    from controller_core.codec.batch import encode_batch
+    from simulator.writer import write_log
 
     tid = "c3ludGhldGljLXRvcGljIQ"
     broker = lambda b, fenced: ("REGISTER_BROKER_RECORD", 0, {  # noqa: E731
@@ -374,13 +374,7 @@ def test_invalid_record_is_reported_and_skipped_and_reassignment_columns(capsys,
                                   "removingReplicas": [2], "addingReplicas": [4], "leader": 3, "leaderEpoch": 0,
                                   "partitionEpoch": 0})],
     ]
-    raw, offset = b"", 0
-    for recs in batches:
-        raw += encode_batch(offset, recs, timestamp=1_700_000_000_000 + offset)
-        offset += len(recs)
-    meta = tmp_path / "__cluster_metadata-0"
-    meta.mkdir()
-    (meta / "00000000000000000000.log").write_bytes(raw)
+    meta = write_log(tmp_path, batches, timestamp=lambda offset: 1_700_000_000_000 + offset).parent
     rc, out, err = describe(capsys, "--log-dir", meta)
     assert rc == 0
     assert "offset 4 (PARTITION_CHANGE_RECORD)" in err and "record skipped" in err
