@@ -24,6 +24,7 @@ from simulator.truth import Incident, Truth, iso
 from simulator.writer import LogWriter, write_bootstrap, write_side_files
 
 MIGRATING = "AAAAAAAAAAAAAAAAAAAAAA"
+LV_3_7_IV0 = C.MV_LEVELS["3.7-IV0"]  # RegisterControllerRecord (KIP-919)
 RESERVED = {"AAAAAAAAAAAAAAAAAAAAAA", "AAAAAAAAAAAAAAAAAAAAAQ", "AAAAAAAAAAAAAAAAAAAAAg"}
 TOPIC_RES, BROKER_RES = 2, 4
 MIN_ISR, UNCLEAN_KEY = "min.insync.replicas", "unclean.leader.election.enable"
@@ -140,6 +141,8 @@ class Simulator:
         self.last_standing: dict[tuple[str, int], int] = {}  # partition -> last replica that crashed uncleanly
         self.pending_restart: set[int] = set()
         self.lagging: set[int] = set()  # followers too far behind to join an ISR (lagging_follower)
+        self.combined: list[int] = []  # nodes that are broker and controller (registered as both at MV >= 3.7)
+        self.controller_incarnations: dict[int, str] = {}
         self.stats = {"records": 0, "batches": 0}
         self._min_isr: dict[str, int] = {}
         self._unclean: dict[str, bool] = {}
@@ -307,6 +310,8 @@ class Simulator:
             br = self.brokers[b]
             if br.registered:
                 yield self.register_record(br)
+        for c in sorted(self.controller_incarnations):
+            yield self.controller_record(c)
         version = C.change_version(self.mv)
         encoded: dict = {}  # registration -> its encoded fields (a fleet has few distinct registrations)
         for name, tid in self.topics.items():
@@ -608,6 +613,11 @@ class Simulator:
         for b in order:
             self.now += self.rng.randint(5, 60)
             self.register(self.brokers[b])
+        # combined nodes (a controller id that is also a broker id): each controller registers itself (KIP-919)
+        self.combined = [c for c in self.controllers if c in self.brokers] if self.mv >= LV_3_7_IV0 else []
+        for c in self.combined:
+            self.now += self.rng.randint(5, 60)
+            self.register_controller(c)
         for b in order:
             self.at(self.now + self.sc["unfence_delay_ms"] + self.rng.randint(0, 300),
                     lambda b=b: self.unfence(self.brokers[b]), SETUP)
@@ -623,6 +633,17 @@ class Simulator:
         self.emit([("LEADER_CHANGE", 0, {"version": 0, "leaderId": leader,
                                          "voters": [{"voterId": v} for v in self.controllers],
                                          "grantingVoters": [{"voterId": v} for v in sorted(granting)]})])
+
+    def register_controller(self, node: int) -> None:
+        """RegisterControllerRecord of a combined node's controller, with a new incarnation (the node started)."""
+        self.controller_incarnations[node] = random_uuid(self.rng)
+        self.emit([self.controller_record(node)])
+
+    def controller_record(self, node: int) -> tuple[str, int, dict]:
+        return ("REGISTER_CONTROLLER_RECORD", 0, {
+            "controllerId": node, "incarnationId": self.controller_incarnations[node], "zkMigrationReady": False,
+            "endPoints": [{"name": "CONTROLLER", "host": f"broker-{node}", "port": 9093, "securityProtocol": 0}],
+            "features": [{"name": "metadata.version", "minSupportedVersion": 1, "maxSupportedVersion": self.mv}]})
 
     # ------------------------------------------------------------------------------ broker lifecycle
     def register(self, br: Broker) -> None:
@@ -706,6 +727,9 @@ class Simulator:
         if br.registered and not br.fenced:
             self.fence(br)
         self.register(br)
+        if br.id in self.combined:  # the node's controller restarted with it
+            self.now += self.rng.randint(500, 2000)
+            self.register_controller(br.id)
         self.at(self.now + self.sc["unfence_delay_ms"], lambda: self.unfence(br), self.idx)
 
     def isolate(self, br: Broker, duration_ms: int | None) -> None:

@@ -203,6 +203,10 @@ def test_snapshot_equals_replay_of_the_log():
     assert {r.data["topicId"]: r.data["name"] for r in snap_recs if r.type == "TOPIC_RECORD"} == topics
     assert {(r.data["resourceType"], r.data["resourceName"], r.data["name"]): r.data["value"]
             for r in snap_recs if r.type == "CONFIG_RECORD"} == configs
+    controllers = {r.data["controllerId"]: r.data["incarnationId"] for _, r in log
+                   if r.type == "REGISTER_CONTROLLER_RECORD" and r.offset < end_offset}
+    assert controllers and {r.data["controllerId"]: r.data["incarnationId"] for r in snap_recs
+                            if r.type == "REGISTER_CONTROLLER_RECORD"} == controllers
     header = snap_recs[0]
     assert header.data["lastContainedLogTimestamp"] == last_h.base_timestamp
 
@@ -231,6 +235,11 @@ def test_story_is_in_the_log():
                   if "leader" not in r.data and 2 not in r.data["isr"]) == [("orders", 0), ("orders", 2), ("orders", 3)]
     # controller failover: node 3 led the raft quorum until its crash, node 1 after it
     assert [r.data["leaderId"] for r in log if r.type == "LEADER_CHANGE"] == [3, 1]
+    # combined nodes: the three controllers register at the start, node 3's again when it restarts
+    ctrl = [r for r in log if r.type == "REGISTER_CONTROLLER_RECORD"]
+    assert [r.data["controllerId"] for r in ctrl] == [3, 1, 2, 3]
+    assert ctrl[0].data["incarnationId"] != ctrl[3].data["incarnationId"]
+    assert regs3[1].offset < ctrl[3].offset
     assert 150 <= len(log) <= 500
 
 

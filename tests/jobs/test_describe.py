@@ -32,7 +32,7 @@ OGS = REALDATA / "ogs59-3broker-mv3.7/kafka-1"
 
 YNY5 = "YNY5hm01SZ-bAGeCLAGqWA"  # test-topic, third incarnation (offset 3516)
 DIR1 = "Teb3PFb009qvAZgMDEFH4g"  # broker 1's log directory in induswargods
-ORDERS, PAYMENTS = "5hpEHBLgSLK61kD7GUiN7A", "eN5YV1SHTh6vGZIq2binFA"  # default-cluster's topic ids
+ORDERS, PAYMENTS = "6bsXvKPySb-cYxa5UPJEVQ", "eh1QBo1yQQS3c4PBNFinSA"  # default-cluster's topic ids
 
 
 def describe(capsys, *args) -> tuple[int, str, str]:
@@ -218,14 +218,14 @@ def test_topic_deletion_and_name_reuse(capsys):
 # it everywhere and moves its leaderships to the next live replica (orders-2 -> 1, orders-4 -> 2, payments-0 -> 1);
 # after the restart 3 is appended to every ISR; the preferred election gives orders-2, orders-4, payments-0 back to 3.
 DEFAULT_END = """\
-Topic: orders\tTopicId: 5hpEHBLgSLK61kD7GUiN7A\tPartitionCount: 6\tReplicationFactor: 3\tConfigs: min.insync.replicas=2
+Topic: orders\tTopicId: 6bsXvKPySb-cYxa5UPJEVQ\tPartitionCount: 6\tReplicationFactor: 3\tConfigs: min.insync.replicas=2
 \tTopic: orders\tPartition: 0\tLeader: 1\tReplicas: 1,2,3\tIsr: 1,2,3\tElr: \tLastKnownElr: 
 \tTopic: orders\tPartition: 1\tLeader: 2\tReplicas: 2,3,1\tIsr: 2,1,3\tElr: \tLastKnownElr: 
 \tTopic: orders\tPartition: 2\tLeader: 3\tReplicas: 3,1,2\tIsr: 1,2,3\tElr: \tLastKnownElr: 
 \tTopic: orders\tPartition: 3\tLeader: 1\tReplicas: 1,3,2\tIsr: 1,2,3\tElr: \tLastKnownElr: 
 \tTopic: orders\tPartition: 4\tLeader: 3\tReplicas: 3,2,1\tIsr: 2,1,3\tElr: \tLastKnownElr: 
 \tTopic: orders\tPartition: 5\tLeader: 2\tReplicas: 2,1,3\tIsr: 2,1,3\tElr: \tLastKnownElr: 
-Topic: payments\tTopicId: eN5YV1SHTh6vGZIq2binFA\tPartitionCount: 3\tReplicationFactor: 3\tConfigs: retention.ms=604800000
+Topic: payments\tTopicId: eh1QBo1yQQS3c4PBNFinSA\tPartitionCount: 3\tReplicationFactor: 3\tConfigs: retention.ms=604800000
 \tTopic: payments\tPartition: 0\tLeader: 3\tReplicas: 3,1,2\tIsr: 1,2,3\tElr: \tLastKnownElr: 
 \tTopic: payments\tPartition: 1\tLeader: 2\tReplicas: 2,3,1\tIsr: 2,1,3\tElr: \tLastKnownElr: 
 \tTopic: payments\tPartition: 2\tLeader: 1\tReplicas: 1,2,3\tIsr: 1,2,3\tElr: \tLastKnownElr: 
@@ -237,8 +237,8 @@ def test_default_cluster_at_the_end(capsys):
     assert (rc, out) == (0, DEFAULT_END)
     # repeated and comma-separated --topic, printed in name order either way
     assert describe(capsys, "--log-dir", DEFAULT, "--topic", "payments", "--topic", "orders,payments")[1] == DEFAULT_END
-    # epochs by hand: orders-2 LE 0 -> 112 leader 1 (LE1) -> 201 leader 3 (LE2); PE: 61 68 112 157 201 -> 5;
-    # orders-5 (not lagging, never lost its leader 2): LE 0; PE: 115 (fence) 163 (catch-up) -> 2
+    # epochs by hand: orders-2 LE 0 -> 115 leader 1 (LE1) -> 205 leader 3 (LE2); PE: 64 71 115 161 205 -> 5;
+    # orders-5 (not lagging, never lost its leader 2): LE 0; PE: 118 (fence) 167 (catch-up) -> 2
     rows = {(r["topic"], r["partition"]): r for r in describe_json(capsys, "--log-dir", DEFAULT)}
     assert (rows["orders", 2]["leaderEpoch"], rows["orders", 2]["partitionEpoch"]) == (2, 5)
     assert (rows["orders", 5]["leaderEpoch"], rows["orders", 5]["partitionEpoch"]) == (0, 2)
@@ -253,28 +253,28 @@ def test_default_cluster_at_the_end(capsys):
 
 
 def test_default_cluster_after_broker_3_is_fenced(capsys):
-    # batch 110..119: every ISR loses 3. orders (min.insync.replicas=2) is then at min ISR; payments (m = 1) not
-    rc, out, _ = describe(capsys, "--log-dir", DEFAULT, "--at-offset", 119, "--at-min-isr-partitions")
+    # batch 113..122: every ISR loses 3. orders (min.insync.replicas=2) is then at min ISR; payments (m = 1) not
+    rc, out, _ = describe(capsys, "--log-dir", DEFAULT, "--at-offset", 122, "--at-min-isr-partitions")
     assert [tuple(line.split("\t")[1:3]) for line in out.splitlines()] == [
         ("Topic: orders", f"Partition: {p}") for p in range(6)]
-    assert describe(capsys, "--log-dir", DEFAULT, "--at-offset", 119, "--under-min-isr-partitions")[1] == ""
-    assert len(describe(capsys, "--log-dir", DEFAULT, "--at-offset", 119, "--under-replicated-partitions")[1]
+    assert describe(capsys, "--log-dir", DEFAULT, "--at-offset", 122, "--under-min-isr-partitions")[1] == ""
+    assert len(describe(capsys, "--log-dir", DEFAULT, "--at-offset", 122, "--under-replicated-partitions")[1]
                .splitlines()) == 9
     # broker 3 is fenced, but the same batch moved its leaderships (orders-2 -> 1, orders-4 -> 2, payments-0 -> 1)
-    assert describe(capsys, "--log-dir", DEFAULT, "--at-offset", 119, "--unavailable-partitions")[1] == ""
+    assert describe(capsys, "--log-dir", DEFAULT, "--at-offset", 122, "--unavailable-partitions")[1] == ""
 
 
 def test_default_cluster_describe_at_its_snapshot_equals_the_snapshot(capsys):
     from jobs import decode
 
-    snap = DEFAULT / "__cluster_metadata-0/00000000000000000135-0000000002.checkpoint"
+    snap = DEFAULT / "__cluster_metadata-0/00000000000000000138-0000000002.checkpoint"
     buf = io.StringIO()
     assert decode.run([str(snap)], out=buf, err=io.StringIO()) == 0
     records = [json.loads(line) for line in buf.getvalue().splitlines()]
     want = snapshot_partitions(records)
     assert len(want) == 9
-    assert describe_json(capsys, "--log-dir", DEFAULT, "--at-offset", 134) == want
-    rc, out, _ = describe(capsys, "--log-dir", DEFAULT, "--at-offset", 134)
+    assert describe_json(capsys, "--log-dir", DEFAULT, "--at-offset", 137) == want
+    rc, out, _ = describe(capsys, "--log-dir", DEFAULT, "--at-offset", 137)
     assert [line.rsplit("Configs: ", 1)[1] for line in out.splitlines() if line.startswith("Topic:")] == [
         "min.insync.replicas=2", "retention.ms=604800000"]
 
@@ -325,13 +325,13 @@ def test_replay_from_a_snapshot_refuses_points_before_it(capsys, cut_log):
 def test_default_cluster_second_segment_with_its_snapshot(capsys, tmp_path):
     meta = tmp_path / "__cluster_metadata-0"
     meta.mkdir()
-    shutil.copy(DEFAULT / "__cluster_metadata-0/00000000000000000129.log", meta)
-    rc, _, err = describe(capsys, "--log-dir", meta, "--at-offset", 134)
-    assert rc == 2 and "no snapshot covers" in err  # a segment alone, from 129: the start is gone
-    shutil.copy(DEFAULT / "__cluster_metadata-0/00000000000000000135-0000000002.checkpoint", meta)
-    assert describe(capsys, "--log-dir", meta, "--at-offset", 133)[0] == 2
-    assert describe(capsys, "--log-dir", meta, "--at-offset", 134)[1] == describe(
-        capsys, "--log-dir", DEFAULT, "--at-offset", 134)[1]
+    shutil.copy(DEFAULT / "__cluster_metadata-0/00000000000000000126.log", meta)
+    rc, _, err = describe(capsys, "--log-dir", meta, "--at-offset", 137)
+    assert rc == 2 and "no snapshot covers" in err  # a segment alone, from 126: the start is gone
+    shutil.copy(DEFAULT / "__cluster_metadata-0/00000000000000000138-0000000002.checkpoint", meta)
+    assert describe(capsys, "--log-dir", meta, "--at-offset", 136)[0] == 2
+    assert describe(capsys, "--log-dir", meta, "--at-offset", 137)[1] == describe(
+        capsys, "--log-dir", DEFAULT, "--at-offset", 137)[1]
     assert describe(capsys, "--log-dir", meta)[1] == DEFAULT_END
 
 
