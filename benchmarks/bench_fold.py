@@ -137,7 +137,8 @@ def main() -> None:
             print(f"    {sec:6.3f} s  {100 * sec / total:4.1f} %  {step}")
     sc = _run(SCALAR, args.partitions, args.events, args.scalar)
     rate = sc["records"] / sc["seconds"]
-    print(f"scalar image.merge loop: {sc['records']:,} records in {sc['seconds']:.2f} s = {rate / 1e6:.3f} M records/s; "
+    print(f"scalar image.merge loop: {sc['records']:,} records in {sc['seconds']:.2f} s = "
+          f"{rate / 1e6:.3f} M records/s; "
           "fold/scalar: " + ", ".join(f"{c} {l} {v / rate:.0f}x" for (c, l), v in best_rate.items()))
 
 

@@ -400,7 +400,8 @@ def test_lagging_follower_leaves_the_isrs_it_follows_and_rejoins_after_its_durat
                  "           {at: 30, event: preferred_election}, {at: 60, event: snapshot}]\n")
     simulate(load(str(f)), tmp_path / "out", seed=0)
     changes = [(h.base_timestamp, r.data) for seg in sorted((tmp_path / "out" / META).glob("*.log"))
-               for h, recs in iter_batches_scalar(seg.read_bytes()) for r in recs if r.type == "PARTITION_CHANGE_RECORD"]
+               for h, recs in iter_batches_scalar(seg.read_bytes())
+               for r in recs if r.type == "PARTITION_CHANGE_RECORD"]
     start = load(str(f))["start_ms"]
     # t-0 and t-2 follow their leaders 1 and 3 with broker 2: ISR-only shrinks at 20 s; t-1 is led by 2: untouched
     shrink = [(d["partitionId"], d["isr"]) for ts, d in changes if ts < start + 50_000]
