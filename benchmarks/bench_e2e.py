@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import resource
 import shutil
 import sys
@@ -32,23 +31,6 @@ def line(stage: str, seconds: float, records: int | None = None, extra: str = ""
     print(f"{stage:<42} {seconds:>8.1f} s {rate}  peak RSS {rss_mb():>7,.0f} MB  {extra}", flush=True)
 
 
-def fleet(partitions: int, events: int, seed: int) -> tuple[Path, dict]:
-    from simulator.engine import simulate
-    from simulator.scenario import load
-
-    out = ROOT / "benchmarks" / ".cache" / f"fleet-{partitions}-{events}-{seed}"
-    stats_file = out / "bench-stats.json"
-    if stats_file.is_file():
-        return out, json.loads(stats_file.read_text())
-    shutil.rmtree(out, ignore_errors=True)
-    sc = load("fleet-large", {"partitions": str(partitions), "events": str(events)})
-    t0 = time.perf_counter()
-    stats = simulate(sc, out, seed)
-    stats["seconds"] = time.perf_counter() - t0
-    stats_file.write_text(json.dumps(stats))
-    return out, stats
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--partitions", type=int, default=100_000)
@@ -58,6 +40,8 @@ def main(argv=None) -> int:
     ap.add_argument("--buckets", type=int, default=8)
     ap.add_argument("--spark-only", action="store_true", help="only the Spark ingest and replay jobs")
     args = ap.parse_args(argv)
+
+    from benchmarks.inputs import fleet
 
     data, stats = fleet(args.partitions, args.events, args.seed)
     n = stats["records"]

@@ -24,6 +24,7 @@ from simulator.truth import Incident, Truth, iso
 from simulator.writer import LogWriter, write_bootstrap, write_side_files
 
 MIGRATING = "AAAAAAAAAAAAAAAAAAAAAA"
+LV_3_7_IV0 = C.MV_LEVELS["3.7-IV0"]  # RegisterControllerRecord (KIP-919)
 RESERVED = {"AAAAAAAAAAAAAAAAAAAAAA", "AAAAAAAAAAAAAAAAAAAAAQ", "AAAAAAAAAAAAAAAAAAAAAg"}
 TOPIC_RES, BROKER_RES = 2, 4
 MIN_ISR, UNCLEAN_KEY = "min.insync.replicas", "unclean.leader.election.enable"
@@ -139,6 +140,9 @@ class Simulator:
         self.hw: dict[tuple[str, int], int] = {}
         self.last_standing: dict[tuple[str, int], int] = {}  # partition -> last replica that crashed uncleanly
         self.pending_restart: set[int] = set()
+        self.lagging: set[int] = set()  # followers too far behind to join an ISR (lagging_follower)
+        self.combined: list[int] = []  # nodes that are broker and controller (registered as both at MV >= 3.7)
+        self.controller_incarnations: dict[int, str] = {}
         self.stats = {"records": 0, "batches": 0}
         self._min_isr: dict[str, int] = {}
         self._unclean: dict[str, bool] = {}
@@ -306,6 +310,8 @@ class Simulator:
             br = self.brokers[b]
             if br.registered:
                 yield self.register_record(br)
+        for c in sorted(self.controller_incarnations):
+            yield self.controller_record(c)
         version = C.change_version(self.mv)
         encoded: dict = {}  # registration -> its encoded fields (a fleet has few distinct registrations)
         for name, tid in self.topics.items():
@@ -607,6 +613,11 @@ class Simulator:
         for b in order:
             self.now += self.rng.randint(5, 60)
             self.register(self.brokers[b])
+        # combined nodes (a controller id that is also a broker id): each controller registers itself (KIP-919)
+        self.combined = [c for c in self.controllers if c in self.brokers] if self.mv >= LV_3_7_IV0 else []
+        for c in self.combined:
+            self.now += self.rng.randint(5, 60)
+            self.register_controller(c)
         for b in order:
             self.at(self.now + self.sc["unfence_delay_ms"] + self.rng.randint(0, 300),
                     lambda b=b: self.unfence(self.brokers[b]), SETUP)
@@ -622,6 +633,17 @@ class Simulator:
         self.emit([("LEADER_CHANGE", 0, {"version": 0, "leaderId": leader,
                                          "voters": [{"voterId": v} for v in self.controllers],
                                          "grantingVoters": [{"voterId": v} for v in sorted(granting)]})])
+
+    def register_controller(self, node: int) -> None:
+        """RegisterControllerRecord of a combined node's controller, with a new incarnation (the node started)."""
+        self.controller_incarnations[node] = random_uuid(self.rng)
+        self.emit([self.controller_record(node)])
+
+    def controller_record(self, node: int) -> tuple[str, int, dict]:
+        return ("REGISTER_CONTROLLER_RECORD", 0, {
+            "controllerId": node, "incarnationId": self.controller_incarnations[node], "zkMigrationReady": False,
+            "endPoints": [{"name": "CONTROLLER", "host": f"broker-{node}", "port": 9093, "securityProtocol": 0}],
+            "features": [{"name": "metadata.version", "minSupportedVersion": 1, "maxSupportedVersion": self.mv}]})
 
     # ------------------------------------------------------------------------------ broker lifecycle
     def register(self, br: Broker) -> None:
@@ -705,6 +727,9 @@ class Simulator:
         if br.registered and not br.fenced:
             self.fence(br)
         self.register(br)
+        if br.id in self.combined:  # the node's controller restarted with it
+            self.now += self.rng.randint(500, 2000)
+            self.register_controller(br.id)
         self.at(self.now + self.sc["unfence_delay_ms"], lambda: self.unfence(br), self.idx)
 
     def isolate(self, br: Broker, duration_ms: int | None) -> None:
@@ -718,13 +743,34 @@ class Simulator:
         br.reachable = True
         self.at(self.now + self.sc["unfence_delay_ms"], lambda: self.unfence(br), self.idx)
 
+    def lag(self, br: Broker, tid: str | None, partitions, duration_ms: int) -> None:
+        """Follower ``br`` falls behind on the partitions it follows in an ISR (of topic ``tid``, those listed):
+        each leader shrinks it out of its ISRs with one AlterPartition request (the leader stays); after
+        ``duration_ms`` it has caught up and the leaders take it back (catch_up)."""
+        b = br.id
+        keys = [k for k in self.keys_with(lambda r: b in r.isr and r.leader != b)
+                if (tid is None or k[0] == tid) and (not partitions or k[1] in partitions)]
+        self.lagging.add(b)
+        by_leader: dict[int, list] = {}
+        for key in keys:
+            by_leader.setdefault(self.parts[key].leader, []).append(key)
+        for leader in sorted(by_leader):
+            self.now += self.rng.randint(1, 40)
+            self.emit_many(self.changes_for(by_leader[leader], self.active, drop=b))
+        self.at(self.now + duration_ms, lambda: self.caught_up(br), self.idx)
+
+    def caught_up(self, br: Broker) -> None:
+        self.lagging.discard(br.id)
+        self.catch_up()
+
     # ------------------------------------------------------------------------------ replication
     def catch_up(self) -> None:
         """Followers that are up fetch from their leader and are added back to the ISR (AlterPartition,
         one request per leader); a RECOVERING leader first reports RECOVERED."""
         by_leader: dict[int, list] = {}
         again = False
-        ready = frozenset(b for b, br in self.brokers.items() if br.up and br.active)  # may fetch, join an ISR
+        ready = frozenset(b for b, br in self.brokers.items()  # may fetch, join an ISR
+                          if br.up and br.active and b not in self.lagging)
         keys, parts, logs = self._keys, self.parts, self.logs
         # registration -> (ISR asked for, recovery state asked for, joining replicas), for the registrations
         # short of replicas or RECOVERING whose leader can act
@@ -969,6 +1015,10 @@ class Simulator:
             self.failover(ev.get("to"))
         elif kind == "produce":
             self.produce(self.topics.get(ev["topic"]) if ev.get("topic") else None, ev["records"])
+        elif kind == "lagging_follower":
+            self.lag(br, self.topics.get(ev["topic"]) if ev.get("topic") else None, ev.get("partitions"), dur)
+        elif kind == "snapshot":
+            self.snapshot()
         elif kind == "collect_log_info":
             # a crashed broker cannot answer: only running brokers reply (KIP-966 GetReplicaLogInfo)
             wanted = ev.get("brokers") or sorted(self.brokers)
@@ -984,7 +1034,12 @@ class Simulator:
         sc = self.sc
         write_bootstrap(self.out, sc["start_ms"] - 41_000, [("metadata.version", self.mv)] +
                         ([("eligible.leader.replicas.version", 1)] if self.elr else []))
-        write_side_files(self.out, node_id=self.controllers[0], directory_id=random_uuid(self.rng),
+        node, directory = sc["data_node"], random_uuid(self.rng)
+        if node is None:
+            node = self.controllers[0]
+        elif node in self.brokers:  # a combined node: its metadata log lives in its (only) log directory
+            directory = self.brokers[node].dir_id
+        write_side_files(self.out, node_id=node, directory_id=directory,
                          cluster_id=self.cluster_id, raft_leader=self.raft_leader, raft_epoch=self.raft_epoch,
                          voters=self.controllers, epoch_starts=self.epoch_starts,
                          start_text=iso(sc["start_ms"]))

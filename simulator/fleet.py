@@ -52,3 +52,15 @@ def expand(sc: dict, rng: random.Random) -> None:
     for ev in timeline:
         ev["at"] = (ev["at_ms"] - sc["start_ms"]) / 1000
     sc["timeline"] = timeline
+
+
+def simulate_fleet(out, partitions: int, events: int, seed: int = 0, **params) -> dict:
+    """The built-in ``fleet-large`` scenario at ``partitions`` partitions with ``events`` timeline events (and any
+    other ``generate`` or top-level scenario key in ``params``), written to ``out``; returns the simulator's
+    figures (records, batches, bytes, segments, snapshots). The benchmarks' inputs: its log segments are a
+    change-heavy live log, its newest ``.checkpoint`` a PartitionRecord-dominated snapshot of the whole fleet."""
+    from simulator.engine import simulate
+    from simulator.scenario import load
+
+    overrides = {"partitions": partitions, "events": events, **params}
+    return simulate(load("fleet-large", overrides), out, seed)

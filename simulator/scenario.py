@@ -44,6 +44,9 @@ DEFAULTS = {
     "max_batch_records": 10000,
     # list INFO findings (AT_MIN_ISR) in ground_truth.json; off for huge fleets, where they dominate
     "truth_info": True,
+    # whose data directory the output is (meta.properties): a broker id for a combined node (its log directory
+    # is the directory id), default the first controller
+    "data_node": None,
 }
 
 # event type -> (required keys, optional keys)
@@ -65,6 +68,11 @@ EVENTS = {
     "produce": ({"records"}, {"topic"}),
     # GetReplicaLogInfo from every broker still running (or those listed), at this point of the log
     "collect_log_info": (set(), {"brokers"}),
+    # a follower falls behind (slow disk, long GC): its leaders shrink it out of their ISRs (AlterPartition)
+    # and take it back once it has caught up, ``duration_s`` later
+    "lagging_follower": ({"broker", "duration_s"}, {"topic", "partitions"}),
+    # the active controller writes a metadata snapshot (``<endOffset>-<epoch>.checkpoint``) now
+    "snapshot": (set(), set()),
 }
 COMMON = {"at", "event", "description"}
 GENERATE_KEYS = {"brokers", "partitions", "events", "topics", "racks", "replication_factor", "min_isr",
@@ -158,6 +166,7 @@ def validate(sc: dict, path) -> None:
     _need(isinstance(sc["controllers"], list) and sc["controllers"] and
           all(isinstance(c, int) for c in sc["controllers"]), path, "controllers", "a non-empty list of node ids")
     _need(isinstance(sc["cluster_configs"], dict), path, "cluster_configs", "must be a mapping")
+    _need(sc["data_node"] is None or isinstance(sc["data_node"], int), path, "data_node", "a node id")
     gen = sc["generate"]
     if gen is not None:
         _need(isinstance(gen, dict), path, "generate", "must be a mapping")
@@ -206,10 +215,16 @@ def validate(sc: dict, path) -> None:
             if k in ev:
                 _need(isinstance(ev[k], list) and all(b in ids for b in ev[k]), path, f"{where}.{k}",
                       "a list of known broker ids")
+        if kind == "lagging_follower":
+            _need(isinstance(ev["duration_s"], (int, float)) and ev["duration_s"] > 0, path, f"{where}.duration_s",
+                  "seconds > 0")
+            _need(ev.get("topic") is None or ev["topic"] in topics, path, f"{where}.topic",
+                  f"{ev.get('topic')!r} is not a topic of the scenario")
         if kind == "az_outage":
             _need(ev["rack"] in racks, path, f"{where}.rack", f"no broker in rack {ev['rack']!r}")
         if kind == "create_topic":
             _check_topic(ev, path, where, len(ids))
+            topics.add(ev["name"])
         if kind == "config_change":
             _need(ev["resource"] in ("topic", "broker", "cluster"), path, f"{where}.resource",
                   "one of topic, broker, cluster")

@@ -86,15 +86,49 @@ class LogWriter:
         return name
 
 
+def checkpoint_bytes(batches, *, leader_epoch: int, timestamp: int, last_contained_timestamp: int = 0) -> bytes:
+    """A checkpoint file as Kafka writes one (a snapshot, bootstrap.checkpoint): a SNAPSHOT_HEADER control batch
+    at ``timestamp``, the ``batches`` of records from offset 1 (``timestamp`` + 1), a SNAPSHOT_FOOTER (+ 2)."""
+    out = [encode_batch(0, [("SNAPSHOT_HEADER", 0, {"version": 0,
+                                                    "lastContainedLogTimestamp": last_contained_timestamp})],
+                        leader_epoch=leader_epoch, timestamp=timestamp)]
+    off = 1
+    for recs in batches:
+        out.append(encode_batch(off, recs, leader_epoch=leader_epoch, timestamp=timestamp + 1))
+        off += len(recs)
+    out.append(encode_batch(off, [("SNAPSHOT_FOOTER", 0, {"version": 0})], leader_epoch=leader_epoch,
+                            timestamp=timestamp + 2))
+    return b"".join(out)
+
+
 def write_bootstrap(out: Path, format_ms: int, features: list[tuple[str, int]]) -> None:
     """``bootstrap.checkpoint`` as ``kafka-storage.sh format`` leaves it beside the metadata folder."""
     recs = [("FEATURE_LEVEL_RECORD", 0, {"name": n, "featureLevel": v}) for n, v in features]
-    Path(out, "bootstrap.checkpoint").write_bytes(
-        encode_batch(0, [("SNAPSHOT_HEADER", 0, {"version": 0, "lastContainedLogTimestamp": 0})],
-                     leader_epoch=0, timestamp=format_ms)
-        + encode_batch(1, recs, leader_epoch=0, timestamp=format_ms + 1)
-        + encode_batch(1 + len(recs), [("SNAPSHOT_FOOTER", 0, {"version": 0})], leader_epoch=0,
-                       timestamp=format_ms + 2))
+    Path(out, "bootstrap.checkpoint").write_bytes(checkpoint_bytes([recs], leader_epoch=0, timestamp=format_ms))
+
+
+def write_log(out, batches, *, first_offset: int = 0, timestamp=None, leader_epoch: int = 1,
+              snapshot=None, snapshot_epoch: int = 1) -> Path:
+    """A data directory ``out`` whose metadata log is exactly ``batches`` (lists of (type, version, data), one
+    batch each, consecutive offsets from ``first_offset``) in one segment; returns the segment's path.
+
+    For the logs a simulation does not write: hand-picked records around one rule, a controller decision that is
+    wrong on purpose, a broken invariant (the tests of the verifier, the invariants, the fold and the audit).
+    ``timestamp(base_offset)`` is each batch's timestamp (default 0). ``snapshot``: batches of records written as
+    the ``<first_offset>-<snapshot_epoch>.checkpoint`` the log continues from."""
+    meta = Path(out) / META_DIR
+    meta.mkdir(parents=True, exist_ok=True)
+    if snapshot is not None:
+        (meta / f"{first_offset:020d}-{snapshot_epoch:010d}.checkpoint").write_bytes(
+            checkpoint_bytes(snapshot, leader_epoch=snapshot_epoch, timestamp=0))
+    raw, offset = bytearray(), first_offset
+    for recs in batches:
+        raw += encode_batch(offset, recs, leader_epoch=leader_epoch,
+                            timestamp=0 if timestamp is None else timestamp(offset))
+        offset += len(recs)
+    path = meta / f"{first_offset:020d}.log"
+    path.write_bytes(bytes(raw))
+    return path
 
 
 def write_side_files(out: Path, *, node_id: int, directory_id: str, cluster_id: str, raft_leader: int,

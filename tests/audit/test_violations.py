@@ -16,10 +16,10 @@ import pytest
 
 from audit.local import silver_tables, log_end
 from audit.violations import VIOLATION_SCHEMA, violations
-from controller_core.codec.batch import encode_batch
 from controller_core.rules.verify import verify_log_dir
 from lake import catalog
 from lake.config import load_config
+from simulator.writer import write_log
 
 T0 = 1_700_000_000_000  # epoch ms of the first batch
 MIN = 60_000
@@ -96,10 +96,8 @@ class Log:
         return ("PARTITION_CHANGE_RECORD", self.pv, data)
 
     def write(self, data_dir: Path) -> Path:
-        meta = data_dir / "__cluster_metadata-0"
-        meta.mkdir(parents=True)
-        (meta / "00000000000000000000.log").write_bytes(
-            b"".join(encode_batch(base, recs, timestamp=T0 + at) for base, at, recs in self.batches))
+        at = {base: at for base, at, _ in self.batches}
+        write_log(data_dir, [recs for _, _, recs in self.batches], timestamp=lambda base: T0 + at[base])
         return data_dir
 
 

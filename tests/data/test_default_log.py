@@ -1,6 +1,7 @@
 """The embedded default data directory ``data/default-cluster/``.
 
-* it is exactly what ``data/make_default_log.py`` writes (regenerated into a temporary directory);
+* it is exactly what the simulator writes for the built-in scenario ``default-cluster`` with seed 0
+  (regenerated into a temporary directory);
 * every file decodes with the scalar reference reader;
 * offsets run consecutively from 0 across the two log segments, each segment named by its base offset;
 * the metadata snapshot equals a replay of the log up to its end offset (a small independent fold);
@@ -9,13 +10,13 @@
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
 from controller_core.codec.batch import iter_batches_scalar
+from jobs import cli
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "data"
@@ -23,11 +24,11 @@ CLUSTER = DATA / "default-cluster"
 META = CLUSTER / "__cluster_metadata-0"
 
 
-def _load_generator():
-    spec = importlib.util.spec_from_file_location("make_default_log", DATA / "make_default_log.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+REGENERATE = "kraft-audit simulate default-cluster -o data/default-cluster --seed 0"
+
+
+def _simulate(out: Path) -> None:
+    assert cli.main(["simulate", "default-cluster", "-o", str(out), "--seed", "0"]) == 0
 
 
 def _files(root: Path) -> dict[str, bytes]:
@@ -57,19 +58,18 @@ def _log_records():
 
 
 # ------------------------------------------------------------------------------------- reproducible
-def test_committed_files_are_what_the_generator_writes(tmp_path):
-    _load_generator().build(tmp_path / "default-cluster")
+def test_committed_files_are_what_the_simulator_writes(tmp_path):
+    _simulate(tmp_path / "default-cluster")
     expected = _files(tmp_path / "default-cluster")
     actual = _files(CLUSTER)
-    assert sorted(actual) == sorted(expected), "file set differs: rerun python data/make_default_log.py"
+    assert sorted(actual) == sorted(expected), f"file set differs: rerun {REGENERATE}"
     for name in expected:
-        assert actual[name] == expected[name], f"{name} differs: rerun python data/make_default_log.py"
+        assert actual[name] == expected[name], f"{name} differs: rerun {REGENERATE}"
 
 
-def test_generator_is_deterministic(tmp_path):
-    gen = _load_generator()
-    gen.build(tmp_path / "a")
-    gen.build(tmp_path / "b")
+def test_simulator_is_deterministic(tmp_path):
+    _simulate(tmp_path / "a")
+    _simulate(tmp_path / "b")
     assert _files(tmp_path / "a") == _files(tmp_path / "b")
 
 
@@ -203,6 +203,10 @@ def test_snapshot_equals_replay_of_the_log():
     assert {r.data["topicId"]: r.data["name"] for r in snap_recs if r.type == "TOPIC_RECORD"} == topics
     assert {(r.data["resourceType"], r.data["resourceName"], r.data["name"]): r.data["value"]
             for r in snap_recs if r.type == "CONFIG_RECORD"} == configs
+    controllers = {r.data["controllerId"]: r.data["incarnationId"] for _, r in log
+                   if r.type == "REGISTER_CONTROLLER_RECORD" and r.offset < end_offset}
+    assert controllers and {r.data["controllerId"]: r.data["incarnationId"] for r in snap_recs
+                            if r.type == "REGISTER_CONTROLLER_RECORD"} == controllers
     header = snap_recs[0]
     assert header.data["lastContainedLogTimestamp"] == last_h.base_timestamp
 
@@ -225,6 +229,17 @@ def test_story_is_in_the_log():
     changes = [r for r in log if r.type == "PARTITION_CHANGE_RECORD"]
     assert any("leader" not in r.data and "isr" in r.data for r in changes)       # ISR-only shrink/expand
     assert any(r.data.get("leader") == 3 and "isr" not in r.data for r in changes)  # preferred election
+    names = {r.data["topicId"]: r.data["name"] for r in log if r.type == "TOPIC_RECORD"}
+    # the lagging follower: ISR-only changes without broker 2 (the fence of 3 never removes 2)
+    assert sorted((names[r.data["topicId"]], r.data["partitionId"]) for r in changes
+                  if "leader" not in r.data and 2 not in r.data["isr"]) == [("orders", 0), ("orders", 2), ("orders", 3)]
+    # controller failover: node 3 led the raft quorum until its crash, node 1 after it
+    assert [r.data["leaderId"] for r in log if r.type == "LEADER_CHANGE"] == [3, 1]
+    # combined nodes: the three controllers register at the start, node 3's again when it restarts
+    ctrl = [r for r in log if r.type == "REGISTER_CONTROLLER_RECORD"]
+    assert [r.data["controllerId"] for r in ctrl] == [3, 1, 2, 3]
+    assert ctrl[0].data["incarnationId"] != ctrl[3].data["incarnationId"]
+    assert regs3[1].offset < ctrl[3].offset
     assert 150 <= len(log) <= 500
 
 

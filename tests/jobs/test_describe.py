@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from controller_core.codec.batch import iter_batches_scalar
+
 from jobs import cli
 from realdata_facts import REALDATA
 
@@ -30,7 +32,7 @@ OGS = REALDATA / "ogs59-3broker-mv3.7/kafka-1"
 
 YNY5 = "YNY5hm01SZ-bAGeCLAGqWA"  # test-topic, third incarnation (offset 3516)
 DIR1 = "Teb3PFb009qvAZgMDEFH4g"  # broker 1's log directory in induswargods
-ORDERS, PAYMENTS = "bC0wabqBTKK9cU716cbzhw", "RujLf9agS5u5qAU5RyUEuA"
+ORDERS, PAYMENTS = "6bsXvKPySb-cYxa5UPJEVQ", "eh1QBo1yQQS3c4PBNFinSA"  # default-cluster's topic ids
 
 
 def describe(capsys, *args) -> tuple[int, str, str]:
@@ -211,15 +213,19 @@ def test_topic_deletion_and_name_reuse(capsys):
         (YNY5, 0, 0)]
 
 
+# data/default-cluster (conf/scenarios/default-cluster.yaml), by hand: each ISR starts as the replica list; the
+# lagging follower 2 leaves and rejoins orders-0/-2/-3 (appended: [1,3,2], [3,1,2], [1,3,2]); the fence of 3 removes
+# it everywhere and moves its leaderships to the next live replica (orders-2 -> 1, orders-4 -> 2, payments-0 -> 1);
+# after the restart 3 is appended to every ISR; the preferred election gives orders-2, orders-4, payments-0 back to 3.
 DEFAULT_END = """\
-Topic: orders\tTopicId: bC0wabqBTKK9cU716cbzhw\tPartitionCount: 6\tReplicationFactor: 3\tConfigs: min.insync.replicas=2
+Topic: orders\tTopicId: 6bsXvKPySb-cYxa5UPJEVQ\tPartitionCount: 6\tReplicationFactor: 3\tConfigs: min.insync.replicas=2
 \tTopic: orders\tPartition: 0\tLeader: 1\tReplicas: 1,2,3\tIsr: 1,2,3\tElr: \tLastKnownElr: 
-\tTopic: orders\tPartition: 1\tLeader: 3\tReplicas: 3,1,2\tIsr: 1,2,3\tElr: \tLastKnownElr: 
-\tTopic: orders\tPartition: 2\tLeader: 2\tReplicas: 2,3,1\tIsr: 2,1,3\tElr: \tLastKnownElr: 
+\tTopic: orders\tPartition: 1\tLeader: 2\tReplicas: 2,3,1\tIsr: 2,1,3\tElr: \tLastKnownElr: 
+\tTopic: orders\tPartition: 2\tLeader: 3\tReplicas: 3,1,2\tIsr: 1,2,3\tElr: \tLastKnownElr: 
 \tTopic: orders\tPartition: 3\tLeader: 1\tReplicas: 1,3,2\tIsr: 1,2,3\tElr: \tLastKnownElr: 
-\tTopic: orders\tPartition: 4\tLeader: 2\tReplicas: 2,1,3\tIsr: 2,1,3\tElr: \tLastKnownElr: 
-\tTopic: orders\tPartition: 5\tLeader: 3\tReplicas: 3,2,1\tIsr: 1,2,3\tElr: \tLastKnownElr: 
-Topic: payments\tTopicId: RujLf9agS5u5qAU5RyUEuA\tPartitionCount: 3\tReplicationFactor: 3\tConfigs: retention.ms=604800000
+\tTopic: orders\tPartition: 4\tLeader: 3\tReplicas: 3,2,1\tIsr: 2,1,3\tElr: \tLastKnownElr: 
+\tTopic: orders\tPartition: 5\tLeader: 2\tReplicas: 2,1,3\tIsr: 2,1,3\tElr: \tLastKnownElr: 
+Topic: payments\tTopicId: eh1QBo1yQQS3c4PBNFinSA\tPartitionCount: 3\tReplicationFactor: 3\tConfigs: retention.ms=604800000
 \tTopic: payments\tPartition: 0\tLeader: 3\tReplicas: 3,1,2\tIsr: 1,2,3\tElr: \tLastKnownElr: 
 \tTopic: payments\tPartition: 1\tLeader: 2\tReplicas: 2,3,1\tIsr: 2,1,3\tElr: \tLastKnownElr: 
 \tTopic: payments\tPartition: 2\tLeader: 1\tReplicas: 1,2,3\tIsr: 1,2,3\tElr: \tLastKnownElr: 
@@ -231,36 +237,44 @@ def test_default_cluster_at_the_end(capsys):
     assert (rc, out) == (0, DEFAULT_END)
     # repeated and comma-separated --topic, printed in name order either way
     assert describe(capsys, "--log-dir", DEFAULT, "--topic", "payments", "--topic", "orders,payments")[1] == DEFAULT_END
-    # epochs by hand: orders-5 LE 0 -> 120 leader 2 (LE1) -> 207 leader 3 (LE2); PE: 63 69 120 169 207 -> 5
+    # epochs by hand: orders-2 LE 0 -> 115 leader 1 (LE1) -> 205 leader 3 (LE2); PE: 64 71 115 161 205 -> 5;
+    # orders-5 (not lagging, never lost its leader 2): LE 0; PE: 118 (fence) 167 (catch-up) -> 2
     rows = {(r["topic"], r["partition"]): r for r in describe_json(capsys, "--log-dir", DEFAULT)}
-    assert (rows["orders", 5]["leaderEpoch"], rows["orders", 5]["partitionEpoch"]) == (2, 5)
-    assert rows["orders", 0]["directories"] == ["aeXxT-1VTcKj1n_MekEYWA", "CZFd5Ix4QdODCnGoOCiPFg",
-                                                "u19TOHdUTWW8w9K5idmARQ"]
+    assert (rows["orders", 2]["leaderEpoch"], rows["orders", 2]["partitionEpoch"]) == (2, 5)
+    assert (rows["orders", 5]["leaderEpoch"], rows["orders", 5]["partitionEpoch"]) == (0, 2)
+    # directories: each replica's log directory (its RegisterBrokerRecord's logDirs), in replica order
+    log_dirs = {}
+    for seg in sorted((DEFAULT / "__cluster_metadata-0").glob("*.log")):
+        for _, recs in iter_batches_scalar(seg.read_bytes()):
+            log_dirs.update({r.data["brokerId"]: r.data["logDirs"] for r in recs if r.type == "REGISTER_BROKER_RECORD"})
+    assert rows["orders", 0]["directories"] == [log_dirs[b][0] for b in (1, 2, 3)]
+    assert rows["orders", 4]["directories"] == [log_dirs[b][0] for b in (3, 2, 1)]
+    assert len(set(rows["orders", 0]["directories"])) == 3
 
 
 def test_default_cluster_after_broker_3_is_fenced(capsys):
-    # batch 115..124: every ISR loses 3. orders (min.insync.replicas=2) is then at min ISR; payments (m = 1) not
-    rc, out, _ = describe(capsys, "--log-dir", DEFAULT, "--at-offset", 124, "--at-min-isr-partitions")
+    # batch 113..122: every ISR loses 3. orders (min.insync.replicas=2) is then at min ISR; payments (m = 1) not
+    rc, out, _ = describe(capsys, "--log-dir", DEFAULT, "--at-offset", 122, "--at-min-isr-partitions")
     assert [tuple(line.split("\t")[1:3]) for line in out.splitlines()] == [
         ("Topic: orders", f"Partition: {p}") for p in range(6)]
-    assert describe(capsys, "--log-dir", DEFAULT, "--at-offset", 124, "--under-min-isr-partitions")[1] == ""
-    assert len(describe(capsys, "--log-dir", DEFAULT, "--at-offset", 124, "--under-replicated-partitions")[1]
+    assert describe(capsys, "--log-dir", DEFAULT, "--at-offset", 122, "--under-min-isr-partitions")[1] == ""
+    assert len(describe(capsys, "--log-dir", DEFAULT, "--at-offset", 122, "--under-replicated-partitions")[1]
                .splitlines()) == 9
-    # broker 3 is fenced, but the same batch moved its leaderships (orders-1 -> 1, orders-5 -> 2, payments-0 -> 1)
-    assert describe(capsys, "--log-dir", DEFAULT, "--at-offset", 124, "--unavailable-partitions")[1] == ""
+    # broker 3 is fenced, but the same batch moved its leaderships (orders-2 -> 1, orders-4 -> 2, payments-0 -> 1)
+    assert describe(capsys, "--log-dir", DEFAULT, "--at-offset", 122, "--unavailable-partitions")[1] == ""
 
 
 def test_default_cluster_describe_at_its_snapshot_equals_the_snapshot(capsys):
     from jobs import decode
 
-    snap = DEFAULT / "__cluster_metadata-0/00000000000000000140-0000000002.checkpoint"
+    snap = DEFAULT / "__cluster_metadata-0/00000000000000000138-0000000002.checkpoint"
     buf = io.StringIO()
     assert decode.run([str(snap)], out=buf, err=io.StringIO()) == 0
     records = [json.loads(line) for line in buf.getvalue().splitlines()]
     want = snapshot_partitions(records)
     assert len(want) == 9
-    assert describe_json(capsys, "--log-dir", DEFAULT, "--at-offset", 139) == want
-    rc, out, _ = describe(capsys, "--log-dir", DEFAULT, "--at-offset", 139)
+    assert describe_json(capsys, "--log-dir", DEFAULT, "--at-offset", 137) == want
+    rc, out, _ = describe(capsys, "--log-dir", DEFAULT, "--at-offset", 137)
     assert [line.rsplit("Configs: ", 1)[1] for line in out.splitlines() if line.startswith("Topic:")] == [
         "min.insync.replicas=2", "retention.ms=604800000"]
 
@@ -311,13 +325,13 @@ def test_replay_from_a_snapshot_refuses_points_before_it(capsys, cut_log):
 def test_default_cluster_second_segment_with_its_snapshot(capsys, tmp_path):
     meta = tmp_path / "__cluster_metadata-0"
     meta.mkdir()
-    shutil.copy(DEFAULT / "__cluster_metadata-0/00000000000000000133.log", meta)
-    rc, _, err = describe(capsys, "--log-dir", meta, "--at-offset", 139)
-    assert rc == 2 and "no snapshot covers" in err  # a segment alone, from 133: the start is gone
-    shutil.copy(DEFAULT / "__cluster_metadata-0/00000000000000000140-0000000002.checkpoint", meta)
-    assert describe(capsys, "--log-dir", meta, "--at-offset", 138)[0] == 2
-    assert describe(capsys, "--log-dir", meta, "--at-offset", 139)[1] == describe(
-        capsys, "--log-dir", DEFAULT, "--at-offset", 139)[1]
+    shutil.copy(DEFAULT / "__cluster_metadata-0/00000000000000000126.log", meta)
+    rc, _, err = describe(capsys, "--log-dir", meta, "--at-offset", 137)
+    assert rc == 2 and "no snapshot covers" in err  # a segment alone, from 126: the start is gone
+    shutil.copy(DEFAULT / "__cluster_metadata-0/00000000000000000138-0000000002.checkpoint", meta)
+    assert describe(capsys, "--log-dir", meta, "--at-offset", 136)[0] == 2
+    assert describe(capsys, "--log-dir", meta, "--at-offset", 137)[1] == describe(
+        capsys, "--log-dir", DEFAULT, "--at-offset", 137)[1]
     assert describe(capsys, "--log-dir", meta)[1] == DEFAULT_END
 
 
@@ -346,7 +360,7 @@ def test_offset_and_time_together_is_a_usage_error(capsys):
 
 
 def test_invalid_record_is_reported_and_skipped_and_reassignment_columns(capsys, tmp_path):
-    from controller_core.codec.batch import encode_batch
+    from simulator.writer import write_log
 
     tid = "c3ludGhldGljLXRvcGljIQ"
     broker = lambda b, fenced: ("REGISTER_BROKER_RECORD", 0, {  # noqa: E731
@@ -360,13 +374,7 @@ def test_invalid_record_is_reported_and_skipped_and_reassignment_columns(capsys,
                                   "removingReplicas": [2], "addingReplicas": [4], "leader": 3, "leaderEpoch": 0,
                                   "partitionEpoch": 0})],
     ]
-    raw, offset = b"", 0
-    for recs in batches:
-        raw += encode_batch(offset, recs, timestamp=1_700_000_000_000 + offset)
-        offset += len(recs)
-    meta = tmp_path / "__cluster_metadata-0"
-    meta.mkdir()
-    (meta / "00000000000000000000.log").write_bytes(raw)
+    meta = write_log(tmp_path, batches, timestamp=lambda offset: 1_700_000_000_000 + offset).parent
     rc, out, err = describe(capsys, "--log-dir", meta)
     assert rc == 0
     assert "offset 4 (PARTITION_CHANGE_RECORD)" in err and "record skipped" in err
@@ -387,4 +395,4 @@ def test_describe_starts_without_spark_or_pandas():
     assert res.stderr.splitlines()[-1] == "[]"
     res = subprocess.run([str(Path(sys.executable).parent / "kraft-audit"), "describe", "--log-dir", str(DEFAULT),
                           "--topic", "payments"], capture_output=True, text=True)
-    assert res.returncode == 0 and res.stdout.startswith("Topic: payments\tTopicId: RujLf9agS5u5qAU5RyUEuA")
+    assert res.returncode == 0 and res.stdout.startswith(f"Topic: payments\tTopicId: {PAYMENTS}")

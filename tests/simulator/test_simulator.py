@@ -25,8 +25,8 @@ from jobs import decode
 from simulator.engine import simulate
 from simulator.scenario import ScenarioError, builtin_names, load
 
-BUILTIN = ["az-outage", "fleet-large", "last-replica-standing-elr-off", "last-replica-standing-elr-on",
-           "long-under-min-isr", "rolling-restart", "unclean-election"]
+BUILTIN = ["az-outage", "default-cluster", "fleet-large", "last-replica-standing-elr-off",
+           "last-replica-standing-elr-on", "long-under-min-isr", "rolling-restart", "unclean-election"]
 META = "__cluster_metadata-0"
 
 
@@ -272,6 +272,10 @@ def test_ground_truth_shape(generated):
     ("brokers: [{id: 1}]\ntopics: [{name: t, partitions: 1, replication_factor: 3}]\n", "topics[0].replication_factor"),
     ("brokers: [{id: 1}]\nmetadata_version: 3.9-IV0\nelr: true\n", "elr"),
     ("brokers: [{id: 1}]\ntimeline: [{at: 1, event: restart}]\n", "timeline[0].broker"),
+    ("brokers: [{id: 1}]\ntimeline: [{at: 1, event: lagging_follower, broker: 1}]\n", "timeline[0].duration_s"),
+    ("brokers: [{id: 1}]\ntimeline: [{at: 1, event: lagging_follower, broker: 1, duration_s: 5, topic: t}]\n",
+     "timeline[0].topic"),
+    ("brokers: [{id: 1}]\ndata_node: one\n", "data_node"),
 ])
 def test_yaml_errors_name_the_file_and_key(tmp_path, text, needle):
     f = tmp_path / "bad.yaml"
@@ -353,6 +357,8 @@ timeline:
   - {{at: 40, event: controller_failover}}
   - {{at: 50, event: config_change, resource: broker, name: 3001, key: min.insync.replicas, value: 3}}
   - {{at: 60, event: broker_session_timeout, broker: 2, duration_s: 30}}
+  - {{at: 100, event: lagging_follower, broker: 1, duration_s: 15}}
+  - {{at: 110, event: snapshot}}
   - {{at: 120, event: config_change, resource: cluster, key: min.insync.replicas, value: 1}}
   - {{at: 130, event: controlled_shutdown, broker: 3}}
   - {{at: 150, event: restart, broker: 3}}
@@ -383,6 +389,43 @@ def test_user_scenario_with_every_event_replays_without_divergence(tmp_path, mv,
         for rec in iter_file_records(next(x for x in discover(tmp_path / "out") if x.path == snap)):
             s.apply(rec.type, rec.data, rec.offset)
         assert s.partitions == _replay_until(tmp_path / "out", end).partitions
+
+
+def test_lagging_follower_leaves_the_isrs_it_follows_and_rejoins_after_its_duration(tmp_path):
+    f = tmp_path / "lag.yaml"
+    f.write_text("brokers: [{id: 1}, {id: 2}, {id: 3}]\n"
+                 "topics: [{name: t, partitions: 3, replication_factor: 3,"
+                 " assignment: [[1, 2, 3], [2, 3, 1], [3, 1, 2]]}]\n"
+                 "timeline: [{at: 20, event: lagging_follower, broker: 2, duration_s: 30},\n"
+                 "           {at: 30, event: preferred_election}, {at: 60, event: snapshot}]\n")
+    simulate(load(str(f)), tmp_path / "out", seed=0)
+    changes = [(h.base_timestamp, r.data) for seg in sorted((tmp_path / "out" / META).glob("*.log"))
+               for h, recs in iter_batches_scalar(seg.read_bytes())
+               for r in recs if r.type == "PARTITION_CHANGE_RECORD"]
+    start = load(str(f))["start_ms"]
+    # t-0 and t-2 follow their leaders 1 and 3 with broker 2: ISR-only shrinks at 20 s; t-1 is led by 2: untouched
+    shrink = [(d["partitionId"], d["isr"]) for ts, d in changes if ts < start + 50_000]
+    assert sorted(shrink) == [(0, [1, 3]), (2, [3, 1])]
+    assert all("leader" not in d for _, d in changes)
+    # caught up 30 s later (not at the catch-up round after the preferred election): appended to both ISRs again
+    expand = [(d["partitionId"], d["isr"]) for ts, d in changes if ts >= start + 50_000]
+    assert sorted(expand) == [(0, [1, 3, 2]), (2, [3, 1, 2])]
+    assert verify_log_dir(tmp_path / "out").divergences == []
+    # the snapshot event: a checkpoint at the end offset of that moment, not only the final one
+    snaps = sorted((tmp_path / "out" / META).glob("*-*.checkpoint"))
+    assert len(snaps) == 1 and int(snaps[0].stem.split("-")[0]) < sum(1 for _ in _log_records(tmp_path / "out"))
+
+
+def test_simulate_fleet_is_fleet_large_at_the_given_size(tmp_path):
+    from simulator.fleet import simulate_fleet
+
+    stats = simulate_fleet(tmp_path / "f", 30, 2, seed=3)
+    simulate(load("fleet-large", {"partitions": "30", "events": "2"}), tmp_path / "g", seed=3)
+    assert _files(tmp_path / "f") == _files(tmp_path / "g")
+    newest = max((tmp_path / "f" / META).glob("*-*.checkpoint"))
+    assert stats["snapshots"][-1] == newest.name
+    records = [r for _, recs in iter_batches_scalar(newest.read_bytes()) for r in recs]
+    assert sum(r.type == "PARTITION_RECORD" for r in records) == 30
 
 
 def test_large_triggers_split_into_batches_still_replay(tmp_path):

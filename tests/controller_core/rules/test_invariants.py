@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from controller_core.codec.batch import encode_batch
 from controller_core.rules.invariants import (
     ERROR, INFO, NOT_HERE, RULES, WARN, Breach, InvariantChecker, check_log, is_unclean_election,
 )
 from controller_core.replay import Rec
 from controller_core.image import MIGRATING, Cluster, Partition
+from simulator.writer import write_log
 
 REALDATA = Path(__file__).resolve().parents[4] / "shared" / "realdata"
 
@@ -136,10 +136,7 @@ class Log:
 
     # ---------------------------------------------------------------------------------- output
     def write(self, data_dir: Path) -> Path:
-        meta = data_dir / "__cluster_metadata-0"
-        meta.mkdir(parents=True)
-        (meta / "00000000000000000000.log").write_bytes(
-            b"".join(encode_batch(base, recs, timestamp=1_700_000_000_000 + base) for base, recs in self.batches))
+        write_log(data_dir, [recs for _, recs in self.batches], timestamp=lambda base: 1_700_000_000_000 + base)
         return data_dir
 
 
@@ -491,14 +488,9 @@ def test_epoch_monotonic_accepts_a_replay_starting_from_a_snapshot(tmp_path):
     """Partitions first seen in a snapshot carry their epochs; they are not controller creations."""
     snap = Log()
     snap.add(snap.topic("t"), snap.partition("t", 0, [1, 2, 3], [1, 2], 2, le=5, pe=9))
-    meta = tmp_path / "snap" / "__cluster_metadata-0"
-    meta.mkdir(parents=True)
-    body = [encode_batch(0, [("SNAPSHOT_HEADER", 0, {"lastContainedLogTimestamp": 0})])]
-    body += [encode_batch(1 + base_, recs) for base_, recs in snap.batches]
-    body += [encode_batch(snap.next_offset + 1, [("SNAPSHOT_FOOTER", 0, {})])]
-    (meta / "00000000000000000100-0000000003.checkpoint").write_bytes(b"".join(body))
     change = ("PARTITION_CHANGE_RECORD", 2, {"partitionId": 0, "topicId": uuid("topic-t"), "isr": [1, 2, 3]})
-    (meta / "00000000000000000100.log").write_bytes(encode_batch(100, [change]))
+    write_log(tmp_path / "snap", [[change]], first_offset=100, snapshot=[recs for _, recs in snap.batches],
+              snapshot_epoch=3)
     assert check_log(tmp_path / "snap") == []
 
     # the same snapshot record arriving for a partition whose epochs are already higher lowers them

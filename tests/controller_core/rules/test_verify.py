@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from controller_core.codec.batch import encode_batch
 from controller_core.rules.verify import verify_log_dir
 from realdata_facts import CLUSTERS, REALDATA
+from simulator.writer import write_log
 
 T = "AAAAAAAAAAAAAAAAAAAAAQ"
 
@@ -30,9 +30,13 @@ def test_real_log_triggers_are_the_broker_events_around_them():
 def test_embedded_default_cluster_verifies():
     rep = verify_log_dir("data/default-cluster")
     assert rep.divergences == [] and rep.partition_changes == 27
+    # conf/scenarios/default-cluster.yaml: the lagging follower's 3 shrinks and 3 expands and the 9 catch-ups of
+    # broker 3 after its restart (AlterPartition), its fence (one change per partition: all 9 ISRs held 3), and
+    # the preferred election of the 3 partitions it led
+    assert rep.triggers == {"alter_partition": 15, "fence(3)": 9, "preferred_election": 3}
 
 
-# ------------------------------------------------------------------------- encoder-built logs
+# ------------------------------------------------------------------------- hand-written logs
 def _register(b, epoch):
     return ("REGISTER_BROKER_RECORD", 3, {"brokerId": b, "incarnationId": "AAAAAAAAAAAAAAAAAAAA" + "AQgw"[b % 4] + "A",
                                          "brokerEpoch": epoch, "endPoints": [], "features": [], "rack": None,
@@ -55,15 +59,9 @@ def _log(tmp_path, batches, mv=21, elr=None):
               ("PARTITION_RECORD", pv, {"partitionId": 0, "topicId": T, "replicas": [1, 2, 3], "isr": [1, 2, 3],
                                         "removingReplicas": [], "addingReplicas": [], "leader": 1, "leaderEpoch": 0,
                                         "partitionEpoch": 0})]]
-    meta = tmp_path / "__cluster_metadata-0"
-    meta.mkdir()
-    raw, offset = b"", 0
-    for recs in head + batches:
-        recs = [(t, pv if t == "PARTITION_CHANGE_RECORD" else v, d) for t, v, d in recs]
-        raw += encode_batch(offset, recs, timestamp=1_700_000_000_000 + offset)
-        offset += len(recs)
-    (meta / "00000000000000000000.log").write_bytes(raw)
-    return tmp_path, offset - sum(len(b) for b in batches)
+    write_log(tmp_path, [[(t, pv if t == "PARTITION_CHANGE_RECORD" else v, d) for t, v, d in recs]
+                         for recs in head + batches], timestamp=lambda offset: 1_700_000_000_000 + offset)
+    return tmp_path, sum(len(b) for b in head)
 
 
 def _change(**fields):

@@ -9,10 +9,10 @@ import random
 
 import pytest
 
-from controller_core.codec.batch import encode_batch
 from controller_core.rules.verify import verify_log_dir
 from controller_core.rules.whatif import Run, WhatIfError, load_cluster, what_if
 from jobs import cli
+from simulator.writer import write_log
 
 T = "AAAAAAAAAAAAAAAAAAAAAQ"
 
@@ -262,21 +262,18 @@ def test_what_whatif_writes_verifies_without_divergence(tmp_path, seed):
     rng = random.Random(seed)
     spec = _random_spec(rng)
     c = load_cluster(spec)
-    snapshot = encode_batch(0, _image_records(c))
+    image = _image_records(c)
     run = Run(c)
-    raw, offset = b"", 1000
+    batches = []
     for _ in range(rng.randint(1, 6)):
         before = len(run.records)
         run.apply(_random_event(rng, spec, run))
         new = [(r["type"], r["version"], r["data"]) for r in run.records[before:]]
         if new:
-            raw += encode_batch(offset, new, timestamp=offset)
-            offset += len(new)
-    meta = tmp_path / "__cluster_metadata-0"
-    meta.mkdir()
-    (meta / "00000000000000001000-0000000001.checkpoint").write_bytes(snapshot)
-    (meta / "00000000000000001000.log").write_bytes(raw)
-    if not raw:
+            batches.append(new)
+    if not batches:
         return
+    # the image as the snapshot at 1000, what whatif wrote as the log after it
+    write_log(tmp_path, batches, first_offset=1000, timestamp=lambda offset: offset, snapshot=[image])
     rep = verify_log_dir(tmp_path)
     assert rep.divergences == [], (spec, run.records)

@@ -23,11 +23,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controller_core.codec.bronze import records_table
-from controller_core.codec.batch import encode_batch
 from controller_core.codec.logfile import iter_chunks
 from controller_core.vector.fold import HISTORY_SCHEMA, STATE_COLUMNS, fold_partitions, state_at
 from controller_core.replay import plan
 from controller_core.image import LOST, MIGRATING, UNASSIGNED, Cluster, Partition, _dirs
+from simulator.writer import write_log
 
 REALDATA = Path(__file__).resolve().parents[4] / "shared" / "realdata"
 if not (REALDATA / "README.md").is_file():
@@ -46,14 +46,6 @@ def bronze(paths) -> pa.Table:
             if len(chunk):
                 tables.append(records_table(chunk, "test", Path(p).name, "segment"))
     return pa.concat_tables(tables)
-
-
-def write_log(path: Path, batches: list[list[tuple[str, int, dict]]]) -> None:
-    out, offset = bytearray(), 0
-    for records in batches:
-        out += encode_batch(offset, records)
-        offset += len(records)
-    path.write_bytes(bytes(out))
 
 
 def state_row(p: Partition) -> dict:
@@ -269,8 +261,7 @@ def log_dir(tmp_path_factory) -> Path:
 
 
 def check_fold_against_replay(log_dir: Path, batches, records, state_offsets) -> None:
-    path = log_dir / "00000000000000000000.log"
-    write_log(path, batches)
+    path = write_log(log_dir, batches)
     folded = fold_partitions(bronze([path]))
     assert folded.schema == HISTORY_SCHEMA
     want, snaps = scalar_history([(i, t, d) for i, (t, _, d) in enumerate(records)], state_offsets)
@@ -302,8 +293,7 @@ def test_fold_equals_replay_of_eight_interleaved_histories_per_log(log_dir, seed
 
 # ---------------------------------------------------------------------------------- named rules
 def _fold_records(tmp_path, records) -> pa.Table:
-    write_log(tmp_path / "00000000000000000000.log", [[r] for r in records])
-    return fold_partitions(bronze([tmp_path / "00000000000000000000.log"]))
+    return fold_partitions(bronze([write_log(tmp_path, [[r] for r in records])]))
 
 
 T1, T2 = "fVJ4Z1ZQTB-TZNDBS44j9g", "nyXeXxVUS5CsGNKqjhc6UA"
@@ -384,8 +374,7 @@ def test_directories_absent_empty_or_all_migrating_mean_migrating_per_replica(tm
 def test_dictionary_strings_hold_the_same_values(tmp_path):
     records = [("TOPIC_RECORD", 0, {"name": "t", "topicId": T1}), _p(T1, 0, directories=["Teb3PFb009qvAZgMDEFH4g"] * 3),
                _c(T1, 0, leader=2), ("REMOVE_TOPIC_RECORD", 0, {"topicId": T1})]
-    write_log(tmp_path / "00000000000000000000.log", [[r] for r in records])
-    table = bronze([tmp_path / "00000000000000000000.log"])
+    table = bronze([write_log(tmp_path, [[r] for r in records])])
     plain = fold_partitions(table)
     assert fold_partitions(table, dictionary_strings=True).cast(HISTORY_SCHEMA).equals(plain)
 
@@ -396,8 +385,7 @@ def test_string_columns_are_chunked_before_int32_offsets_overflow(tmp_path, monk
     records = [("TOPIC_RECORD", 0, {"name": "t", "topicId": T1}), ("TOPIC_RECORD", 0, {"name": "u", "topicId": T2})]
     records += [_p(t, pid, directories=["Teb3PFb009qvAZgMDEFH4g", LOST, UNASSIGNED]) for t in (T1, T2) for pid in range(3)]
     records += [_c(T1, 1, leader=2), _c(T2, 0, isr=[3]), ("REMOVE_TOPIC_RECORD", 0, {"topicId": T2})]
-    write_log(tmp_path / "00000000000000000000.log", [[r] for r in records])
-    table = bronze([tmp_path / "00000000000000000000.log"])
+    table = bronze([write_log(tmp_path, [[r] for r in records])])
     whole = fold_partitions(table)
     monkeypatch.setattr(fold, "_MAX_CHUNK_BYTES", 100)  # a few rows' strings per chunk
     chunked = fold_partitions(table)
@@ -407,8 +395,7 @@ def test_string_columns_are_chunked_before_int32_offsets_overflow(tmp_path, monk
 
 def test_rows_out_of_offset_order_are_folded_in_offset_order(tmp_path):
     records = [("TOPIC_RECORD", 0, {"name": "t", "topicId": T1}), _p(T1), _c(T1, leader=2), _c(T1, isr=[2])]
-    write_log(tmp_path / "00000000000000000000.log", [[r] for r in records])
-    table = bronze([tmp_path / "00000000000000000000.log"])
+    table = bronze([write_log(tmp_path, [[r] for r in records])])
     assert fold_partitions(table.take([3, 0, 2, 1])).equals(fold_partitions(table))
 
 
