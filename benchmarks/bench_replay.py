@@ -7,12 +7,12 @@ bronze rows and split by topic into groups, as the Spark job processes partition
 topics' records plus every cluster-level record).  The events are what Kafka's controller writes for
 bounces (controlled shutdown, restart), crashes, session timeouts and network partitions (fences with
 their ISR removals and leader moves, unfences, the followers' AlterPartition catch-ups) and preferred
-elections (controller-rules §2).  Per group the core runs fold (partition history) and explain
-(vectorized recomputation); records it cannot explain go to the scalar reference.  Printed:
-records/s of fold, explain and both, the share explained by the vectorized path, divergences, peak
-RSS, and the scalar reference (verify_batches) on a slice for the speed ratio.
+elections (controller-rules §2).  Per group the replay pipeline (controller_core/pipeline.run) folds,
+recomputes every change (partitions it cannot explain go to the scalar reference) and dates the history;
+``--invariants`` adds the §4 checks.  Printed: records/s, the partitions left to the scalar path,
+divergences, peak RSS, and the scalar reference (verify_batches) on a slice for the speed ratio.
 
-    python benchmarks/bench_replay.py [--partitions 1000000] [--events 10] [--groups 8]
+    python benchmarks/bench_replay.py [--partitions 1000000] [--events 10] [--groups 8] [--invariants]
 """
 from __future__ import annotations
 
@@ -22,15 +22,13 @@ import sys
 import time
 from pathlib import Path
 
-import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import inputs  # noqa: E402
-from controller_core import timelines  # noqa: E402
-from controller_core.vector import fold
-from controller_core.vector.explain import cluster_level_recs, explain, scalar_batches  # noqa: E402
+from controller_core import pipeline  # noqa: E402
 from controller_core.rules.verify import verify_batches  # noqa: E402
+from controller_core.vector.explain import scalar_batches  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -38,58 +36,47 @@ def main(argv=None) -> int:
     ap.add_argument("--partitions", type=int, default=1_000_000)
     ap.add_argument("--events", type=int, default=10, help="timeline events of the simulated fleet")
     ap.add_argument("--groups", type=int, default=8)
+    ap.add_argument("--invariants", action="store_true", help="also check the §4 invariants (scalar checker today)")
     ap.add_argument("--scalar-slice", type=int, default=20000,
                     help="partitions of the smaller fleet replayed by the scalar reference")
     args = ap.parse_args(argv)
-    totals = {"records": 0, "changes": 0, "fold": 0.0, "explain": 0.0, "gen": 0.0, "explained": 0, "div": 0}
+    totals = {"records": 0, "changes": 0, "core": 0.0, "gen": 0.0, "scalar": 0, "div": 0, "breaches": 0}
     t0 = time.perf_counter()
     groups = inputs.topic_groups(inputs.bronze(inputs.fleet(args.partitions, args.events)[0]), args.groups)
     totals["gen"] += time.perf_counter() - t0
     for g in range(args.groups):
-        t0 = time.perf_counter()
         table, groups[g] = groups[g], None
         t1 = time.perf_counter()
-        history = fold.fold_partitions(table)
+        rep = pipeline.run(table, invariants=args.invariants)
         t2 = time.perf_counter()
-        brokers, topics = timelines.build(cluster_level_recs(table))
-        exp = explain(table, history, brokers, topics)
-        t3 = time.perf_counter()
-        matched = exp.column("matched").to_numpy(zero_copy_only=False)
-        missed = exp.filter(pa.array(~matched))
-        todo = set(zip(missed.column("topic_id").to_pylist(), missed.column("partition_id").to_pylist()))
-        if todo:
-            totals["div"] += len(verify_batches(scalar_batches(table, todo)).divergences)
         totals["records"] += table.num_rows
-        totals["changes"] += len(exp)
-        totals["explained"] += int(matched.sum())
-        totals["gen"] += t1 - t0
-        totals["fold"] += t2 - t1
-        totals["explain"] += t3 - t2
-        print(f"group {g}: {table.num_rows:,} records ({len(exp):,} changes), fold {t2 - t1:.2f} s, "
-              f"timelines+explain {t3 - t2:.2f} s, unexplained {len(exp) - int(matched.sum())}", flush=True)
+        totals["changes"] += rep.partition_changes
+        totals["scalar"] += rep.scalar_partitions
+        totals["div"] += rep.divergences.num_rows
+        totals["breaches"] += rep.breaches.num_rows
+        totals["core"] += t2 - t1
+        print(f"group {g}: {table.num_rows:,} records ({rep.partition_changes:,} changes) in {t2 - t1:.2f} s, "
+              f"{rep.scalar_partitions} partitions on the scalar path", flush=True)
+        del rep
     rec, ch = totals["records"], totals["changes"]
-    core = totals["fold"] + totals["explain"]
+    what = "fold + recompute + invariants" if args.invariants else "fold + recompute + dating, no invariants"
     print(f"\n{args.partitions:,} partitions, {rec:,} records ({ch:,} PartitionChangeRecords) in {args.groups} groups")
-    print(f"fold      {rec / totals['fold']:>14,.0f} records/s")
-    print(f"explain   {ch / totals['explain']:>14,.0f} change records/s (timelines + primary triggers + vectorized builder)")
-    print(f"core      {rec / core:>14,.0f} records/s (fold + explain, one core)")
-    print(f"explained by the vectorized path: {totals['explained'] / max(ch, 1):.4%}; divergences {totals['div']}")
+    print(f"pipeline  {rec / totals['core']:>14,.0f} records/s ({what}, one core)")
+    print(f"scalar path: {totals['scalar']} partitions; divergences {totals['div']}; breaches {totals['breaches']}")
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB; "
           f"simulation (cached) and decoding to bronze rows {totals['gen']:.1f} s (not counted)")
-    # the scalar reference and the vectorized core on the same smaller cluster
+    # the scalar reference and the pipeline on the same smaller cluster
     small = inputs.bronze(inputs.fleet(args.scalar_slice, args.events, seed=1)[0])
     t0 = time.perf_counter()
-    h = fold.fold_partitions(small)
-    b, tp = timelines.build(cluster_level_recs(small))
-    explain(small, h, b, tp)
+    pipeline.run(small, invariants=False)
     vec = time.perf_counter() - t0
     batches = scalar_batches(small, {(t, p) for t, p in zip(small.column("topic_id").to_pylist(),
                                                             small.column("partition_id").to_pylist()) if t})
     t0 = time.perf_counter()
-    rep = verify_batches(batches)
+    ref = verify_batches(batches)
     dt = time.perf_counter() - t0
     print(f"same {args.scalar_slice:,}-partition cluster ({small.num_rows:,} records): scalar reference "
-          f"{small.num_rows / dt:,.0f} records/s ({len(rep.divergences)} divergences), vectorized core "
+          f"{small.num_rows / dt:,.0f} records/s ({len(ref.divergences)} divergences), pipeline without invariants "
           f"{small.num_rows / vec:,.0f} records/s: {dt / vec:.0f}x")
     return 0
 
