@@ -141,81 +141,68 @@ def _without(xs, drop) -> list[int]:
 
 
 def decide(p: Part, a: Ask) -> tuple[dict | None, bool]:
-    """Run the change builder on ``p``; returns (change body or None, whether the election was unclean)."""
-    t_isr = list(p.isr if a.target_isr is None else a.target_isr)
-    t_rep = list(p.replicas if a.target_replicas is None else a.target_replicas)
-    t_rem = list(p.removing if a.target_removing is None else a.target_removing)
-    t_add = list(p.adding if a.target_adding is None else a.target_adding)
+    """The model controller's decision for one partition: the assignment and ISR the request asks for, the
+    ELR they leave, the leader, then the change record -- every field whose value moves, plus the leader
+    re-written where the epoch must be bumped.  Returns (record body or None, leader from outside ISR/ELR?)."""
+    def pick(target, current):
+        return list(current if target is None else target)
 
-    # B1: a reassignment completes once the ISR (without the leaving replicas) covers the new replica set
-    if t_rem or t_add:
-        isr2, rep2 = _without(t_isr, t_rem), _without(t_rep, t_rem)
-        if not (t_rem and (not isr2 or not rep2)) and set(rep2) <= set(isr2):
-            t_isr, t_rep, t_rem, t_add = isr2, rep2, [], []
-
-    # B2: eligible leader replicas, fed by the current ISR
-    elr = list(p.elr)
-    if a.elr:
-        if len(t_isr) >= a.min_isr:
-            elr = []
-        else:
-            elr = sorted((set(p.elr) | set(p.isr)) - set(t_isr) - set(a.unclean_brokers))
-
-    # B3: election
-    node, unclean = _elect(p, a, t_isr, t_rep, elr)
-
-    out: dict = {}
-    # B4: apply the election
-    if node != p.leader:
-        if node in elr:
-            t_isr = [node]
-            elr = [b for b in elr if b != node]
-        out["leader"] = node
-        if unclean:
-            out["isr"] = [node]
-            if p.lrs != RECOVERING and a.mv >= LV_3_2_IV0:
-                out["leaderRecoveryState"] = RECOVERING
-    # B5: losing a replica bumps the leader epoch
-    if "leader" not in out and not set(p.replicas) <= set(t_rep):
-        out["leader"] = p.leader
-    # B6: ELR field
-    if unclean or not a.elr:
+    isr, rep = pick(a.target_isr, p.isr), pick(a.target_replicas, p.replicas)
+    rem, add = pick(a.target_removing, p.removing), pick(a.target_adding, p.adding)
+    if rem or add:  # the reassignment is over once the staying ISR holds every staying replica
+        stay_isr, stay_rep = _without(isr, rem), _without(rep, rem)
+        emptied = bool(rem) and not (stay_isr and stay_rep)
+        if not emptied and set(stay_rep).issubset(stay_isr):
+            isr, rep, rem, add = stay_isr, stay_rep, [], []
+    if not a.elr:
+        elr = list(p.elr)
+    elif len(isr) >= a.min_isr:
         elr = []
-    if elr != p.elr:
-        out["eligibleLeaderReplicas"] = elr
-    # B7: ISR field (never emptied without ELR)
-    if "isr" not in out and (t_isr or a.elr) and t_isr != p.isr:
-        out["isr"] = t_isr
-    # B8: old metadata versions bump the epoch on every shrink
-    if a.mv < LV_3_6_IV0 and "leader" not in out and any(b not in t_isr for b in p.isr):
-        out["leader"] = p.leader
-    # B9: last known leader
+    else:  # members leaving the ISR wait in the ELR, unless their shutdown was unclean
+        elr = sorted(set(p.elr).union(p.isr).difference(isr, a.unclean_brokers))
+    leader, unclean = _elect(p, a, isr, rep, elr)
+
+    rec: dict = {}
+    if leader == p.leader:
+        if not set(p.replicas).issubset(rep):  # a replica left: the leader epoch moves anyway
+            rec["leader"] = p.leader
+    else:
+        rec["leader"] = leader
+        if leader in elr:  # taken from the ELR: it alone is in sync now
+            isr = [leader]
+            elr.remove(leader)
+        if unclean:
+            rec["isr"] = [leader]
+            if a.mv >= LV_3_2_IV0 and p.lrs != RECOVERING:
+                rec["leaderRecoveryState"] = RECOVERING
+    elr_out = [] if (unclean or not a.elr) else elr
+    if elr_out != p.elr:
+        rec["eligibleLeaderReplicas"] = elr_out
+    if "isr" not in rec and isr != p.isr and (a.elr or len(isr) > 0):
+        rec["isr"] = isr
+    shrunk = not set(p.isr).issubset(isr)
+    if a.mv < LV_3_6_IV0 and shrunk and "leader" not in rec:  # old versions bump on every shrink
+        rec["leader"] = p.leader
     if a.elr:
-        written = out.get("leader", UNCHANGED)
-        if out.get("isr") == [] and p.lke != [p.leader]:
-            out["lastKnownElr"] = [p.leader]
-        elif (written >= 0 or (p.leader != NONE and written != NONE)) and p.lke:
-            out["lastKnownElr"] = []
-    # B10: assignment
-    if t_rep:
+        lead = rec.get("leader", UNCHANGED)
+        had_leader_after = lead >= 0 or (lead != NONE and p.leader != NONE)
+        if rec.get("isr") == [] and p.lke != [p.leader]:
+            rec["lastKnownElr"] = [p.leader]
+        elif p.lke and had_leader_after:
+            rec["lastKnownElr"] = []
+    if rep:
+        moves = []
         if a.mv >= LV_3_7_IV2:
-            dirs = [p.directories[p.replicas.index(b)] if b in p.replicas else a.default_dir(b) for b in t_rep]
-            if dirs != p.directories:
-                out["directories"] = dirs
-        if t_rep != p.replicas:
-            out["replicas"] = t_rep
-        if t_rem != p.removing:
-            out["removingReplicas"] = t_rem
-        if t_add != p.adding:
-            out["addingReplicas"] = t_add
-    if a.target_lrs is not None and a.target_lrs != p.lrs:
-        out["leaderRecoveryState"] = a.target_lrs
-    # B11
-    if not out:
+            moves.append(("directories", [a.default_dir(b) if b not in p.replicas else
+                                          p.directories[p.replicas.index(b)] for b in rep], p.directories))
+        moves += [("replicas", rep, p.replicas), ("removingReplicas", rem, p.removing),
+                  ("addingReplicas", add, p.adding)]
+        rec.update((key, new) for key, new, old in moves if new != old)
+    if a.target_lrs not in (None, p.lrs):
+        rec["leaderRecoveryState"] = a.target_lrs
+    if not rec:
         return None, False
-    body = {"partitionId": p.pid, "topicId": p.topic_id}
-    body.update(out)
-    return body, unclean
+    return {"partitionId": p.pid, "topicId": p.topic_id, **rec}, unclean
 
 
 def _elect(p: Part, a: Ask, t_isr, t_rep, elr) -> tuple[int, bool]:

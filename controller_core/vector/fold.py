@@ -54,36 +54,26 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from controller_core.codec import bronze
 from controller_core.codec.arrowutil import from_numpy, repeat_str
 from controller_core.image import LEADER_UNCHANGED, MIGRATING
 
-INT_LIST = pa.list_(pa.int32())
 STR_LIST = pa.list_(pa.string())
 
+STATE_COLUMNS = ["replicas", "isr", "removing_replicas", "adding_replicas", "leader", "leader_epoch",
+                 "partition_epoch", "leader_recovery_state", "directories", "eligible_leader_replicas",
+                 "last_known_elr"]
 HISTORY_SCHEMA = pa.schema([
     pa.field("topic_id", pa.string(), nullable=False),
     pa.field("partition_id", pa.int32(), nullable=False),
     pa.field("offset", pa.int64(), nullable=False),  # the record that produced this state
     pa.field("record_type", pa.string(), nullable=False),  # PARTITION[_CHANGE]_RECORD, CLEAR_ELR_RECORD, REMOVE_TOPIC_RECORD
-    pa.field("replicas", INT_LIST),
-    pa.field("isr", INT_LIST),
-    pa.field("removing_replicas", INT_LIST),
-    pa.field("adding_replicas", INT_LIST),
-    pa.field("leader", pa.int32()),
-    pa.field("leader_epoch", pa.int32()),
-    pa.field("partition_epoch", pa.int32()),
-    pa.field("leader_recovery_state", pa.int8()),
-    pa.field("directories", STR_LIST),
-    pa.field("eligible_leader_replicas", INT_LIST),
-    pa.field("last_known_elr", INT_LIST),
+    # the partition's state after the record, in the bronze columns' types (Kafka's field names)
+    *(bronze.SCHEMA.field(name) for name in STATE_COLUMNS),
     pa.field("valid_to_offset", pa.int64()),  # offset of the partition's next state row; null = current
     pa.field("deleted", pa.bool_(), nullable=False),  # tombstone: RemoveTopicRecord deleted the partition
     pa.field("orphan", pa.bool_(), nullable=False),  # change record for a partition that does not exist
 ])
-STATE_COLUMNS = ["replicas", "isr", "removing_replicas", "adding_replicas", "leader", "leader_epoch",
-                 "partition_epoch", "leader_recovery_state", "directories", "eligible_leader_replicas",
-                 "last_known_elr"]
-
 # event kinds
 P, C, T, X = 0, 1, 2, 3
 KIND_NAMES = ["PARTITION_RECORD", "PARTITION_CHANGE_RECORD", "REMOVE_TOPIC_RECORD", "CLEAR_ELR_RECORD"]
