@@ -95,31 +95,14 @@ def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool
     if rejected is not None:
         _orphans(history, records, rejected)
     exp = explain(records, history, brokers, topics)
-
-    # the scalar reference for the partitions the vectorized builder could not reproduce
-    matched = np.asarray(exp.column("matched"), bool)
-    missed = exp.filter(from_numpy(~matched))
-    todo = set(zip(missed.column("topic_id").to_pylist(), missed.column("partition_id").to_pylist()))
-    divergences, labels = [], {}
-    if todo:
-        from controller_core.rules.verify import verify_batches
-
-        rep = verify_batches(scalar_batches(records, todo), elr_override=elr_override, snapshot_files=snaps)
-        divergences = rep.divergences
-        labels = {(o, t, p): name for o, t, p, name in rep.explained}
+    todo, divergences, labels = _scalar_fallback(records, exp, elr_override, snaps)
     found = []
     if invariants:
         from controller_core.rules.invariants import check_batches
 
         found = check_batches(scalar_batches(records, None), cluster=Cluster(elr_override=elr_override))
-
     if context_topics:
-        divergences = [d for d in divergences if not (d.partition == 0 and d.topic_id in context_topics)]
-        found = [b for b in found if not (b.partition == 0 and b.topic_id in context_topics)]
-        ctx = pa.array(sorted(context_topics), pa.string())
-        mine = lambda t: pc.invert(pc.and_(pc.equal(t.column("partition_id"), 0),  # noqa: E731
-                                           pc.is_in(t.column("topic_id"), ctx)))
-        exp, history = exp.filter(mine(exp)), history.filter(mine(history))
+        divergences, found, exp, history = _drop_context(context_topics, divergences, found, exp, history)
 
     triggers = _triggers(exp, labels)
     counts = {item["values"]: item["counts"] for item in pc.value_counts(triggers.column("trigger")).to_pylist()
@@ -147,6 +130,32 @@ def from_log_dir(log_dir: str | Path, **kw) -> tuple[Replay, pa.Table]:
 
 
 # ------------------------------------------------------------------------------------------ steps
+def _scalar_fallback(records: pa.Table, exp: pa.Table, elr_override, snaps) -> tuple[set, list, dict]:
+    """The partitions holding a change the vectorized builder could not reproduce, replayed by the scalar
+    reference: (those partitions, its divergences, its trigger label per (offset, topic id, partition))."""
+    matched = np.asarray(exp.column("matched"), bool)
+    missed = exp.filter(from_numpy(~matched))
+    todo = set(zip(missed.column("topic_id").to_pylist(), missed.column("partition_id").to_pylist()))
+    if not todo:
+        return todo, [], {}
+    from controller_core.rules.verify import verify_batches
+
+    rep = verify_batches(scalar_batches(records, todo), elr_override=elr_override, snapshot_files=snaps)
+    return todo, rep.divergences, {(o, t, p): name for o, t, p, name in rep.explained}
+
+
+def _drop_context(topics: frozenset[str], divergences: list, found: list, exp: pa.Table, history: pa.Table):
+    """Partition 0 of ``topics`` is only context here (another Spark bucket owns it): not reported."""
+    divergences = [d for d in divergences if not (d.partition == 0 and d.topic_id in topics)]
+    found = [b for b in found if not (b.partition == 0 and b.topic_id in topics)]
+    ctx = pa.array(sorted(topics), pa.string())
+
+    def mine(t: pa.Table) -> pa.Array:
+        return pc.invert(pc.and_(pc.equal(t.column("partition_id"), 0), pc.is_in(t.column("topic_id"), ctx)))
+
+    return divergences, found, exp.filter(mine(exp)), history.filter(mine(history))
+
+
 def _orphans(history: pa.Table, records: pa.Table, rejected: list) -> None:
     """Change records for partitions that do not exist (the fold's orphans) into ``rejected``."""
     orphan = history.filter(history.column("orphan")).select(["offset", "topic_id", "partition_id"])
