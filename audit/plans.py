@@ -268,69 +268,95 @@ def _accepted(plan: dict, check: StepCheck, election_type: str, chosen: list[dic
 
 
 def _recovery_plan(plan, election_type, by_key, cands, active, desired, tool, bootstrap_server, check=None) -> None:
-    strategy = _STRATEGY_OF[election_type]
-    choices: dict[tuple[str, int], tuple[int, dict | None]] = {}
-    for key in sorted(set(cands) | set(desired)):
-        p = by_key.get(key)
-        if p is None:
-            plan["skipped"].append({"topic": key[0], "partition": key[1], "reason": "not in the partition states"})
-            continue
-        if p["leader"] != -1:
-            plan["skipped"].append({"topic": key[0], "partition": key[1],
-                                    "reason": f"has leader {p['leader']}: the tools only elect leaderless partitions here"})
-            continue
-        if key in desired:
-            b = int(desired[key])
-            row = next((r for r in cands.get(key, []) if r["broker"] == b), None)
-        else:
-            rows = [r for r in cands.get(key, []) if r["recommended"] and (strategy is None or r["strategy"] == strategy)]
-            if not rows:
-                why = next((r["note"] for r in cands.get(key, []) if strategy is None or r["strategy"] == strategy),
-                           f"no {strategy or 'recovery'} candidate rows")
-                plan["skipped"].append({"topic": key[0], "partition": key[1], "reason": f"nothing recommended: {why}"})
-                continue
-            row, b = rows[0], rows[0]["broker"]
-        if b not in p["replicas"] or b not in active:
-            plan["skipped"].append({"topic": key[0], "partition": key[1],
-                                    "reason": f"broker {b} is {'not a replica' if b not in p['replicas'] else 'not active'}"})
-            continue
-        choices[key] = (b, row)
-
-    moves, elections, winners, clean_choice = {}, {}, {}, {}
-    for key, (b, _) in sorted(choices.items()):
-        _, isr, elr, _ = _lists(by_key[key])
-        moves[key] = candidate_first(list(by_key[key]["replicas"]), b)
-        clean_choice[key] = b in isr or (not isr and b in elr)  # the controller's clean rule (§2.3 valid)
-        elections[key] = PREFERRED if clean_choice[key] else UNCLEAN
-        winners[key] = b
+    """The longest-log / designation plans: choose a broker per leaderless partition, reorder its replicas
+    so the chosen broker comes first, then elect it (checked through the controller when ``check``)."""
+    choices = _recovery_choices(plan, _STRATEGY_OF[election_type], by_key, cands, active, desired)
+    moves, elections, winners, clean_choice = _reorder_then_elect(choices, by_key)
     if check is not None:
         _check_recovery(plan, check, choices, moves, elections, winners)
     for key in sorted(moves):
         b, row = choices[key]
-        p = by_key[key]
         loss = 0 if clean_choice[key] else (row or {}).get("estimated_records_lost")
-        kind = elections[key]
-        steps = [{"step": "reassign" if kind else "reassign (elects it)", "estimatedRecordsLost": 0 if kind else loss}]
-        if kind:
-            steps.append({"step": f"{kind} election", "estimatedRecordsLost": loss})
-        plan["partitions"].append({
-            **_facts(p), "leader": -1, "newLeader": winners[key], "newReplicas": moves[key], "election": kind,
+        plan["partitions"].append(_recovery_entry(by_key[key], b, loss, moves[key], elections[key], winners[key],
+                                                  active, check))
+    if moves:
+        _recovery_files_and_commands(plan, choices, moves, elections, tool, bootstrap_server)
+
+
+def _recovery_choices(plan, strategy, by_key, cands, active, desired) -> dict[tuple[str, int], tuple[int, dict | None]]:
+    """{key: (chosen broker, its candidate row or None)} for every partition with candidates or a desired
+    leader; the others go to ``plan["skipped"]``: unknown, already led (the tools only elect leaderless
+    partitions here), nothing recommended, or a chosen broker that is not an active replica."""
+    choices: dict[tuple[str, int], tuple[int, dict | None]] = {}
+    for key in sorted(set(cands) | set(desired)):
+        p = by_key.get(key)
+        if p is None:
+            reason = "not in the partition states"
+        elif p["leader"] != -1:
+            reason = f"has leader {p['leader']}: the tools only elect leaderless partitions here"
+        else:
+            b, row, reason = _chosen_broker(key, cands.get(key, []), desired, strategy)
+            if reason is None and (b not in p["replicas"] or b not in active):
+                reason = f"broker {b} is {'not a replica' if b not in p['replicas'] else 'not active'}"
+        if reason is not None:
+            plan["skipped"].append({"topic": key[0], "partition": key[1], "reason": reason})
+        else:
+            choices[key] = (b, row)
+    return choices
+
+
+def _chosen_broker(key, rows: list[dict], desired: dict, strategy: str | None):
+    """(broker, its candidate row, None), or (None, None, why nothing is chosen).  A desired leader (the
+    operator's designation) wins; else the row recommended under ``strategy`` (any strategy when None)."""
+    if key in desired:
+        b = int(desired[key])
+        return b, next((r for r in rows if r["broker"] == b), None), None
+    mine = [r for r in rows if strategy is None or r["strategy"] == strategy]
+    recommended = [r for r in mine if r["recommended"]]
+    if not recommended:
+        why = next((r["note"] for r in mine), f"no {strategy or 'recovery'} candidate rows")
+        return None, None, f"nothing recommended: {why}"
+    return recommended[0]["broker"], recommended[0], None
+
+
+def _reorder_then_elect(choices, by_key):
+    """(moves, elections, winners, clean_choice) per chosen partition: the replica list with the chosen
+    broker first, and the election that then elects it -- preferred when the controller's clean rule
+    allows it (an ISR member, or an ELR member of an empty ISR: §2.3), else unclean (first active replica,
+    which the reorder made the chosen broker)."""
+    moves, elections, winners, clean_choice = {}, {}, {}, {}
+    for key, (b, _) in sorted(choices.items()):
+        _, isr, elr, _ = _lists(by_key[key])
+        moves[key] = candidate_first(list(by_key[key]["replicas"]), b)
+        clean_choice[key] = b in isr or (not isr and b in elr)
+        elections[key] = PREFERRED if clean_choice[key] else UNCLEAN
+        winners[key] = b
+    return moves, elections, winners, clean_choice
+
+
+def _recovery_entry(p: dict, b: int, loss, replicas: list[int], kind, winner: int, active, check) -> dict:
+    """The plan's entry for one partition: the reorder (which elects by itself when ``kind`` is None, §2.7)
+    and the election after it, each with what it may lose."""
+    steps = [{"step": "reassign" if kind else "reassign (elects it)", "estimatedRecordsLost": 0 if kind else loss}]
+    if kind:
+        steps.append({"step": f"{kind} election", "estimatedRecordsLost": loss})
+    return {**_facts(p), "leader": -1, "newLeader": winner, "newReplicas": replicas, "election": kind,
             "estimatedRecordsLost": loss, "steps": steps,
-            "caveat": _caveat(p, b, winners[key], active, check) if kind == UNCLEAN else None})
-    if not moves:
-        return
+            "caveat": _caveat(p, b, winner, active, check) if kind == UNCLEAN else None}
+
+
+def _recovery_files_and_commands(plan, choices, moves, elections, tool, bootstrap_server) -> None:
+    """designation.json (the KIP's form, for the record), reassign.json and its execute / verify commands,
+    then one election file and command per election kind still needed."""
     plan["files"][DESIGNATION_FILE] = designation_file({k: choices[k][0] for k in moves})
     plan["files"][REASSIGN_FILE] = reassignment_file(moves)
     reassign = f"kafka-reassign-partitions.sh --bootstrap-server {bootstrap_server} --reassignment-json-file {REASSIGN_FILE}"
     plan["commands"] += [f"{reassign} --execute", f"{reassign} --verify"]
-    clean = [k for k in sorted(moves) if elections[k] == PREFERRED]
-    unclean = [k for k in sorted(moves) if elections[k] == UNCLEAN]
-    if clean:
-        plan["files"][ELECTION_PREFERRED_FILE] = election_file(clean)
-        plan["commands"].append(f"{tool} --election-type preferred --path-to-json-file {ELECTION_PREFERRED_FILE}")
-    if unclean:
-        plan["files"][ELECTION_UNCLEAN_FILE] = election_file(unclean)
-        plan["commands"].append(f"{tool} --election-type unclean --path-to-json-file {ELECTION_UNCLEAN_FILE}")
+    for kind, name in ((PREFERRED, ELECTION_PREFERRED_FILE), (UNCLEAN, ELECTION_UNCLEAN_FILE)):
+        keys = [k for k in sorted(moves) if elections[k] == kind]
+        if keys:
+            plan["files"][name] = election_file(keys)
+            plan["commands"].append(f"{tool} --election-type {kind} --path-to-json-file {name}")
 
 
 def _check_recovery(plan, check: StepCheck, choices, moves, elections, winners) -> None:

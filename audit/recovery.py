@@ -162,83 +162,24 @@ def recovery_candidates(partition: dict, brokers: dict, log_info: list[dict], st
     fields.  ``log_info``: rows as ``loginfo.read_log_info`` makes them (rows of other partitions are
     ignored; a broker's first row counts).  ``leader_epoch_check``: "strict" (KIP) or "log" (see module doc).
     """
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy {strategy!r}, expected one of {STRATEGIES}")
-    if leader_epoch_check not in ("strict", "log"):
-        raise ValueError(f"leader_epoch_check {leader_epoch_check!r}, expected 'strict' or 'log'")
+    _check_options(strategy, leader_epoch_check)
     p = normalise_partition(partition)
     if p.get("leader", -1) != -1:
         return []
-    tid, part, le = p.get("topic_id"), int(p["partition"]), int(p["leader_epoch"])
-    isr, elr, lke = p["isr"], p["eligible_leader_replicas"], p["last_known_elr"]
-    replies: dict[int, dict] = {}
-    for r in log_info:
-        same_topic = (r.get("topic_id") == tid if r.get("topic_id") is not None
-                      else r.get("topic_name") is not None and r.get("topic_name") == p.get("topic"))
-        if r["partition"] == part and same_topic:
-            replies.setdefault(int(r["broker_id"]), r)
+    replies = _replies_of(p, log_info)
+    # replicas first, in replica order; then brokers that answered for a partition they do not host
     brokers_in_order = list(p["replicas"]) + sorted(set(replies) - set(p["replicas"]))
+    rows = {b: _candidate_row(p, b, _broker(brokers, b), replies.get(b), strategy, leader_epoch_check)
+            for b in brokers_in_order}
 
-    rows = {}
-    for b in brokers_in_order:
-        st, info = _broker(brokers, b), replies.get(b)
-        row = {"topic_id": tid, "topic": p.get("topic"), "partition": part, "broker": b, "rank": None,
-               "recommended": False, "kind": UNCLEAN, "in_isr": b in isr, "in_elr": b in elr,
-               "in_last_known_elr": b in lke, "alive_now": st.alive, "last_written_leader_epoch": None,
-               "log_end_offset": None, "estimated_records_lost": None, "excluded_reason": None,
-               "strategy": strategy, "note": "", "_remark": "", "_valid": False}
-        if b not in p["replicas"]:
-            row["excluded_reason"] = NOT_A_REPLICA
-        elif info is None:
-            row["excluded_reason"] = NO_LOG_INFO
-        else:
-            row["last_written_leader_epoch"] = info["last_written_leader_epoch"]
-            row["log_end_offset"] = info["log_end_offset"]
-            row["excluded_reason"], row["_remark"] = _validate(info, st, le, leader_epoch_check)
-            row["_valid"] = row["excluded_reason"] is None
-        if st.acceptable and b in p["replicas"]:
-            if b in isr:
-                row["kind"] = CLEAN_ISR
-            elif b in elr:
-                row["kind"] = CLEAN_ELR
-        rows[b] = row
-
-    # step 1: clean candidates, ISR before ELR, replica order within each
-    clean = [rows[b] for b in p["replicas"] if rows[b]["kind"] == CLEAN_ISR]
-    clean += [rows[b] for b in p["replicas"] if rows[b]["kind"] == CLEAN_ELR]
-    # step 3: rank the valid replies of the others
-    valid = [r for r in rows.values() if r["_valid"] and r["kind"] == UNCLEAN]
-    pos = {b: i for i, b in enumerate(brokers_in_order)}
-    valid.sort(key=lambda r: (-r["last_written_leader_epoch"], -r["log_end_offset"], pos[r["broker"]]))
+    clean = _clean_candidates(p, rows)
+    valid = _rank_valid_replies(rows, brokers_in_order)
     rest = [r for r in rows.values() if r["kind"] == UNCLEAN and not r["_valid"]]
     ordered = clean + valid + rest
     for i, r in enumerate(clean + valid, 1):
         r["rank"] = i
-
-    offsets = [r["log_end_offset"] for r in rows.values() if r["_valid"]]
-    best = max(offsets) if offsets else None
-    for r in rows.values():
-        if r["_valid"] and best is not None:
-            r["estimated_records_lost"] = max(best - r["log_end_offset"], 0)
-
-    # step 4: decide
-    waiting = []
-    if clean:
-        clean[0]["recommended"] = True
-    elif strategy != "none":
-        if strategy == "balanced":
-            for b in required_replies(p):
-                r, st = rows.get(b), _broker(brokers, b)
-                if r is None:
-                    waiting.append(f"broker {b} (not a replica, no log info)")
-                elif not st.acceptable:  # it comes back (and may be elected cleanly) after its restart
-                    waiting.append(f"broker {b} ({_inactive_state(st)})")
-                elif not r["_valid"]:
-                    waiting.append(f"broker {b} ({r['excluded_reason']})")
-        if not waiting:
-            pick = next((r for r in valid if _broker(brokers, r["broker"]).acceptable), None)
-            if pick is not None:
-                pick["recommended"] = True
+    _estimate_records_lost(rows)
+    waiting = _decide(p, rows, clean, valid, strategy, brokers)
 
     _write_notes(ordered, clean, valid, waiting, strategy, brokers)
     for r in ordered:
@@ -246,35 +187,126 @@ def recovery_candidates(partition: dict, brokers: dict, log_info: list[dict], st
     return ordered
 
 
+def _check_options(strategy: str, leader_epoch_check: str) -> None:
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy {strategy!r}, expected one of {STRATEGIES}")
+    if leader_epoch_check not in ("strict", "log"):
+        raise ValueError(f"leader_epoch_check {leader_epoch_check!r}, expected 'strict' or 'log'")
+
+
+def _replies_of(p: dict, log_info: list[dict]) -> dict[int, dict]:
+    """Broker id -> its first log-info row for this partition.  A row names its topic by id; a row whose
+    topic id could not be read matches on the topic name instead."""
+    tid, part = p.get("topic_id"), int(p["partition"])
+    replies: dict[int, dict] = {}
+    for r in log_info:
+        same_topic = (r.get("topic_id") == tid if r.get("topic_id") is not None
+                      else r.get("topic_name") is not None and r.get("topic_name") == p.get("topic"))
+        if r["partition"] == part and same_topic:
+            replies.setdefault(int(r["broker_id"]), r)
+    return replies
+
+
+def _candidate_row(p: dict, b: int, st: BrokerState, info: dict | None, strategy: str,
+                   leader_epoch_check: str) -> dict:
+    """Broker ``b``'s row before ranking: its membership facts, its reply (step 2: usable or why not) and
+    whether it is a clean candidate.  ``_remark`` and ``_valid`` are working fields, dropped at the end."""
+    isr, elr, lke = p["isr"], p["eligible_leader_replicas"], p["last_known_elr"]
+    row = {"topic_id": p.get("topic_id"), "topic": p.get("topic"), "partition": int(p["partition"]), "broker": b,
+           "rank": None, "recommended": False, "kind": UNCLEAN, "in_isr": b in isr, "in_elr": b in elr,
+           "in_last_known_elr": b in lke, "alive_now": st.alive, "last_written_leader_epoch": None,
+           "log_end_offset": None, "estimated_records_lost": None, "excluded_reason": None,
+           "strategy": strategy, "note": "", "_remark": "", "_valid": False}
+    if b not in p["replicas"]:
+        row["excluded_reason"] = NOT_A_REPLICA
+    elif info is None:
+        row["excluded_reason"] = NO_LOG_INFO
+    else:
+        row["last_written_leader_epoch"] = info["last_written_leader_epoch"]
+        row["log_end_offset"] = info["log_end_offset"]
+        row["excluded_reason"], row["_remark"] = _validate(info, st, int(p["leader_epoch"]), leader_epoch_check)
+        row["_valid"] = row["excluded_reason"] is None
+    row["kind"] = _clean_kind(p, b, st)
+    return row
+
+
+def _clean_kind(p: dict, b: int, st: BrokerState) -> str:
+    """Step 1 for one broker: an active ISR member, else an active ELR member, is elected without loss;
+    anything else could only be elected uncleanly."""
+    if st.acceptable and b in p["replicas"]:
+        if b in p["isr"]:
+            return CLEAN_ISR
+        if b in p["eligible_leader_replicas"]:
+            return CLEAN_ELR
+    return UNCLEAN
+
+
+def _clean_candidates(p: dict, rows: dict[int, dict]) -> list[dict]:
+    """Step 1: the clean candidates, ISR before ELR, replica order within each (the controller's walk)."""
+    in_order = [rows[b] for b in p["replicas"]]
+    return [r for r in in_order if r["kind"] == CLEAN_ISR] + [r for r in in_order if r["kind"] == CLEAN_ELR]
+
+
+def _rank_valid_replies(rows: dict[int, dict], brokers_in_order: list[int]) -> list[dict]:
+    """Step 3: the usable replies of the non-clean brokers, best first: highest LastWrittenLeaderEpoch
+    (the newest leader's data), then longest LogEndOffset, ties in replica order."""
+    valid = [r for r in rows.values() if r["_valid"] and r["kind"] == UNCLEAN]
+    pos = {b: i for i, b in enumerate(brokers_in_order)}
+    valid.sort(key=lambda r: (-r["last_written_leader_epoch"], -r["log_end_offset"], pos[r["broker"]]))
+    return valid
+
+
+def _estimate_records_lost(rows: dict[int, dict]) -> None:
+    """Each usable reply's distance to the longest usable log (clean ones included): an estimate, since
+    logs of different epochs may have diverged below their ends."""
+    offsets = [r["log_end_offset"] for r in rows.values() if r["_valid"]]
+    if not offsets:
+        return
+    best = max(offsets)
+    for r in rows.values():
+        if r["_valid"]:
+            r["estimated_records_lost"] = max(best - r["log_end_offset"], 0)
+
+
+def _decide(p: dict, rows: dict[int, dict], clean: list[dict], valid: list[dict], strategy: str,
+            brokers: dict) -> list[str]:
+    """Step 4: mark the recommended row; returns whom balanced recovery is still waiting for.  A clean
+    candidate wins under every strategy (the strategy governs only unclean recovery); ``none`` recommends
+    nothing unclean; ``aggressive`` takes the best-ranked active broker at once."""
+    if clean:
+        clean[0]["recommended"] = True
+        return []
+    if strategy == "none":
+        return []
+    waiting = _balanced_waits_for(p, rows, brokers) if strategy == "balanced" else []
+    if not waiting:
+        pick = next((r for r in valid if _broker(brokers, r["broker"]).acceptable), None)
+        if pick is not None:
+            pick["recommended"] = True
+    return waiting
+
+
+def _balanced_waits_for(p: dict, rows: dict[int, dict], brokers: dict) -> list[str]:
+    """The brokers that may hold committed data (:func:`required_replies`) and have not yet replied
+    usably while active, each with why (KIP-966 balanced steps 3 and 4)."""
+    waiting = []
+    for b in required_replies(p):
+        r, st = rows.get(b), _broker(brokers, b)
+        if r is None:
+            waiting.append(f"broker {b} (not a replica, no log info)")
+        elif not st.acceptable:  # it comes back (and may be elected cleanly) after its restart
+            waiting.append(f"broker {b} ({_inactive_state(st)})")
+        elif not r["_valid"]:
+            waiting.append(f"broker {b} ({r['excluded_reason']})")
+    return waiting
+
+
 def _write_notes(ordered, clean, valid, waiting, strategy, brokers) -> None:
+    """Every row's ``note``; when no clean candidate exists, the first row also says why nothing (or
+    what) is recommended under the strategy."""
     chosen = next((r for r in ordered if r["recommended"]), None)
     for r in ordered:
-        b, st = r["broker"], _broker(brokers, r["broker"])
-        if r["kind"] == CLEAN_ISR:
-            text = f"Broker {b} is an active ISR member: the controller elects it without data loss."
-        elif r["kind"] == CLEAN_ELR:
-            text = f"Broker {b} is an active eligible leader replica: electing it loses no committed data."
-        elif r["excluded_reason"] == NO_LOG_INFO:
-            text = f"Broker {b} supplied no log info, so its log cannot be compared."
-        elif r["excluded_reason"] == NOT_A_REPLICA:
-            text = f"Broker {b} sent log info but is not a replica of this partition; ignored."
-        elif r["excluded_reason"]:
-            text = f"Broker {b}'s log info is not used: {r['excluded_reason']}."
-        elif r is chosen:
-            lost = r["estimated_records_lost"]
-            text = (f"Broker {b} has the most recent log (leader epoch {r['last_written_leader_epoch']}, "
-                    f"end offset {r['log_end_offset']}); electing it is an unclean election"
-                    + (f" that may lose about {lost} records held by other replicas." if lost else
-                       "; records never replicated to it are lost."))
-        elif not st.acceptable:
-            text = (f"Broker {b} has a usable log (rank {r['rank']}) but cannot be elected while "
-                    f"{_inactive_state(st)}.")
-        else:
-            text = (f"Broker {b} ranks {r['rank']} (leader epoch {r['last_written_leader_epoch']}, "
-                    f"end offset {r['log_end_offset']}).")
-        if r["_remark"]:
-            text += f" Note: {r['_remark']}."
-        r["note"] = text
+        r["note"] = _row_note(r, r is chosen, _broker(brokers, r["broker"]))
     if clean or not ordered:
         return
     head = ordered[0]
@@ -284,6 +316,37 @@ def _write_notes(ordered, clean, valid, waiting, strategy, brokers) -> None:
         head["note"] += " Balanced recovery recommends nothing yet: waiting for " + ", ".join(waiting) + "."
     elif chosen is None:
         head["note"] += " No active replica has valid log info: nothing can be recommended."
+
+
+def _row_note(r: dict, chosen: bool, st: BrokerState) -> str:
+    """What one row means for the operator: a clean candidate, a discarded reply, the unclean pick with
+    what it may lose, or a usable log that cannot lead now."""
+    b = r["broker"]
+    if r["kind"] == CLEAN_ISR:
+        text = f"Broker {b} is an active ISR member: the controller elects it without data loss."
+    elif r["kind"] == CLEAN_ELR:
+        text = f"Broker {b} is an active eligible leader replica: electing it loses no committed data."
+    elif r["excluded_reason"] == NO_LOG_INFO:
+        text = f"Broker {b} supplied no log info, so its log cannot be compared."
+    elif r["excluded_reason"] == NOT_A_REPLICA:
+        text = f"Broker {b} sent log info but is not a replica of this partition; ignored."
+    elif r["excluded_reason"]:
+        text = f"Broker {b}'s log info is not used: {r['excluded_reason']}."
+    elif chosen:
+        lost = r["estimated_records_lost"]
+        text = (f"Broker {b} has the most recent log (leader epoch {r['last_written_leader_epoch']}, "
+                f"end offset {r['log_end_offset']}); electing it is an unclean election"
+                + (f" that may lose about {lost} records held by other replicas." if lost else
+                   "; records never replicated to it are lost."))
+    elif not st.acceptable:
+        text = (f"Broker {b} has a usable log (rank {r['rank']}) but cannot be elected while "
+                f"{_inactive_state(st)}.")
+    else:
+        text = (f"Broker {b} ranks {r['rank']} (leader epoch {r['last_written_leader_epoch']}, "
+                f"end offset {r['log_end_offset']}).")
+    if r["_remark"]:
+        text += f" Note: {r['_remark']}."
+    return text
 
 
 # --------------------------------------------------------------------------------------------------

@@ -48,66 +48,102 @@ def violations_scalar(tables: dict[str, pa.Table], config: dict, end_offset: int
     """The window findings as dicts: code, severity, topic_id, partition, first_offset, last_offset, open,
     duration_ms, brokers (the broker of LAST_REPLICA_STANDING; empty for the other codes)."""
     severities = {**C.default_severities(C.FINDING), **config["audit"]["severities"]}
-    long_ms = int(config["audit"].get("long_window_ms") or 0)
-    end_ms = as_millis(end_time)
+    windows = _Windows(severities, int(config["audit"].get("long_window_ms") or 0), as_millis(end_time))
     settings = _topic_settings(tables[catalog.TOPIC_CONFIG_HISTORY.name])
-    rows = [r for r in tables[catalog.PARTITION_STATE_HISTORY.name].to_pylist() if not r.get("orphan")]
-    rows.sort(key=lambda r: (r["topic_id"], r["partition_id"], r["offset"]))
-
-    found: list[dict] = []
-    open_windows: dict[str, dict] = {}  # code -> window being built for the current partition
     current = None
-
-    def close(code: str, row: dict | None):
-        w = open_windows.pop(code)
-        if row is None:  # still open at the end of the log
-            w["last_offset"], w["open"] = None, True
-            end = end_ms
-        else:
-            w["last_offset"], w["open"] = row["offset"], False
-            end = _ms(row["valid_from_timestamp"])
-        start = w.pop("start_ms")
-        w["duration_ms"] = end - start if start is not None and end is not None else None
-        w["severity"] = severities[code]
-        if code in LONG and long_ms > 0 and w["duration_ms"] is not None and w["duration_ms"] >= long_ms:
-            w["severity"] = C.ERROR
-        found.append(w)
-
-    for row in rows:
+    for row in _history_rows(tables):
         key = (row["topic_id"], row["partition_id"])
         if key != current:  # a new partition: whatever is still open stays open at the end of the log
-            for code in list(open_windows):
-                close(code, None)
+            windows.close_all()
             current = key
         s = _settings_at(settings.get(row["topic_id"], []), row["offset"])
         m = s["effective_min_isr"] if s and s["effective_min_isr"] is not None else 1
         elr_on = bool(s and s["elr_enabled"])
         holds: dict[str, bool] = {}
         if not row["deleted"]:
-            isr = row["isr"] or []
-            elr = row["eligible_leader_replicas"] or []
-            leader = row["leader"]
-            holds[UNDER_MIN_ISR] = len(isr) < m
-            holds[AT_MIN_ISR] = len(isr) == m and len(isr) < len(row["replicas"] or [])
-            holds[OFFLINE] = leader == -1
-            holds[OFFLINE_NO_CANDIDATE] = leader == -1 and not isr and not elr
-            # last replica standing: ELR off, min ISR >= 2, ISR = [x] with x leading; it goes on while the
-            # ISR stays [x] and the partition is leaderless; another x starts another window
-            exposed = not elr_on and m >= 2 and len(isr) == 1
-            lrs = open_windows.get(LAST_REPLICA_STANDING)
-            if lrs is not None and not (exposed and isr == lrs["brokers"] and leader in (isr[0], -1)):
-                close(LAST_REPLICA_STANDING, row)
-            holds[LAST_REPLICA_STANDING] = exposed and (
-                leader == isr[0] or (LAST_REPLICA_STANDING in open_windows and leader == -1))
+            lrs = windows.open.get(LAST_REPLICA_STANDING)
+            if lrs is not None and not _continues_last_replica_standing(row, m, elr_on, lrs):
+                windows.close(LAST_REPLICA_STANDING, row)
+            holds = _conditions(row, m, elr_on, LAST_REPLICA_STANDING in windows.open)
+        windows.follow(row, holds)
+    windows.close_all()
+    return windows.found
+
+
+def _history_rows(tables: dict[str, pa.Table]) -> list[dict]:
+    """partition_state_history without orphan rows, by partition, then in offset order."""
+    rows = [r for r in tables[catalog.PARTITION_STATE_HISTORY.name].to_pylist() if not r.get("orphan")]
+    rows.sort(key=lambda r: (r["topic_id"], r["partition_id"], r["offset"]))
+    return rows
+
+
+def _exposed(row: dict, m: int, elr_on: bool) -> bool:
+    """One ISR member left while min ISR >= 2 and ELR is off: losing it loses the committed data."""
+    return not elr_on and m >= 2 and len(row["isr"] or []) == 1
+
+
+def _continues_last_replica_standing(row: dict, m: int, elr_on: bool, window: dict) -> bool:
+    """A last-replica-standing window goes on while the ISR stays [x] and x leads or nobody does; another
+    x starts another window."""
+    isr = row["isr"] or []
+    return _exposed(row, m, elr_on) and isr == window["brokers"] and row["leader"] in (isr[0], -1)
+
+
+def _conditions(row: dict, m: int, elr_on: bool, lrs_open: bool) -> dict[str, bool]:
+    """Whether each window code's condition holds on a live partition's state (min ISR ``m``).  LAST_REPLICA
+    _STANDING starts with x leading an exposed ISR [x] and only continues (``lrs_open``) while leaderless."""
+    isr = row["isr"] or []
+    elr = row["eligible_leader_replicas"] or []
+    leader = row["leader"]
+    return {
+        UNDER_MIN_ISR: len(isr) < m,
+        AT_MIN_ISR: len(isr) == m and len(isr) < len(row["replicas"] or []),
+        OFFLINE: leader == -1,
+        OFFLINE_NO_CANDIDATE: leader == -1 and not isr and not elr,
+        LAST_REPLICA_STANDING: _exposed(row, m, elr_on) and (leader == isr[0] or (lrs_open and leader == -1)),
+    }
+
+
+class _Windows:
+    """The windows open on the current partition (code -> window being built) and the finished ones."""
+
+    def __init__(self, severities: dict[str, str], long_ms: int, end_ms: int | None):
+        self.severities, self.long_ms, self.end_ms = severities, long_ms, end_ms
+        self.open: dict[str, dict] = {}
+        self.found: list[dict] = []
+
+    def follow(self, row: dict, holds: dict[str, bool]) -> None:
+        """Open the window of each code that starts holding at ``row``; close those that stop."""
         for code in WINDOW_CODES:
             if holds.get(code):
-                if code not in open_windows:
-                    open_windows[code] = {
+                if code not in self.open:
+                    self.open[code] = {
                         "code": code, "topic_id": row["topic_id"], "partition": row["partition_id"],
                         "first_offset": row["offset"], "start_ms": _ms(row["valid_from_timestamp"]),
                         "brokers": list(row["isr"]) if code == LAST_REPLICA_STANDING else []}
-            elif code in open_windows:
-                close(code, row)
-    for code in list(open_windows):
-        close(code, None)
-    return found
+            elif code in self.open:
+                self.close(code, row)
+
+    def close(self, code: str, row: dict | None) -> None:
+        """End the window at ``row``, or leave it open at the end of the log (``row`` None)."""
+        w = self.open.pop(code)
+        if row is None:
+            w["last_offset"], w["open"] = None, True
+            end = self.end_ms
+        else:
+            w["last_offset"], w["open"] = row["offset"], False
+            end = _ms(row["valid_from_timestamp"])
+        start = w.pop("start_ms")
+        w["duration_ms"] = end - start if start is not None and end is not None else None
+        w["severity"] = self._severity(code, w["duration_ms"])
+        self.found.append(w)
+
+    def close_all(self) -> None:
+        for code in list(self.open):
+            self.close(code, None)
+
+    def _severity(self, code: str, duration_ms: int | None) -> str:
+        """The configured severity; ERROR for a window of a long-window code lasting long_window_ms or more."""
+        if code in LONG and self.long_ms > 0 and duration_ms is not None and duration_ms >= self.long_ms:
+            return C.ERROR
+        return self.severities[code]

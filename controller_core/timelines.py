@@ -34,9 +34,23 @@ TOPIC_INPUTS = {"TOPIC_RECORD", "REMOVE_TOPIC_RECORD", "CONFIG_RECORD", "FEATURE
                 "PARTITION_RECORD", "PARTITION_CHANGE_RECORD"}
 
 
+PARTITION_RECORDS = ("PARTITION_RECORD", "PARTITION_CHANGE_RECORD")
+
+
 def _broker_id(rec: Rec) -> int:
     d = rec.data
     return d["id"] if "id" in d else d["brokerId"]
+
+
+def _broker_row(c: Cluster, rec: Rec) -> dict:
+    """The broker's registration state after a broker record (an unregistered broker: nulls)."""
+    b = _broker_id(rec)
+    br = c.brokers.get(b)
+    return {"broker_id": b, "offset": rec.offset, "timestamp": rec.timestamp, "event": rec.type,
+            "registered": br is not None, "broker_epoch": br.epoch if br else None,
+            "incarnation_id": br.incarnation_id if br else None, "fenced": br.fenced if br else None,
+            "in_controlled_shutdown": br.in_controlled_shutdown if br else None,
+            "log_dirs": list(br.log_dirs) if br else None, "rack": br.rack if br else None}
 
 
 def _topic_row(c: Cluster, tid: str, name: str, rec: Rec, deleted: bool) -> dict:
@@ -47,6 +61,38 @@ def _topic_row(c: Cluster, tid: str, name: str, rec: Rec, deleted: bool) -> dict
             "min_isr_resolved_from_log": configured is not None,
             "unclean_leader_election_enable": c.unclean_enabled(tid), "metadata_version": c.metadata_version,
             "elr_enabled": c.elr_enabled, "active_controller": c.controller_id}
+
+
+def _p0_assignment(c: Cluster, tid: str) -> tuple | None:
+    """Partition 0's replicas, adding and removing replicas: what caps the topic's effective min ISR."""
+    p0 = c.partitions.get((tid, 0))
+    return None if p0 is None else (tuple(p0.replicas), tuple(p0.adding), tuple(p0.removing))
+
+
+class _TopicRows:
+    """topic_config_history rows, written only when a topic's resolved settings differ from its last row."""
+
+    def __init__(self, c: Cluster):
+        self.c = c
+        self.rows: list[dict] = []
+        self._last: dict[str, tuple] = {}  # topic id -> its last row without offset and timestamp
+
+    def changed(self, rec: Rec, only: str | None = None) -> None:
+        """A row for every live topic (or topic ``only``) whose settings resolve differently after ``rec``."""
+        for tid, name in list(self.c.topics.items()):
+            if only is not None and tid != only:
+                continue
+            row = _topic_row(self.c, tid, name, rec, False)
+            key = tuple(v for k, v in row.items() if k not in ("offset", "timestamp"))
+            if self._last.get(tid) != key:
+                self._last[tid] = key
+                self.rows.append(row)
+
+    def deleted(self, rec: Rec, tid: str, name: str) -> None:
+        """The deletion row of topic ``tid``; the other topics may resolve differently without it."""
+        self.rows.append(_topic_row(self.c, tid, name, rec, True))
+        self._last.pop(tid, None)
+        self.changed(rec)
 
 
 def build(records: Iterable[Rec], image: Cluster | None = None,
@@ -60,32 +106,11 @@ def build(records: Iterable[Rec], image: Cluster | None = None,
     a change to the replica set of its partition 0 (it caps the effective min ISR)."""
     c = image if image is not None else Cluster()
     brokers: list[dict] = []
-    topics: list[dict] = []
-    last_topic: dict[str, tuple] = {}
-
-    def emit_topics(rec, only: str | None = None, deleted: tuple[str, str] | None = None):
-        if deleted:
-            row = _topic_row(c, deleted[0], deleted[1], rec, True)
-            topics.append(row)
-            last_topic.pop(deleted[0], None)
-        for tid, name in list(c.topics.items()):
-            if only is not None and tid != only:
-                continue
-            row = _topic_row(c, tid, name, rec, False)
-            key = tuple(v for k, v in row.items() if k not in ("offset", "timestamp"))
-            if last_topic.get(tid) != key:
-                last_topic[tid] = key
-                topics.append(row)
-
+    topics = _TopicRows(c)
     for rec in records:
-        removed = None
-        if rec.type == "REMOVE_TOPIC_RECORD":
-            tid = rec.data["topicId"]
-            removed = (tid, c.topics.get(tid))
-        p0_before = None
-        if rec.type in ("PARTITION_RECORD", "PARTITION_CHANGE_RECORD"):
-            p0 = c.partitions.get((rec.data["topicId"], 0))
-            p0_before = None if p0 is None else (tuple(p0.replicas), tuple(p0.adding), tuple(p0.removing))
+        # what the record may change, read before it is applied
+        removed_name = c.topics.get(rec.data["topicId"]) if rec.type == "REMOVE_TOPIC_RECORD" else None
+        p0_before = _p0_assignment(c, rec.data["topicId"]) if rec.type in PARTITION_RECORDS else None
         try:
             c.apply(rec.type, rec.data, rec.offset)
         except ReplayError as exc:
@@ -93,25 +118,18 @@ def build(records: Iterable[Rec], image: Cluster | None = None,
                 rejected.append((rec.file, rec.offset, rec.type, str(exc)))
             continue
         if rec.type in BROKER_RECORDS:
-            b = _broker_id(rec)
-            br = c.brokers.get(b)
-            brokers.append({"broker_id": b, "offset": rec.offset, "timestamp": rec.timestamp, "event": rec.type,
-                            "registered": br is not None, "broker_epoch": br.epoch if br else None,
-                            "incarnation_id": br.incarnation_id if br else None, "fenced": br.fenced if br else None,
-                            "in_controlled_shutdown": br.in_controlled_shutdown if br else None,
-                            "log_dirs": list(br.log_dirs) if br else None, "rack": br.rack if br else None})
-        elif rec.type in ("PARTITION_RECORD", "PARTITION_CHANGE_RECORD"):
-            if rec.data["partitionId"] == 0:
-                p0 = c.partitions[(rec.data["topicId"], 0)]
-                if p0_before != (tuple(p0.replicas), tuple(p0.adding), tuple(p0.removing)):
-                    emit_topics(rec, only=rec.data["topicId"])
-        elif rec.type == "REMOVE_TOPIC_RECORD" and removed and removed[1] is not None:
-            emit_topics(rec, deleted=removed)
+            brokers.append(_broker_row(c, rec))
+        elif rec.type in PARTITION_RECORDS:
+            tid = rec.data["topicId"]
+            if rec.data["partitionId"] == 0 and p0_before != _p0_assignment(c, tid):
+                topics.changed(rec, only=tid)
+        elif rec.type == "REMOVE_TOPIC_RECORD" and removed_name is not None:
+            topics.deleted(rec, rec.data["topicId"], removed_name)
         elif rec.type == "TOPIC_RECORD":
-            emit_topics(rec, only=rec.data["topicId"])
+            topics.changed(rec, only=rec.data["topicId"])
         elif rec.type in TOPIC_INPUTS:
-            emit_topics(rec)  # config, feature or controller change: any topic may resolve differently
-    return _with_valid_to(brokers, "broker_id", BROKER_SCHEMA), _with_valid_to(topics, "topic_id", TOPIC_SCHEMA)
+            topics.changed(rec)  # config, feature or controller change: any topic may resolve differently
+    return _with_valid_to(brokers, "broker_id", BROKER_SCHEMA), _with_valid_to(topics.rows, "topic_id", TOPIC_SCHEMA)
 
 
 def _with_valid_to(rows: list[dict], key: str, schema: pa.Schema) -> pa.Table:

@@ -27,7 +27,6 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from controller_core import timelines
-from controller_core.vector import fold
 from controller_core.logdir import classify
 from controller_core.replay import Rec, choose
 from lake import catalog
@@ -83,100 +82,115 @@ def _log_end(records, plan):
     return plan.start_offset - 1, None
 
 
-def _seeds(lake: Lake, cluster: str, offset: int, timestamp, template):
-    """Every live partition's latest state as a snapshot-like PartitionRecord at ``offset``."""
-    state = lake.read(STATE.name).where(F.col("cluster") == cluster).where(~F.col("orphan"))
-    version = (F.when(F.size(F.coalesce("eligible_leader_replicas", F.array())) > 0, 2)
-               .when(F.size(F.coalesce("directories", F.array())) > 0, 1).otherwise(0))
-    cols = {
-        "source_file": F.lit(f"replay-state-{offset:020d}.checkpoint"), "source_kind": F.lit("snapshot"),
-        "offset": F.lit(offset).cast("long"), "batch_base_offset": F.lit(offset).cast("long"),
-        "timestamp": F.lit(timestamp).cast("timestamp"), "record_type": F.lit("PARTITION_RECORD"),
-        "record_version": version.cast("short"), "phase": F.lit(S.PHASE["segment"]),
-        "bucket_key": F.concat_ws("-", "topic_id", F.col("partition_id").cast("string")),
-    }
-    for name in ("topic_id", "partition_id", *fold.STATE_COLUMNS):
-        cols[name] = F.col(name)
-    types = dict(template.dtypes)
-    return state.select(*[(cols[n] if n in cols else F.lit(None)).cast(types[n]).alias(n) for n in template.columns])
+def _resume_from(ckpt, plan, snapshot, end_offset: int):
+    """The checkpoint an incremental replay continues from, or None for a full replay: the bronze rows
+    must only have grown past it (same starting snapshot and start offset, nothing lost at the end)."""
+    if ckpt is None:
+        return None
+    if ckpt.start_offset != plan.start_offset or ckpt.snapshot != snapshot or ckpt.last_offset > end_offset:
+        return None  # the bronze rows changed under the replay: start over
+    return ckpt
+
+
+def _write_timelines(spark, lake: Lake, cluster: str, rows) -> dict:
+    """broker_state_history and topic_config_history, rebuilt every run on the driver by the scalar image
+    (the records are few); {table: rows written}."""
+    brokers, topics = timelines.build(r for r in _cluster_level_recs(rows)
+                                      if r.type not in S.PARTITION_TYPES or r.data.get("partitionId") == 0)
+    counts = {}
+    for t, table in ((BROKERS, brokers), (TOPICS, topics)):
+        lake.overwrite(t.name, _with_cluster(spark, table, cluster), partition_by=t.partition_by,
+                       where={"cluster": cluster})
+        counts[t.name] = table.num_rows
+    return counts
+
+
+def _write_history(lake: Lake, cluster: str, history, since: int | None) -> int | None:
+    """partition_state_history: a full replay (``since`` None) replaces the cluster's rows; an incremental
+    one closes the superseded states and appends the rows past ``since`` (returns how many)."""
+    where = {"cluster": cluster}
+    if since is None:
+        lake.overwrite(HISTORY.name, history, partition_by=HISTORY.partition_by, where=where)
+        return None
+    history = history.persist()
+    new = history.where(F.col("offset") > since)
+    lake.merge_update(HISTORY.name, S.superseded(history, since), on=STATE.key_in_partition,
+                      columns=("valid_to_offset", "valid_to_timestamp"), where=where,
+                      condition="t.valid_to_offset IS NULL")
+    lake.append(HISTORY.name, new, partition_by=HISTORY.partition_by)
+    count = new.count()
+    history.unpersist()
+    return count
+
+
+def _write_findings(lake: Lake, cluster: str, found, incremental: bool) -> None:
+    """divergences and invariant_breaches: replaced by a full replay, appended to by an incremental one."""
+    for t, df in ((DIVERGENCES, S.divergences_of(found)), (BREACHES, S.breaches_of(found))):
+        if incremental:
+            lake.append(t.name, df, partition_by=t.partition_by)
+        else:
+            lake.overwrite(t.name, df, partition_by=t.partition_by, where={"cluster": cluster})
+
+
+def _silver_counts(lake: Lake, cluster: str) -> dict:
+    """The cluster's rows in the findings and history tables after the run (ERROR breaches apart)."""
+    def rows(t):
+        return lake.read(t.name).where(F.col("cluster") == cluster)
+
+    breaches = rows(BREACHES)
+    return {DIVERGENCES.name: rows(DIVERGENCES).count(), BREACHES.name: breaches.count(),
+            f"{BREACHES.name}_error": breaches.where(F.col("severity") == "ERROR").count(),
+            HISTORY.name: rows(HISTORY).count(), STATE.name: rows(STATE).count()}
+
+
+def _write_checkpoint(lake: Lake, cluster: str, mode: str, plan, snapshot, end_offset: int, end_ts,
+                      history_rows: int) -> None:
+    """The replay_checkpoints row the next run resumes from (or starts over when the plan changed)."""
+    import datetime as dt
+
+    mark = pa.table({"cluster": [cluster], "replayed_at": [dt.datetime.now(dt.timezone.utc)],
+                     "mode": [mode], "start_offset": [plan.start_offset], "snapshot": [snapshot],
+                     "last_offset": [end_offset], "last_timestamp": [end_ts],
+                     "records": [history_rows]}, schema=CHECKPOINT_SCHEMA)
+    lake.append_arrow(CHECKPOINTS.name, mark, partition_by=CHECKPOINTS.partition_by)
 
 
 def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = True, full: bool = False) -> dict:
+    """Replay the cluster's bronze rows into its silver tables (full, incremental or nothing to do: see
+    the module doc); returns the mode, the last offset and the row counts of the tables."""
     records = lake.read(RECORDS.name).where(F.col("cluster") == cluster)
     plan = replay_plan(records)
     snapshot = plan.snapshot.label if plan.snapshot else None
     rows = S.replay_rows(records, [(f.label, f.kind) for f in plan.files], plan.start_offset)
     end_offset, end_ts = _log_end(records, plan)
-    ckpt = None if full else _checkpoint(lake, cluster)
-    if ckpt is not None and (ckpt.start_offset != plan.start_offset or ckpt.snapshot != snapshot
-                             or ckpt.last_offset > end_offset):
-        ckpt = None  # the bronze rows changed under the replay: start over
+    ckpt = None if full else _resume_from(_checkpoint(lake, cluster), plan, snapshot, end_offset)
     if ckpt is not None and ckpt.last_offset == end_offset:
         return {"mode": "up-to-date", "last_offset": end_offset}
+    since = ckpt.last_offset if ckpt is not None else None
     counts: dict = {"mode": "incremental" if ckpt is not None else "full", "last_offset": end_offset}
+    counts.update(_write_timelines(spark, lake, cluster, rows))
 
-    # cluster timelines: small, rebuilt every run on the driver by the scalar image
-    brokers, topics = timelines.build(r for r in _cluster_level_recs(rows)
-                                      if r.type not in S.PARTITION_TYPES or r.data.get("partitionId") == 0)
-    for t, table in ((BROKERS, brokers), (TOPICS, topics)):
-        lake.overwrite(t.name, _with_cluster(spark, table, cluster), partition_by=t.partition_by,
-                       where={"cluster": cluster})
-        counts[t.name] = table.num_rows
-
-    where = {"cluster": cluster}
-    if ckpt is not None:
-        since = ckpt.last_offset
-        part = F.col("bucket_key").isNotNull()
-        rows = rows.where(~part | ((F.col("phase") == S.PHASE["segment"]) & (F.col("offset") > since)))
-        rows = rows.unionByName(_seeds(lake, cluster, since, ckpt.last_timestamp, rows))
+    if since is not None:  # fold only the new partition records, from every partition's latest state
+        state = lake.read(STATE.name).where(F.col("cluster") == cluster).where(~F.col("orphan"))
+        rows = S.after_checkpoint(rows, since)
+        rows = rows.unionByName(S.seeds(state, since, ckpt.last_timestamp, rows))
     bucketed = S.bucketize(rows, buckets).persist()
     try:
         out = S.core(bucketed, plan.start_offset if plan.snapshot else None, invariants).persist()
         found = S.findings_of(out).withColumn("cluster", F.lit(cluster))
-        history = S.history_of(out).withColumn("cluster", F.lit(cluster))
-        if ckpt is None:
-            found = found.persist()
-            lake.overwrite(HISTORY.name, history, partition_by=HISTORY.partition_by, where=where)
-        else:
-            found = found.where(F.col("offset") > since).persist()
-            history = history.persist()
-            new = history.where(F.col("offset") > since)
-            # a seed's valid-to is the first new state of its partition: close the superseded row
-            closed = history.where((F.col("offset") == since) & F.col("valid_to_offset").isNotNull()
-                                   & (F.col("record_type") == "PARTITION_RECORD"))
-            lake.merge_update(HISTORY.name, closed, on=STATE.key_in_partition,
-                              columns=("valid_to_offset", "valid_to_timestamp"), where=where,
-                              condition="t.valid_to_offset IS NULL")
-            lake.append(HISTORY.name, new, partition_by=HISTORY.partition_by)
-            counts[f"{HISTORY.name}_new"] = new.count()
-            history.unpersist()
+        found = (found if since is None else found.where(F.col("offset") > since)).persist()
+        new = _write_history(lake, cluster, S.history_of(out).withColumn("cluster", F.lit(cluster)), since)
+        if new is not None:
+            counts[f"{HISTORY.name}_new"] = new
         hist = lake.read(HISTORY.name).where(F.col("cluster") == cluster)
-        lake.overwrite(STATE.name, S.latest_state(hist), partition_by=STATE.partition_by, where=where)
-
-        div = found.where(F.col("kind") == "divergence").drop("kind", "message")
-        brc = found.where(F.col("kind") == "breach").drop("kind", "field", "trigger")
-        write = (lambda t, df: lake.overwrite(t.name, df, partition_by=t.partition_by, where=where)) if ckpt is None \
-            else (lambda t, df: lake.append(t.name, df, partition_by=t.partition_by))
-        write(DIVERGENCES, div)
-        write(BREACHES, brc)
+        lake.overwrite(STATE.name, S.latest_state(hist), partition_by=STATE.partition_by, where={"cluster": cluster})
+        _write_findings(lake, cluster, found, incremental=since is not None)
         found.unpersist()
         out.unpersist()
-        alls = {t.name: lake.read(t.name).where(F.col("cluster") == cluster) for t in (DIVERGENCES, BREACHES)}
-        counts[DIVERGENCES.name] = alls[DIVERGENCES.name].count()
-        counts[BREACHES.name] = alls[BREACHES.name].count()
-        counts[f"{BREACHES.name}_error"] = alls[BREACHES.name].where(F.col("severity") == "ERROR").count()
-        counts[HISTORY.name] = hist.count()
-        counts[STATE.name] = lake.read(STATE.name).where(F.col("cluster") == cluster).count()
+        counts.update(_silver_counts(lake, cluster))
     finally:
         bucketed.unpersist()
-
-    import datetime as dt
-
-    mark = pa.table({"cluster": [cluster], "replayed_at": [dt.datetime.now(dt.timezone.utc)],
-                     "mode": [counts["mode"]], "start_offset": [plan.start_offset], "snapshot": [snapshot],
-                     "last_offset": [end_offset], "last_timestamp": [end_ts],
-                     "records": [counts.get(HISTORY.name, 0)]}, schema=CHECKPOINT_SCHEMA)
-    lake.append_arrow(CHECKPOINTS.name, mark, partition_by=CHECKPOINTS.partition_by)
+    _write_checkpoint(lake, cluster, counts["mode"], plan, snapshot, end_offset, end_ts, counts.get(HISTORY.name, 0))
     return counts
 
 

@@ -15,6 +15,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from controller_core import pipeline
 from controller_core.replay import SKIP
+from controller_core.vector import fold
 
 PARTITION_TYPES = ("PARTITION_RECORD", "PARTITION_CHANGE_RECORD")
 # phases order the files of a replay: bootstrap.checkpoint, then the starting snapshot, then segments
@@ -36,8 +37,48 @@ def replay_rows(records: DataFrame, files: list[tuple[str, str]], start_offset: 
             .where((F.col("source_kind") != "segment") | (F.col("offset") >= start_offset))
             .where(~F.col("record_type").isin(*SKIP))
             .withColumn("phase", phase[F.col("source_kind")])
-            .withColumn("bucket_key", F.when(F.col("record_type").isin(*PARTITION_TYPES),
-                                             F.concat_ws("-", "topic_id", F.col("partition_id").cast("string")))))
+            .withColumn("bucket_key", F.when(F.col("record_type").isin(*PARTITION_TYPES), _partition_key())))
+
+
+def _partition_key():
+    """The bucket key of a partition's records: "<topic id>-<partition>"."""
+    return F.concat_ws("-", "topic_id", F.col("partition_id").cast("string"))
+
+
+# ------------------------------------------------------------------------------ incremental replay
+def after_checkpoint(rows: DataFrame, since: int) -> DataFrame:
+    """The replay rows an incremental replay reads: every cluster-level row (brokers, topics, configs,
+    features are small, and every partition's decisions depend on them) and only the partition records
+    of the segments past the checkpoint offset ``since``."""
+    partition = F.col("bucket_key").isNotNull()
+    return rows.where(~partition | ((F.col("phase") == PHASE["segment"]) & (F.col("offset") > since)))
+
+
+def seeds(state: DataFrame, offset: int, timestamp, template: DataFrame) -> DataFrame:
+    """Every partition of ``state`` (partition_state rows) as a snapshot-like PartitionRecord at the
+    checkpoint ``offset``, in ``template``'s columns and types (the replay rows it joins): the state the
+    new partition records are folded from.  Its record version is the lowest that carries its fields
+    (2 with ELR, 1 with directories)."""
+    version = (F.when(F.size(F.coalesce("eligible_leader_replicas", F.array())) > 0, 2)
+               .when(F.size(F.coalesce("directories", F.array())) > 0, 1).otherwise(0))
+    cols = {
+        "source_file": F.lit(f"replay-state-{offset:020d}.checkpoint"), "source_kind": F.lit("snapshot"),
+        "offset": F.lit(offset).cast("long"), "batch_base_offset": F.lit(offset).cast("long"),
+        "timestamp": F.lit(timestamp).cast("timestamp"), "record_type": F.lit("PARTITION_RECORD"),
+        "record_version": version.cast("short"), "phase": F.lit(PHASE["segment"]),
+        "bucket_key": _partition_key(),
+    }
+    for name in ("topic_id", "partition_id", *fold.STATE_COLUMNS):
+        cols[name] = F.col(name)
+    types = dict(template.dtypes)
+    return state.select(*[(cols[n] if n in cols else F.lit(None)).cast(types[n]).alias(n) for n in template.columns])
+
+
+def superseded(history: DataFrame, since: int) -> DataFrame:
+    """The seeds of an incremental replay that the new records superseded: a seed's valid-to is the first
+    new state of its partition, which the stored row (open until now) must take."""
+    return history.where((F.col("offset") == since) & F.col("valid_to_offset").isNotNull()
+                         & (F.col("record_type") == "PARTITION_RECORD"))
 
 
 # Columns the controller core reads in the executors.  Spark's Arrow conversion of array columns is
@@ -148,6 +189,16 @@ def findings_of(out: DataFrame) -> DataFrame:
     """The findings of :func:`core`; cluster-level findings seen by every bucket are kept once."""
     return (out.where(F.col("kind") != "history").select(*FINDING.names)
             .dropDuplicates(["kind", "offset", "rule", "topic", "partition", "field"]))
+
+
+def divergences_of(findings: DataFrame) -> DataFrame:
+    """The divergences of :func:`findings_of` (recorded vs recomputed decisions), in their table's columns."""
+    return findings.where(F.col("kind") == "divergence").drop("kind", "message")
+
+
+def breaches_of(findings: DataFrame) -> DataFrame:
+    """The invariant breaches of :func:`findings_of`, in their table's columns."""
+    return findings.where(F.col("kind") == "breach").drop("kind", "field", "trigger")
 
 
 def history_of(out: DataFrame) -> DataFrame:

@@ -99,6 +99,17 @@ def _from_partition_record(d: dict) -> Partition:
         directories=list(d.get("directories") or []))
 
 
+def _elr_off_reason(c: Cluster) -> str:
+    """Why ELR is not in effect at this point of the log (§1.8), for INV-ELR-DISABLED-EMPTY's message."""
+    if c.metadata_version < MV_4_0_IV1:
+        return f"metadata.version {c.metadata_version} < 4.0-IV1"
+    if ELR_FEATURE in c.features:
+        return f"{ELR_FEATURE} is {c.features[ELR_FEATURE]}"
+    if c.elr_override is False:
+        return "ELR was declared off"
+    return "no earlier evidence of ELR; the auditor now infers ELR on from this record"
+
+
 def _dups(xs) -> list[int]:
     seen, out = set(), []
     for x in xs:
@@ -407,91 +418,130 @@ class InvariantChecker:
 
     def _check_state(self, c: Cluster, rec: Rec, key, p: Partition, w: frozenset[str], d: dict,
                      out: list[Breach]) -> None:
-        """Structural rules on the state a partition record leaves, for the fields it wrote."""
+        """Structural rules on the state a partition record leaves, for the fields it wrote: one family
+        of §4 invariants at a time (breaches in this order)."""
         o = rec.offset
-        R, I, E, K, L = p.replicas, p.isr, p.elr, p.last_known_elr, p.leader
-        add = out.append
-        if w & {"replicas", "removing", "adding"}:
-            bad = []
-            if _dups(R):
-                bad.append(f"duplicate replicas {_dups(R)}")
-            if any(x < 0 for x in R):
-                bad.append("negative replica ids")
-            if set(p.removing) - set(R):
-                bad.append(f"removing replicas {sorted(set(p.removing) - set(R))} not in the replica set")
-            if set(p.adding) - set(R):
-                bad.append(f"adding replicas {sorted(set(p.adding) - set(R))} not in the replica set")
-            if set(p.removing) & set(p.adding):
-                bad.append(f"replicas {sorted(set(p.removing) & set(p.adding))} both removing and adding")
-            if bad:
-                add(self._breach(c, o, "INV-REPLICAS-DISTINCT", None, key,
-                                 {"replicas": R, "removingReplicas": p.removing, "addingReplicas": p.adding},
-                                 "distinct non-negative replicas; removing, adding ⊆ replicas and disjoint",
-                                 "replica assignment is invalid: " + "; ".join(bad)))
-        if "directories" in w:
-            dirs = d.get("directories") or []
-            if dirs and len(dirs) != len(R):
-                add(self._breach(c, o, "INV-DIRS-LENGTH", None, key, {"directories": len(dirs), "replicas": len(R)},
-                                 f"0 or {len(R)} directories",
-                                 f"{len(dirs)} directories written for {len(R)} replicas; each replica needs one"))
-        if w & {"isr", "replicas"}:
-            bad = []
-            if _dups(I):
-                bad.append(f"duplicate members {_dups(I)}")
-            if any(x < 0 for x in I):
-                bad.append("negative ids")
-            if set(I) - set(R):
-                bad.append(f"members {sorted(set(I) - set(R))} that are not replicas")
-            if bad:
-                add(self._breach(c, o, "INV-ISR-SUBSET-REPLICAS", None, key, {"isr": I, "replicas": R},
-                                 "ISR ⊆ replicas, distinct, non-negative", "ISR has " + "; ".join(bad)))
+        self._check_assignment(c, o, key, p, w, out)
+        self._check_directories(c, o, key, p, w, d, out)
+        self._check_isr(c, o, key, p, w, out)
+        self._check_leader(c, o, key, p, w, out)
+        self._check_elr(c, o, key, p, w, out)
+        self._check_last_known_elr(c, o, key, p, w, out)
+        self._check_leader_recovery(c, o, key, p, w, out)
+
+    def _check_assignment(self, c: Cluster, o: int, key, p: Partition, w: frozenset[str], out: list[Breach]) -> None:
+        """INV-REPLICAS-DISTINCT: distinct non-negative replicas; removing and adding replicas are replicas
+        and never both."""
+        if not w & {"replicas", "removing", "adding"}:
+            return
+        R = p.replicas
+        bad = []
+        if _dups(R):
+            bad.append(f"duplicate replicas {_dups(R)}")
+        if any(x < 0 for x in R):
+            bad.append("negative replica ids")
+        if set(p.removing) - set(R):
+            bad.append(f"removing replicas {sorted(set(p.removing) - set(R))} not in the replica set")
+        if set(p.adding) - set(R):
+            bad.append(f"adding replicas {sorted(set(p.adding) - set(R))} not in the replica set")
+        if set(p.removing) & set(p.adding):
+            bad.append(f"replicas {sorted(set(p.removing) & set(p.adding))} both removing and adding")
+        if bad:
+            out.append(self._breach(c, o, "INV-REPLICAS-DISTINCT", None, key,
+                                    {"replicas": R, "removingReplicas": p.removing, "addingReplicas": p.adding},
+                                    "distinct non-negative replicas; removing, adding ⊆ replicas and disjoint",
+                                    "replica assignment is invalid: " + "; ".join(bad)))
+
+    def _check_directories(self, c: Cluster, o: int, key, p: Partition, w: frozenset[str], d: dict,
+                           out: list[Breach]) -> None:
+        """INV-DIRS-LENGTH: written directories name one log directory per replica (or none at all)."""
+        if "directories" not in w:
+            return
+        dirs, R = d.get("directories") or [], p.replicas
+        if dirs and len(dirs) != len(R):
+            out.append(self._breach(c, o, "INV-DIRS-LENGTH", None, key, {"directories": len(dirs), "replicas": len(R)},
+                                    f"0 or {len(R)} directories",
+                                    f"{len(dirs)} directories written for {len(R)} replicas; each replica needs one"))
+
+    def _check_isr(self, c: Cluster, o: int, key, p: Partition, w: frozenset[str], out: list[Breach]) -> None:
+        """INV-ISR-SUBSET-REPLICAS: the ISR is a set of replicas."""
+        if not w & {"isr", "replicas"}:
+            return
+        I, R = p.isr, p.replicas
+        bad = []
+        if _dups(I):
+            bad.append(f"duplicate members {_dups(I)}")
+        if any(x < 0 for x in I):
+            bad.append("negative ids")
+        if set(I) - set(R):
+            bad.append(f"members {sorted(set(I) - set(R))} that are not replicas")
+        if bad:
+            out.append(self._breach(c, o, "INV-ISR-SUBSET-REPLICAS", None, key, {"isr": I, "replicas": R},
+                                    "ISR ⊆ replicas, distinct, non-negative", "ISR has " + "; ".join(bad)))
+
+    def _check_leader(self, c: Cluster, o: int, key, p: Partition, w: frozenset[str], out: list[Breach]) -> None:
+        """INV-LEADER-IN-ISR, INV-LEADER-IN-REPLICAS: a leader is an in-sync replica."""
+        L, I, R = p.leader, p.isr, p.replicas
         if w & {"leader", "isr"} and L != NO_LEADER and L not in I:
-            add(self._breach(c, o, "INV-LEADER-IN-ISR", None, key, {"leader": L, "isr": I}, "leader ∈ ISR",
-                             f"leader {L} is not in the ISR {I}"))
+            out.append(self._breach(c, o, "INV-LEADER-IN-ISR", None, key, {"leader": L, "isr": I}, "leader ∈ ISR",
+                                    f"leader {L} is not in the ISR {I}"))
         if w & {"leader", "replicas"} and L != NO_LEADER and L not in R:
-            add(self._breach(c, o, "INV-LEADER-IN-REPLICAS", None, key, {"leader": L, "replicas": R},
-                             "leader = -1 or leader ∈ replicas", f"leader {L} is not a replica of the partition {R}"))
+            out.append(self._breach(c, o, "INV-LEADER-IN-REPLICAS", None, key, {"leader": L, "replicas": R},
+                                    "leader = -1 or leader ∈ replicas",
+                                    f"leader {L} is not a replica of the partition {R}"))
+
+    def _check_elr(self, c: Cluster, o: int, key, p: Partition, w: frozenset[str], out: list[Breach]) -> None:
+        """INV-ELR-DISJOINT, INV-ELR-DISABLED-EMPTY, INV-ISR-EMPTY-NEEDS-ELR, INV-ELR-SUBSET-REPLICAS: ELR
+        members are replicas outside the ISR, and ELR state (an ELR, a LastKnownElr, an emptied ISR) only
+        appears while ELR is in effect."""
+        I, E, K, R = p.isr, p.elr, p.last_known_elr, p.replicas
         if w & {"elr", "isr"} and set(E) & set(I):
-            add(self._breach(c, o, "INV-ELR-DISJOINT", None, key, {"isr": I, "elr": E}, "ELR ∩ ISR = ∅",
-                             f"brokers {sorted(set(E) & set(I))} are in both the ISR and the ELR"))
+            out.append(self._breach(c, o, "INV-ELR-DISJOINT", None, key, {"isr": I, "elr": E}, "ELR ∩ ISR = ∅",
+                                    f"brokers {sorted(set(E) & set(I))} are in both the ISR and the ELR"))
         if ("elr" in w and E) or ("lke" in w and K):
             on, sev = self._elr_flag(c)
             if not on:
-                why = (f"metadata.version {c.metadata_version} < 4.0-IV1" if c.metadata_version < MV_4_0_IV1 else
-                       f"{ELR_FEATURE} is {c.features[ELR_FEATURE]}" if ELR_FEATURE in c.features else
-                       "ELR was declared off" if c.elr_override is False else
-                       "no earlier evidence of ELR; the auditor now infers ELR on from this record")
-                add(self._breach(c, o, "INV-ELR-DISABLED-EMPTY", sev, key, {"elr": E, "lastKnownElr": K},
-                                 {"elr": [], "lastKnownElr": []},
-                                 f"ELR state written while ELR is not in effect ({why})"))
+                out.append(self._breach(c, o, "INV-ELR-DISABLED-EMPTY", sev, key, {"elr": E, "lastKnownElr": K},
+                                        {"elr": [], "lastKnownElr": []},
+                                        f"ELR state written while ELR is not in effect ({_elr_off_reason(c)})"))
         if "isr" in w and not I:
             on, sev = self._elr_flag(c)
             if not on:
-                add(self._breach(c, o, "INV-ISR-EMPTY-NEEDS-ELR", sev, key, I, "a non-empty ISR",
-                                 "ISR written as [] while ELR is not in effect; without ELR the last ISR member "
-                                 "stays in the ISR"))
+                out.append(self._breach(c, o, "INV-ISR-EMPTY-NEEDS-ELR", sev, key, I, "a non-empty ISR",
+                                        "ISR written as [] while ELR is not in effect; without ELR the last ISR "
+                                        "member stays in the ISR"))
         if w & {"elr", "replicas"} and set(E) - set(R):
-            add(self._breach(c, o, "INV-ELR-SUBSET-REPLICAS", None, key, {"elr": E, "replicas": R}, "ELR ⊆ replicas",
-                             f"ELR members {sorted(set(E) - set(R))} are no longer replicas (a reassignment "
-                             "removed them)"))
+            out.append(self._breach(c, o, "INV-ELR-SUBSET-REPLICAS", None, key, {"elr": E, "replicas": R},
+                                    "ELR ⊆ replicas", f"ELR members {sorted(set(E) - set(R))} are no longer "
+                                    "replicas (a reassignment removed them)"))
+
+    def _check_last_known_elr(self, c: Cluster, o: int, key, p: Partition, w: frozenset[str],
+                              out: list[Breach]) -> None:
+        """INV-LKE-SINGLETON, INV-LKE-NEGATIVE, INV-LKE-LEADERLESS: LastKnownElr holds at most the last known
+        leader, and only while the partition has none."""
+        K, L = p.last_known_elr, p.leader
         if "lke" in w:
             if len(K) > 1:
-                add(self._breach(c, o, "INV-LKE-SINGLETON", None, key, K, "at most one member",
-                                 f"LastKnownElr {K} holds more than the last known leader"))
+                out.append(self._breach(c, o, "INV-LKE-SINGLETON", None, key, K, "at most one member",
+                                        f"LastKnownElr {K} holds more than the last known leader"))
             if any(x < 0 for x in K):
-                add(self._breach(c, o, "INV-LKE-NEGATIVE", None, key, K, "a broker id",
-                                 f"LastKnownElr is {K}: the ISR emptied on a partition that already had no leader "
-                                 "(Kafka quirk), so no last leader is known"))
+                out.append(self._breach(c, o, "INV-LKE-NEGATIVE", None, key, K, "a broker id",
+                                        f"LastKnownElr is {K}: the ISR emptied on a partition that already had no "
+                                        "leader (Kafka quirk), so no last leader is known"))
         if w & {"lke", "leader"} and K and L != NO_LEADER:
-            add(self._breach(c, o, "INV-LKE-LEADERLESS", None, key, {"lastKnownElr": K, "leader": L},
-                             {"lastKnownElr": [], "leader": L},
-                             f"LastKnownElr {K} kept while the partition has leader {L}"))
-        if p.lrs == RECOVERING and w & {"lrs", "isr", "leader"} and (
-                len(I) > 1 or (L != NO_LEADER and I != [L])):
-            add(self._breach(c, o, "INV-LRS-SINGLE-ISR", None, key, {"leader": L, "isr": I},
-                             "ISR = [leader] or (leader = -1 and |ISR| <= 1)",
-                             f"partition in leader recovery (RECOVERING) has ISR {I} with leader {L}; recovery "
-                             "allows only the leader in the ISR"))
+            out.append(self._breach(c, o, "INV-LKE-LEADERLESS", None, key, {"lastKnownElr": K, "leader": L},
+                                    {"lastKnownElr": [], "leader": L},
+                                    f"LastKnownElr {K} kept while the partition has leader {L}"))
+
+    def _check_leader_recovery(self, c: Cluster, o: int, key, p: Partition, w: frozenset[str],
+                               out: list[Breach]) -> None:
+        """INV-LRS-SINGLE-ISR: a partition in leader recovery (RECOVERING) has only its leader in the ISR."""
+        I, L = p.isr, p.leader
+        if p.lrs == RECOVERING and w & {"lrs", "isr", "leader"} and (len(I) > 1 or (L != NO_LEADER and I != [L])):
+            out.append(self._breach(c, o, "INV-LRS-SINGLE-ISR", None, key, {"leader": L, "isr": I},
+                                    "ISR = [leader] or (leader = -1 and |ISR| <= 1)",
+                                    f"partition in leader recovery (RECOVERING) has ISR {I} with leader {L}; "
+                                    "recovery allows only the leader in the ISR"))
 
     def _check_change(self, c: Cluster, rec: Rec, key, before: Partition, after: Partition, w: frozenset[str],
                       d: dict, out: list[Breach]) -> None:
