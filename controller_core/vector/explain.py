@@ -161,18 +161,32 @@ def _topic_codes(col, rows: np.ndarray, dictionary: pa.Array) -> np.ndarray:
     return np.asarray(code, np.int64)[run[rows]]
 
 
+_EXPLAINED = pa.schema([("offset", pa.int64()), ("topic_id", pa.string()), ("partition_id", pa.int32()),
+                        ("trigger", pa.string()), ("matched", pa.bool_()), ("modelled", pa.bool_())])
+
+
 def explain(bronze: pa.Table, history: pa.Table, brokers: pa.Table, topics: pa.Table) -> pa.Table:
     """Per PartitionChangeRecord: offset, topic_id, partition_id, trigger, matched, modelled."""
     idx = np.flatnonzero(_of_type(history.column("record_type"), (PCR,)) & ~_bools(history.column("orphan")))
-    n = len(idx)
-    out_schema = pa.schema([("offset", pa.int64()), ("topic_id", pa.string()), ("partition_id", pa.int32()),
-                            ("trigger", pa.string()), ("matched", pa.bool_()), ("modelled", pa.bool_())])
-    if n == 0:
-        return out_schema.empty_table()
-    prev = idx - 1  # the partition's row before each change record: the state it applies to
+    if len(idx) == 0:
+        return _EXPLAINED.empty_table()
     offset = _ints_at(history.column("offset"), idx, 0, np.int64)
+    before = _state_before(history, idx - 1)  # the partition's row before each change record
+    rec, batch = _as_written(bronze, offset)
+    trig, chosen_ev, ev = _primary_trigger(bronze, brokers, before, rec, batch, offset)
+    mv, elr_on, min_isr = _topic_settings(topics, history, idx, offset)
+    ctx = V.Context(trigger=np.maximum(trig, 0), broker=_event_broker(ev, chosen_ev), mv=mv, elr_on=elr_on,
+                    min_isr=min_isr, check_lkl=mv >= 22, active=_active(brokers, before["replicas"], offset))
+    res = V.recompute(before, rec, ctx)
+    return pa.table({"offset": from_numpy(offset), "topic_id": _take(history.column("topic_id"), idx),
+                     "partition_id": from_numpy(_ints_at(history.column("partition_id"), idx, 0)),
+                     "trigger": _labels(trig, chosen_ev, ev), "matched": from_numpy(res.matched & (trig >= 0)),
+                     "modelled": from_numpy(res.modelled & (trig >= 0))}, schema=_EXPLAINED)
 
-    # ---- the state before each record (column-major padded matrices, gathered without a take)
+
+def _state_before(history: pa.Table, prev: np.ndarray) -> dict:
+    """The partition state at history rows ``prev`` as ``recompute`` takes it (column-major padded
+    matrices, gathered without a take)."""
     R, rl, _ = V.padded_rows(history.column("replicas"), prev)
     w = R.shape[1]
     before = {"replicas": R, "replicas_len": rl, "leader": _ints_at(history.column("leader"), prev, 0),
@@ -182,8 +196,12 @@ def explain(bronze: pa.Table, history: pa.Table, brokers: pa.Table, topics: pa.T
         before[key], before[key + "_len"] = V._fit(mat, max(w, mat.shape[1])), ln
     before["adding_len"] = _list_lens(history.column("adding_replicas"), prev)
     before["removing_len"] = _list_lens(history.column("removing_replicas"), prev)
+    return before
 
-    # ---- the record as written (bronze row of the same offset)
+
+def _as_written(bronze: pa.Table, offset: np.ndarray) -> tuple[dict, np.ndarray]:
+    """(the change record of each offset as ``recompute`` takes it, its batch), from the bronze row of
+    the same offset."""
     b_off = _ints_at(bronze.column("offset"), None, 0, np.int64)
     pcr_rows = np.flatnonzero(_of_type(bronze.column("record_type"), (PCR,)))
     pos = _row_of(b_off[pcr_rows], pcr_rows, offset)
@@ -191,55 +209,79 @@ def explain(bronze: pa.Table, history: pa.Table, brokers: pa.Table, topics: pa.T
            "lrs": _ints_at(bronze.column("leader_recovery_state"), pos, -1)}
     for key, col in (("isr", "isr"), ("elr", "eligible_leader_replicas"), ("lke", "last_known_elr")):
         rec[key], rec[key + "_len"], rec[key + "_valid"] = V.padded_rows(bronze.column(col), pos)
-    other = np.zeros(n, bool)
+    other = np.zeros(len(offset), bool)
     for col in ("replicas", "removing_replicas", "adding_replicas", "directories"):
         c = bronze.column(col)
         if len(c) - c.null_count:
             other |= _bools(pc.is_valid(c))[pos]
     rec["other_written"] = other
-    batch = _ints_at(bronze.column("batch_base_offset"), pos, 0, np.int64)
+    return rec, _ints_at(bronze.column("batch_base_offset"), pos, 0, np.int64)
 
-    # ---- primary trigger: the single broker event of the record's batch on the right side
-    trig = np.full(n, V.ALTER, np.int8)
-    chosen_ev = np.full(n, -1, np.int64)  # the event that gave the trigger (and its broker)
+
+def _primary_trigger(bronze: pa.Table, brokers: pa.Table, before: dict, rec: dict, batch: np.ndarray,
+                     offset: np.ndarray):
+    """(trigger code per record, -1: two broker events could explain it; the index in ``ev`` of the
+    event that gave it, -1: none; the broker events as rows (batch, offset, trigger, broker, side))."""
     events = _broker_events(bronze, brokers)
     ev = np.zeros((0, 5), np.int64)
     if events:
         ev = np.array(events, dtype=np.int64)
         ev = ev[np.argsort(ev[:, 0], kind="stable")]
-        ev_batch = np.ascontiguousarray(ev[:, 0])
-        lo, hi = _count_below(ev_batch, batch, upto=True)
-        cand = np.flatnonzero(hi > lo)  # records sharing their batch with a broker event
-        if len(cand):
-            lo_c, hi_c, off_c = lo[cand], hi[cand], offset[cand]
-            isr_c, elr_c = before["isr"][cand], before["elr"][cand]
-            chosen = np.full(len(cand), -1, np.int64)
-            ambiguous = np.zeros(len(cand), bool)
-            for k in range(int((hi_c - lo_c).max())):
-                has = lo_c + k < hi_c
-                ei = np.minimum(lo_c + k, len(ev) - 1)
-                e = ev[ei]
-                side_ok = np.where(e[:, 4] == _AFTER, e[:, 1] > off_c, e[:, 1] < off_c)
-                # an event concerns this partition: unfence (every leaderless partition) or its broker is in
-                # the ISR / ELR the trigger removes it from
-                relevant = has & side_ok & ((e[:, 2] == V.UNFENCE) | _member(isr_c, e[:, 3])
-                                            | _member(elr_c, e[:, 3]))
-                ambiguous |= relevant & (chosen >= 0)
-                chosen = np.where(relevant & (chosen < 0), ei, chosen)
-            chosen_ev[cand] = chosen
-            picked = chosen >= 0
-            # two events could explain it: the scalar reference decides
-            trig[cand[picked]] = np.where(ambiguous[picked], -1, ev[chosen[picked], 2])
-    # no broker event: an election if the leader moved without an ISR request, else AlterPartition
+    trig, chosen_ev = _batch_event(ev, before, batch, offset)
+    return _election_or_alter(trig, rec), chosen_ev, ev
+
+
+def _batch_event(ev: np.ndarray, before: dict, batch: np.ndarray, offset: np.ndarray):
+    """(trigger, index in ``ev``) of the single broker event of each record's batch that concerns its
+    partition, on the right side of the record; (ALTER, -1) without one, (-1, first event) with several."""
+    trig = np.full(len(offset), V.ALTER, np.int8)
+    chosen_ev = np.full(len(offset), -1, np.int64)
+    if not len(ev):
+        return trig, chosen_ev
+    ev_batch = np.ascontiguousarray(ev[:, 0])
+    lo, hi = _count_below(ev_batch, batch, upto=True)
+    cand = np.flatnonzero(hi > lo)  # records sharing their batch with a broker event
+    if not len(cand):
+        return trig, chosen_ev
+    lo_c, hi_c, off_c = lo[cand], hi[cand], offset[cand]
+    isr_c, elr_c = before["isr"][cand], before["elr"][cand]
+    chosen = np.full(len(cand), -1, np.int64)
+    ambiguous = np.zeros(len(cand), bool)
+    for k in range(int((hi_c - lo_c).max())):
+        has = lo_c + k < hi_c
+        ei = np.minimum(lo_c + k, len(ev) - 1)
+        e = ev[ei]
+        side_ok = np.where(e[:, 4] == _AFTER, e[:, 1] > off_c, e[:, 1] < off_c)
+        # an event concerns this partition: unfence (every leaderless partition) or its broker is in
+        # the ISR / ELR the trigger removes it from
+        relevant = has & side_ok & ((e[:, 2] == V.UNFENCE) | _member(isr_c, e[:, 3]) | _member(elr_c, e[:, 3]))
+        ambiguous |= relevant & (chosen >= 0)
+        chosen = np.where(relevant & (chosen < 0), ei, chosen)
+    chosen_ev[cand] = chosen
+    picked = chosen >= 0
+    # two events could explain it: the scalar reference decides
+    trig[cand[picked]] = np.where(ambiguous[picked], -1, ev[chosen[picked], 2])
+    return trig, chosen_ev
+
+
+def _election_or_alter(trig: np.ndarray, rec: dict) -> np.ndarray:
+    """Records without a broker event: an election if the leader moved without an ISR request, else
+    AlterPartition."""
     plain = trig == V.ALTER
     leader_moved = rec["leader"] != -2
     unclean_shape = leader_moved & rec["isr_valid"] & (rec["isr_len"] == 1) & (rec["isr"][:, 0] == rec["leader"]) \
         & (rec["lrs"] == 1)
-    trig = np.where(plain & unclean_shape, np.int8(V.UNCLEAN_ELECTION),
+    return np.where(plain & unclean_shape, np.int8(V.UNCLEAN_ELECTION),
                     np.where(plain & leader_moved & ~rec["isr_valid"], np.int8(V.PREFERRED_ELECTION), trig))
-    broker = np.append(ev[:, 3], -1).astype(np.int32)[chosen_ev]  # chosen_ev -1: the last, no broker
 
-    # ---- topic settings just before each record
+
+def _event_broker(ev: np.ndarray, chosen_ev: np.ndarray) -> np.ndarray:
+    """The broker of each record's chosen event, -1 without one."""
+    return np.append(ev[:, 3], -1).astype(np.int32)[chosen_ev]  # chosen_ev -1: the appended -1
+
+
+def _topic_settings(topics: pa.Table, history: pa.Table, idx: np.ndarray, offset: np.ndarray):
+    """(metadata version, ELR in effect, effective min ISR) of each record's topic just before it."""
     t_enc = pc.dictionary_encode(_array(topics.column("topic_id")).cast(pa.string()))
     t_code = np.asarray(t_enc.indices.fill_null(-1), np.int64)
     r_code = _topic_codes(history.column("topic_id"), idx, t_enc.dictionary)
@@ -248,27 +290,14 @@ def explain(bronze: pa.Table, history: pa.Table, brokers: pa.Table, topics: pa.T
     t_keys = t_code[t_order] * V.BIG + t_off[t_order]
     j = V.lookup(t_keys, r_code * V.BIG + offset)
     found = (j >= 0) & (t_code[t_order][np.maximum(j, 0)] == r_code) & (r_code >= 0)
-    tj = t_order[np.maximum(j, 0)] if len(t_order) else np.zeros(n, np.int64)
+    tj = t_order[np.maximum(j, 0)] if len(t_order) else np.zeros(len(idx), np.int64)
 
     def tcol(name, default, dtype):
         vals = _np(pc.fill_null(topics.column(name), default), dtype) if topics.num_rows else np.zeros(1, dtype)
         return np.where(found, vals[tj], dtype(default))
 
-    mv = tcol("metadata_version", 0, np.int16)
-    ctx_elr = tcol("elr_enabled", False, np.bool_)
-    m = tcol("effective_min_isr", 1, np.int32)
-
-    # ---- brokers active just before each record, per replica position
-    active = _active(brokers, R, offset)
-
-    ctx = V.Context(trigger=np.maximum(trig, 0), broker=broker, mv=mv, elr_on=ctx_elr, min_isr=m,
-                    check_lkl=mv >= 22, active=active)
-    res = V.recompute(before, rec, ctx)
-    matched = res.matched & (trig >= 0)
-    return pa.table({"offset": from_numpy(offset), "topic_id": _take(history.column("topic_id"), idx),
-                     "partition_id": from_numpy(_ints_at(history.column("partition_id"), idx, 0)),
-                     "trigger": _labels(trig, chosen_ev, ev), "matched": from_numpy(matched),
-                     "modelled": from_numpy(res.modelled & (trig >= 0))}, schema=out_schema)
+    return (tcol("metadata_version", 0, np.int16), tcol("elr_enabled", False, np.bool_),
+            tcol("effective_min_isr", 1, np.int32))
 
 
 def _member(mat: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -3,9 +3,9 @@
 For every change record at once: the state before it (from :mod:`controller_core.vector.fold`), the cluster
 context at its offset (brokers and topic settings from :mod:`controller_core.timelines`, looked up with
 ``searchsorted``) and its *primary* trigger (the broker event in its own batch, else AlterPartition or
-an election) give the builder's inputs; steps B2-B9 of controller-rules §2.1 then run as NumPy
-operations on padded replica matrices, where "first acceptable replica in replica order" is an
-``argmax`` over a boolean matrix.
+an election) give the builder's inputs; the steps of controller-rules §2.1 then run as NumPy
+operations over the records, one function or method per step named as in the spec (``b2_elr_target``,
+``_b3_election``, ...), in the order of :func:`controller_core.rules.builder.build`.
 
 This is a fast path, not a second opinion: a record whose recomputed fields equal the recorded ones
 is explained; every other record (or one outside what this path models: reassignments, ELR members
@@ -17,7 +17,8 @@ Layout: a set of replica positions (the ISR members among the replicas, the ELR 
 replicas, ...) is one small unsigned integer per record, bit j = replica position j, so set algebra,
 "first acceptable replica" (lowest set bit) and set equality are single NumPy operations over the
 records; ordered lists (the ISR) are kept as one int32 column per position.  Only loops over replica
-positions (w = replication factor) run in Python.
+positions (w = replication factor) run in Python.  Beyond 16 replica positions the same steps run on
+(n x w) boolean matrices, where "first acceptable replica" is an ``argmax``.
 """
 from __future__ import annotations
 
@@ -221,146 +222,382 @@ def _lowest(bits: np.ndarray) -> np.ndarray:
     return bits & (~bits + bits.dtype.type(1))
 
 
+# ---- the change builder (controller-rules §2.1) over whole columns
+#
+# ``_build`` runs the builder's steps in the spec's order, like rules/builder.build.  The sets of replica
+# positions the steps work on (the ISR members among the replicas, the ELR target, the acceptable replicas)
+# have two representations with the same step names, so the two read side by side: ``_BitSets`` (a small
+# integer per record, up to 16 replicas; the fast one) and ``_MatrixSets`` (n x w boolean matrices, any
+# replication factor).  Steps that only touch per-record scalars are written once, as functions.
+
+
 def _recompute_bits(before: dict, rec: dict, ctx: Context) -> Result:
-    R = before["replicas"]
-    pos = _Positions(R)
-    n, w = pos.n, pos.w
-    zero = pos.none
-    r = pos.r
-    wi = max(w, before["isr"].shape[1])
-    PI = _columns(before["isr"], wi)
-    PE = _members(before["elr"])
-    pil, pel, pkl = before["isr_len"], before["elr_len"], before["lke_len"]
-    PL, plrs = before["leader"], before["lrs"]
-    k0 = before["lke"][:, 0]
-    trig, B = ctx.trigger, ctx.broker
-    elr_on, mv, m = ctx.elr_on, ctx.mv, ctx.min_isr
+    """:func:`recompute` on replica-position bitmasks (up to 16 replica positions)."""
+    return _build(_BitSets(before), before, rec, ctx)
 
-    # what this path models
-    modelled = ~rec["other_written"] & (before["adding_len"] == 0) & (before["removing_len"] == 0)
-    modelled &= pos.subset(PE) & pos.subset(PI)
 
-    # ---- targets: T_I as ordered columns
-    fence_like = (trig == FENCE) | (trig == UNCLEAN_SHUTDOWN)
-    TI = _without(PI, B, fence_like)
-    rec_isr_given = (trig == ALTER) & rec["isr_valid"]
-    if rec_isr_given.any():
-        TI = [np.where(rec_isr_given, x, t) for x, t in zip(_columns(rec["isr"], wi), TI)]
-    TI_len = _count_present(TI)
-    modelled &= ~(rec_isr_given & (rec["isr_len"] > w))
-    U = np.where(trig == UNCLEAN_SHUTDOWN, B, B.dtype.type(-1))
-    t_lrs = np.where((trig == ALTER) & (rec["lrs"] != -1), rec["lrs"], plrs)
+def _recompute_matrix(before: dict, rec: dict, ctx: Context) -> Result:
+    """:func:`recompute` over (n x w) boolean matrices: any replication factor (the bitmask form
+    covers up to 16 replica positions)."""
+    return _build(_MatrixSets(before), before, rec, ctx)
 
-    # ---- B2 ELR target
-    inPI = pos.within(PI)
-    inPE = pos.within(PE)
-    inTI = pos.within(TI)
-    present = pos.pack(pos.present)
-    below = (inPE | inPI) & ~inTI & ~pos.eq(U) & present
-    E = np.where(elr_on, np.where(TI_len >= m, zero, below), inPE)
 
-    # ---- B3 election
-    acc = pos.pack([np.asarray(ctx.active[:, j], bool) for j in range(w)]) & present
-    eqB = pos.eq(B)
-    acc &= ~np.where(fence_like, eqB, zero)
-    acc |= np.where(trig == UNFENCE, eqB, zero)
-    TI_empty = TI_len == 0
-    valid = acc & (inTI | np.where(TI_empty, E, zero))
-    eqPL = pos.eq(PL)
-    keep = (eqPL != 0) & (PL >= 0) & ((valid & _lowest(eqPL)) != 0)
-    first_valid = pos.at(_lowest(valid), NO_LEADER)
-    # step 3: the single last-known leader (LastKnownElr stored as a list of one)
-    eqK = pos.eq(k0)
-    pk_has = eqK != 0
-    k0_acc = pk_has & ((acc & _lowest(eqK)) != 0)
-    modelled &= ~((pkl == 1) & ~pk_has & ctx.check_lkl)  # its acceptability needs the broker table
-    lkl_ok = elr_on & TI_empty & (E == 0) & (pkl == 1) & (~ctx.check_lkl | k0_acc)
-    first_acc = pos.at(_lowest(acc), NO_LEADER)
+def _build(S, before: dict, rec: dict, ctx: Context) -> Result:
+    """The builder with the primary trigger's inputs (§2.2), judged against the recorded change; ``S`` is
+    the state before each record in one of the two set representations."""
+    PL, plrs, k0, pkl = before["leader"], before["lrs"], before["lke"][:, 0], before["lke_len"]
+    t = _trigger_inputs(before, rec, ctx)
+    modelled = _modelled(before, rec) & S.state_modelled() & ~(t.isr_given & (rec["isr_len"] > S.w))
 
-    preferred = trig == PREFERRED_ELECTION
-    unclean_mode = trig == UNCLEAN_ELECTION
-    # ONLINE / UNCLEAN order
-    online_node = np.where(keep, PL, first_valid)
-    lkl_used = (online_node == NO_LEADER) & lkl_ok
-    online_node = np.where(lkl_used, k0, online_node)
-    unc_used = (online_node == NO_LEADER) & unclean_mode & (acc != 0)
-    online_node = np.where(unc_used, first_acc, online_node)
-    # PREFERRED order
-    rest = pos.at(_lowest(valid & ~pos.dt(1)), NO_LEADER) if w > 1 else np.full(n, NO_LEADER)
-    pref_node = np.where((valid & pos.dt(1)) != 0, r[0], np.where(keep, PL, rest))
-    pref_lkl = (pref_node == NO_LEADER) & lkl_ok
-    pref_node = np.where(pref_lkl, k0, pref_node)
-    node = np.where(preferred, pref_node, online_node)
-    unclean = np.where(preferred, pref_lkl, lkl_used | unc_used)
-
-    # ---- B4 apply the election
-    changed = node != PL
-    eqN = pos.eq(node)
-    from_elr = changed & ((E & _lowest(eqN)) != 0)
-    if from_elr.any():
-        TI = [np.where(from_elr, node if j == 0 else -1, t) for j, t in enumerate(TI)]
-        TI_len = np.where(from_elr, 1, TI_len)
-        E = E & ~np.where(from_elr, eqN, zero)
-    leader_w = changed
-    leader_v = np.where(changed, node, -2)
-    isr_w = changed & unclean
-    isr_v = [np.where(isr_w, node, -1)] + [np.full(n, -1, np.int32)] * (wi - 1)
-    isr_l = isr_w.astype(np.int32)
-    lrs_w = isr_w & (plrs != RECOVERING) & (mv >= MV_3_2_IV0)
-    lrs_v = np.where(lrs_w, np.int32(RECOVERING), np.int32(-1))
-
-    # ---- B6 ELR field (as sets)
-    E = np.where(isr_w | ~elr_on, zero, E)
-    elr_w = E != inPE
-
-    # ---- B7 ISR field
-    differs = TI_len != pil
-    for t, p in zip(TI, PI):
-        differs |= t != p
-    b7 = ~isr_w & ((TI_len > 0) | elr_on) & differs
-    isr_v = [np.where(b7, t, v) for t, v in zip(TI, isr_v)]
-    isr_l = np.where(b7, TI_len, isr_l)
-    isr_w = isr_w | b7
-
-    # ---- B8 old-MV shrink bump
-    shrink = np.zeros(n, bool)
-    for p in PI:
-        shrink |= (p >= 0) & ~_any_eq(p, TI)
-    b8 = (mv < MV_3_6_IV0) & ~leader_w & shrink
-    leader_v = np.where(b8, PL, leader_v)
-    leader_w = leader_w | b8
-
-    # ---- B9 LastKnownElr (the last known leader)
-    pk_is_pl = (pkl == 1) & (k0 == PL)
-    lke_a = elr_on & isr_w & (isr_l == 0) & ~pk_is_pl
-    lke_b = elr_on & ~lke_a & (pkl > 0) & ((leader_w & (leader_v >= 0)) | ((PL != NO_LEADER) & ~(leader_w & (leader_v == NO_LEADER))))
-
-    # ---- B10 leader recovery state requested by the leader
-    b10 = t_lrs != plrs
-    lrs_v = np.where(b10, t_lrs, lrs_v)
-    lrs_w = lrs_w | b10
-
-    # ---- compare with the record
-    ok = rec["leader"] == np.where(leader_w, leader_v, -2)
-    ok &= rec["isr_valid"] == isr_w
-    isr_ok = rec["isr_len"] == isr_l
-    for x, v in zip(_columns(rec["isr"], wi), isr_v):
-        isr_ok &= x == v
-    ok &= ~isr_w | isr_ok
-    # ELR: compare as sets over replica positions; a written ELR equal to the current one (non-empty)
-    # is a re-ordering Kafka may emit: treated as not written, as the scalar reference does
-    RE = _members(rec["elr"])
-    rec_elr_mask = pos.within(RE)
-    modelled &= pos.subset(RE)
-    rec_elr_w = rec["elr_valid"] & ~((rec_elr_mask == inPE) & (pel > 0))
-    ok &= rec_elr_w == elr_w
-    ok &= ~elr_w | (rec_elr_mask == E)
-    # LastKnownElr: [PL] or []
-    ok &= rec["lke_valid"] == (lke_a | lke_b)
-    ok &= ~lke_a | ((rec["lke_len"] == 1) & (rec["lke"][:, 0] == PL))
-    ok &= ~lke_b | (rec["lke_len"] == 0)
-    ok &= rec["lrs"] == np.where(lrs_w, lrs_v, np.int32(-1))  # -1 on both sides: not written
+    # B1 reassignment completion: nothing to complete, as no reassignment is in progress or written
+    TI, TI_len = S.target_isr(t, rec, ctx)
+    E, inTI = S.b2_elr_target(TI, TI_len, t.unclean_shutdown, ctx)
+    node, unclean, lkl_known = _b3_election(S.b3_candidates(TI_len, inTI, E, t, ctx), PL, k0, pkl, ctx)
+    ch = _b4_apply_election(node, unclean, PL, plrs, ctx.mv)
+    TI, TI_len, E = S.b4_leader_from_elr(node, ch.leader_w, TI, TI_len, E)
+    ch.isr_v = S.single_isr(node, ch.isr_w)
+    # B5 replica-loss bump: never, as the target replicas are the replicas (records writing them are not
+    # modelled)
+    ch.elr, ch.elr_w = S.b6_elr_field(E, ch.isr_w | ~ctx.elr_on)
+    S.b7_isr_field(ch, TI, TI_len, ctx.elr_on)
+    _b8_old_mv_shrink_bump(ch, S.shrinks(TI), PL, ctx.mv)
+    _b9_last_known_elr(ch, PL, k0, pkl, ctx.elr_on)
+    # B10 assignment: only the leader recovery state (replicas, removing / adding and directories are not
+    # modelled)
+    _b10_recovery_state(ch, t.target_lrs, plrs)
+    # B11 has no step: the record exists, and a recomputation writing nothing matches only a record with
+    # none of these fields
+    ok, rec_elr_known = _as_recorded(S, ch, before, rec)
+    modelled &= lkl_known & rec_elr_known
     return Result(matched=ok & modelled, modelled=modelled)
+
+
+def _modelled(before: dict, rec: dict) -> np.ndarray:
+    """Records without reassignment (B1, B5) or assignment fields (B10): those go to the scalar reference."""
+    return ~rec["other_written"] & (before["adding_len"] == 0) & (before["removing_len"] == 0)
+
+
+@dataclass
+class _TriggerInputs:
+    """What the primary trigger hands the builder besides the acceptability test (§2.2)."""
+
+    fence_like: np.ndarray  # the broker leaves the ISR (fence, controlled shutdown, unclean shutdown)
+    isr_given: np.ndarray  # AlterPartition: the recorded ISR is the requested one
+    unclean_shutdown: np.ndarray  # the broker of U (-1: none)
+    target_lrs: np.ndarray
+
+
+def _trigger_inputs(before: dict, rec: dict, ctx: Context) -> _TriggerInputs:
+    trig, B = ctx.trigger, ctx.broker
+    return _TriggerInputs(
+        fence_like=(trig == FENCE) | (trig == UNCLEAN_SHUTDOWN),
+        isr_given=(trig == ALTER) & rec["isr_valid"],
+        unclean_shutdown=np.where(trig == UNCLEAN_SHUTDOWN, B, B.dtype.type(-1)),
+        target_lrs=np.where((trig == ALTER) & (rec["lrs"] != -1), rec["lrs"], before["lrs"]))
+
+
+@dataclass
+class _Candidates:
+    """The replicas §2.3's election rules choose from, per record (-1: none)."""
+
+    ti_empty: np.ndarray
+    elr_empty: np.ndarray
+    keep: np.ndarray  # the current leader is valid
+    first_valid: np.ndarray  # in replica order
+    r0_valid: np.ndarray
+    r0: np.ndarray
+    rest_valid: np.ndarray  # the first valid replica after R[0]
+    any_acceptable: np.ndarray
+    first_acceptable: np.ndarray
+    k0_in_r: np.ndarray  # the LastKnownElr member is a replica
+    k0_acceptable: np.ndarray
+
+
+def _b3_election(c: _Candidates, PL, k0, pkl, ctx: Context):
+    """B3 (§2.3): (new leader, unclean?, is the last known leader's acceptability known?)."""
+    trig = ctx.trigger
+    # a last known leader that is not a replica: its acceptability needs the broker table
+    lkl_known = ~((pkl == 1) & ~c.k0_in_r & ctx.check_lkl)
+    # step 3: the single last-known leader (LastKnownElr stored as a list of one)
+    lkl_ok = ctx.elr_on & c.ti_empty & c.elr_empty & (pkl == 1) & (~ctx.check_lkl | c.k0_acceptable)
+    # ONLINE / UNCLEAN order
+    online = np.where(c.keep, PL, c.first_valid)
+    lkl_used = (online == NO_LEADER) & lkl_ok
+    online = np.where(lkl_used, k0, online)
+    unclean_used = (online == NO_LEADER) & (trig == UNCLEAN_ELECTION) & c.any_acceptable
+    online = np.where(unclean_used, c.first_acceptable, online)
+    # PREFERRED order (never step 4)
+    pref = np.where(c.r0_valid, c.r0, np.where(c.keep, PL, c.rest_valid))
+    pref_lkl = (pref == NO_LEADER) & lkl_ok
+    pref = np.where(pref_lkl, k0, pref)
+    preferred = trig == PREFERRED_ELECTION
+    return np.where(preferred, pref, online), np.where(preferred, pref_lkl, lkl_used | unclean_used), lkl_known
+
+
+@dataclass
+class _Change:
+    """The fields the builder writes (``*_w``: written?); the ISR and ELR in the representation of the
+    sets."""
+
+    leader_w: np.ndarray
+    leader_v: np.ndarray  # -2 where not written
+    isr_w: np.ndarray
+    isr_l: np.ndarray
+    lrs_w: np.ndarray
+    lrs_v: np.ndarray  # -1 where not written
+    isr_v: object = None
+    elr: object = None
+    elr_w: np.ndarray | None = None
+    lke_leader: np.ndarray | None = None  # lastKnownElr := [P.L]
+    lke_cleared: np.ndarray | None = None  # lastKnownElr := []
+
+
+def _b4_apply_election(node, unclean, PL, plrs, mv) -> _Change:
+    """B4, the fields written; the ELR winner's move into the ISR is the sets' ``b4_leader_from_elr``."""
+    changed = node != PL
+    isr_w = changed & unclean
+    lrs_w = isr_w & (plrs != RECOVERING) & (mv >= MV_3_2_IV0)
+    return _Change(leader_w=changed, leader_v=np.where(changed, node, -2), isr_w=isr_w,
+                   isr_l=isr_w.astype(np.int32), lrs_w=lrs_w,
+                   lrs_v=np.where(lrs_w, np.int32(RECOVERING), np.int32(-1)))
+
+
+def _b7_writes(isr_w, TI_len, elr_on, differs) -> np.ndarray:
+    # with ELR off an empty target ISR is never written: the last member stays
+    return ~isr_w & ((TI_len > 0) | elr_on) & differs
+
+
+def _b8_old_mv_shrink_bump(ch: _Change, shrinks, PL, mv) -> None:
+    b8 = (mv < MV_3_6_IV0) & ~ch.leader_w & shrinks
+    ch.leader_v = np.where(b8, PL, ch.leader_v)
+    ch.leader_w = ch.leader_w | b8
+
+
+def _b9_last_known_elr(ch: _Change, PL, k0, pkl, elr_on) -> None:
+    """B9 in production mode (the last known leader)."""
+    pk_is_pl = (pkl == 1) & (k0 == PL)
+    ch.lke_leader = elr_on & ch.isr_w & (ch.isr_l == 0) & ~pk_is_pl
+    ch.lke_cleared = elr_on & ~ch.lke_leader & (pkl > 0) & (
+        (ch.leader_w & (ch.leader_v >= 0)) | ((PL != NO_LEADER) & ~(ch.leader_w & (ch.leader_v == NO_LEADER))))
+
+
+def _b10_recovery_state(ch: _Change, target_lrs, plrs) -> None:
+    """The part of B10 this path models: the recovery state the leader requests (overrides B4)."""
+    b10 = target_lrs != plrs
+    ch.lrs_v = np.where(b10, target_lrs, ch.lrs_v)
+    ch.lrs_w = ch.lrs_w | b10
+
+
+def _as_recorded(S, ch: _Change, before: dict, rec: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(the recomputed change equals the recorded one, the recorded ELR is within the replicas)."""
+    ok = rec["leader"] == np.where(ch.leader_w, ch.leader_v, -2)
+    ok &= rec["isr_valid"] == ch.isr_w
+    ok &= ~ch.isr_w | S.isr_as_recorded(rec, ch)
+    # ELR as sets over replica positions; a written ELR equal to the current one (non-empty) is a
+    # re-ordering Kafka may emit: treated as not written, as the scalar reference does
+    same_as_before, same_as_new, rec_elr_known = S.elr_as_recorded(rec, ch.elr)
+    rec_elr_w = rec["elr_valid"] & ~(same_as_before & (before["elr_len"] > 0))
+    ok &= rec_elr_w == ch.elr_w
+    ok &= ~ch.elr_w | same_as_new
+    # LastKnownElr: [P.L] or []
+    ok &= rec["lke_valid"] == (ch.lke_leader | ch.lke_cleared)
+    ok &= ~ch.lke_leader | ((rec["lke_len"] == 1) & (rec["lke"][:, 0] == before["leader"]))
+    ok &= ~ch.lke_cleared | (rec["lke_len"] == 0)
+    ok &= rec["lrs"] == np.where(ch.lrs_w, ch.lrs_v, np.int32(-1))  # -1 on both sides: not written
+    return ok, rec_elr_known
+
+
+class _BitSets:
+    """The state before each record with sets of replica positions as bitmasks (bit j = position j)
+    and ordered lists (the ISR) as one column per position."""
+
+    def __init__(self, before: dict):
+        self.pos = pos = _Positions(before["replicas"])
+        self.n, self.w = pos.n, pos.w
+        self.wi = max(pos.w, before["isr"].shape[1])  # ISR columns
+        self.PI = _columns(before["isr"], self.wi)
+        self.PE = _members(before["elr"])
+        self.pil, self.PL, self.k0 = before["isr_len"], before["leader"], before["lke"][:, 0]
+        self.present = pos.pack(pos.present)
+        self.inPI = pos.within(self.PI)
+        self.inPE = pos.within(self.PE)
+
+    def state_modelled(self) -> np.ndarray:
+        """ISR and ELR members are replicas."""
+        return self.pos.subset(self.PE) & self.pos.subset(self.PI)
+
+    def target_isr(self, t: _TriggerInputs, rec: dict, ctx: Context):
+        TI = _without(self.PI, ctx.broker, t.fence_like)
+        if t.isr_given.any():
+            TI = [np.where(t.isr_given, x, c) for x, c in zip(_columns(rec["isr"], self.wi), TI)]
+        return TI, _count_present(TI)
+
+    def b2_elr_target(self, TI, TI_len, U, ctx: Context):
+        pos = self.pos
+        inTI = pos.within(TI)
+        below = (self.inPE | self.inPI) & ~inTI & ~pos.eq(U) & self.present
+        return np.where(ctx.elr_on, np.where(TI_len >= ctx.min_isr, pos.none, below), self.inPE), inTI
+
+    def b3_candidates(self, TI_len, inTI, E, t: _TriggerInputs, ctx: Context) -> _Candidates:
+        pos, zero = self.pos, self.pos.none
+        acc = pos.pack([np.asarray(ctx.active[:, j], bool) for j in range(self.w)]) & self.present
+        eqB = pos.eq(ctx.broker)
+        acc &= ~np.where(t.fence_like, eqB, zero)
+        acc |= np.where(ctx.trigger == UNFENCE, eqB, zero)
+        ti_empty = TI_len == 0
+        valid = acc & (inTI | np.where(ti_empty, E, zero))
+        eqPL = pos.eq(self.PL)
+        eqK = pos.eq(self.k0)
+        k0_in_r = eqK != 0
+        return _Candidates(
+            ti_empty=ti_empty, elr_empty=E == 0,
+            keep=(eqPL != 0) & (self.PL >= 0) & ((valid & _lowest(eqPL)) != 0),
+            first_valid=pos.at(_lowest(valid), NO_LEADER),
+            r0_valid=(valid & pos.dt(1)) != 0, r0=pos.r[0],
+            rest_valid=pos.at(_lowest(valid & ~pos.dt(1)), NO_LEADER) if self.w > 1 else np.full(self.n, NO_LEADER),
+            any_acceptable=acc != 0, first_acceptable=pos.at(_lowest(acc), NO_LEADER),
+            k0_in_r=k0_in_r, k0_acceptable=k0_in_r & ((acc & _lowest(eqK)) != 0))
+
+    def b4_leader_from_elr(self, node, changed, TI, TI_len, E):
+        """An ELR winner becomes the sole ISR member and leaves the ELR."""
+        eqN = self.pos.eq(node)
+        from_elr = changed & ((E & _lowest(eqN)) != 0)
+        if from_elr.any():
+            TI = [np.where(from_elr, node if j == 0 else -1, c) for j, c in enumerate(TI)]
+            TI_len = np.where(from_elr, 1, TI_len)
+            E = E & ~np.where(from_elr, eqN, self.pos.none)
+        return TI, TI_len, E
+
+    def single_isr(self, node, where):
+        """isr := [node] where ``where`` (B4's unclean election), else empty."""
+        return [np.where(where, node, -1)] + [np.full(self.n, -1, np.int32)] * (self.wi - 1)
+
+    def b6_elr_field(self, E, clear):
+        E = np.where(clear, self.pos.none, E)
+        return E, E != self.inPE
+
+    def b7_isr_field(self, ch: _Change, TI, TI_len, elr_on) -> None:
+        differs = TI_len != self.pil
+        for c, p in zip(TI, self.PI):
+            differs |= c != p
+        b7 = _b7_writes(ch.isr_w, TI_len, elr_on, differs)
+        ch.isr_v = [np.where(b7, c, v) for c, v in zip(TI, ch.isr_v)]
+        ch.isr_l = np.where(b7, TI_len, ch.isr_l)
+        ch.isr_w = ch.isr_w | b7
+
+    def shrinks(self, TI) -> np.ndarray:
+        """The target ISR misses a member of the ISR (B8)."""
+        out = np.zeros(self.n, bool)
+        for p in self.PI:
+            out |= (p >= 0) & ~_any_eq(p, TI)
+        return out
+
+    def isr_as_recorded(self, rec: dict, ch: _Change) -> np.ndarray:
+        ok = rec["isr_len"] == ch.isr_l
+        for x, v in zip(_columns(rec["isr"], self.wi), ch.isr_v):
+            ok &= x == v
+        return ok
+
+    def elr_as_recorded(self, rec: dict, E):
+        """(recorded ELR as a set == the current ELR, == E, every member a replica)."""
+        RE = _members(rec["elr"])
+        mask = self.pos.within(RE)
+        return mask == self.inPE, mask == E, self.pos.subset(RE)
+
+
+class _MatrixSets:
+    """The state before each record with sets of replica positions as (n x w) boolean matrices and
+    ordered lists (the ISR) as padded matrices."""
+
+    def __init__(self, before: dict):
+        self.R = R = before["replicas"]
+        self.n, self.w = R.shape
+        self.rows = np.arange(self.n)
+        self.PI, self.pil, self.PE = before["isr"], before["isr_len"], before["elr"]
+        self.PL, self.k0 = before["leader"], before["lke"][:, 0]
+        self.inPI = in_rows(R, self.PI)
+        self.inPE = in_rows(R, self.PE)
+
+    def state_modelled(self) -> np.ndarray:
+        """ISR and ELR members are replicas."""
+        elr_in_r = (in_rows(self.PE, self.R) | (self.PE < 0)).all(axis=1)
+        isr_in_r = (in_rows(self.PI, self.R) | (self.PI < 0)).all(axis=1)
+        return elr_in_r & isr_in_r
+
+    def target_isr(self, t: _TriggerInputs, rec: dict, ctx: Context):
+        PI, B = self.PI, ctx.broker
+        TI = np.where(t.fence_like[:, None], compact(PI, (PI != B[:, None]) & (PI >= 0)), PI)
+        TI = np.where(t.isr_given[:, None], _fit(rec["isr"], self.w), TI)
+        return TI, (TI >= 0).sum(axis=1)
+
+    def b2_elr_target(self, TI, TI_len, U, ctx: Context):
+        R = self.R
+        inTI = in_rows(R, TI)
+        below = (self.inPE | self.inPI) & ~inTI & (R != U[:, None]) & (R >= 0)
+        return np.where(ctx.elr_on[:, None], np.where((TI_len >= ctx.min_isr)[:, None], False, below), self.inPE), inTI
+
+    def b3_candidates(self, TI_len, inTI, E, t: _TriggerInputs, ctx: Context) -> _Candidates:
+        R, rows, B = self.R, self.rows, ctx.broker
+        acc = ctx.active & (R >= 0)
+        acc &= ~(t.fence_like[:, None] & (R == B[:, None]))
+        acc |= (ctx.trigger == UNFENCE)[:, None] & (R == B[:, None])
+        ti_empty = TI_len == 0
+        valid = acc & (inTI | (ti_empty[:, None] & E))
+        posL, hasL = first_true(R == self.PL[:, None])
+        fv, any_v = first_true(valid)
+        fa, any_a = first_true(acc)
+        pk_in_r, k0_in_r = first_true(R == self.k0[:, None])
+        if self.w > 1:
+            rest_v, any_rest = first_true(valid[:, 1:])
+            rest = np.where(any_rest, R[rows, 1 + rest_v], NO_LEADER)
+        else:
+            rest = np.full(self.n, NO_LEADER)
+        return _Candidates(
+            ti_empty=ti_empty, elr_empty=~E.any(axis=1),
+            keep=hasL & (self.PL >= 0) & valid[rows, posL],
+            first_valid=np.where(any_v, R[rows, fv], NO_LEADER),
+            r0_valid=valid[:, 0], r0=R[:, 0], rest_valid=rest,
+            any_acceptable=any_a, first_acceptable=np.where(any_a, R[rows, fa], NO_LEADER),
+            k0_in_r=k0_in_r, k0_acceptable=k0_in_r & acc[rows, pk_in_r])
+
+    def b4_leader_from_elr(self, node, changed, TI, TI_len, E):
+        """An ELR winner becomes the sole ISR member and leaves the ELR."""
+        node_pos, node_in_r = first_true(self.R == node[:, None])
+        from_elr = changed & node_in_r & E[self.rows, node_pos]
+        TI = np.where(from_elr[:, None], _single(node, self.w), TI)
+        TI_len = np.where(from_elr, 1, TI_len)
+        E = E & ~(from_elr[:, None] & (self.R == node[:, None]))
+        return TI, TI_len, E
+
+    def single_isr(self, node, where):
+        """isr := [node] where ``where`` (B4's unclean election), else empty."""
+        return np.where(where[:, None], _single(node, self.w), -1)
+
+    def b6_elr_field(self, E, clear):
+        E = np.where(clear[:, None], False, E)
+        return E, (E != self.inPE).any(axis=1)
+
+    def b7_isr_field(self, ch: _Change, TI, TI_len, elr_on) -> None:
+        differs = (TI_len != self.pil) | (TI != self.PI).any(axis=1)
+        b7 = _b7_writes(ch.isr_w, TI_len, elr_on, differs)
+        ch.isr_v = np.where(b7[:, None], TI, ch.isr_v)
+        ch.isr_l = np.where(b7, TI_len, ch.isr_l)
+        ch.isr_w = ch.isr_w | b7
+
+    def shrinks(self, TI) -> np.ndarray:
+        """The target ISR misses a member of the ISR (B8)."""
+        return ~(in_rows(self.PI, TI) | (self.PI < 0)).all(axis=1)
+
+    def isr_as_recorded(self, rec: dict, ch: _Change) -> np.ndarray:
+        return (rec["isr_len"] == ch.isr_l) & (
+            _fit(rec["isr"], self.w) == np.where(ch.isr_w[:, None], ch.isr_v, -1)).all(axis=1)
+
+    def elr_as_recorded(self, rec: dict, E):
+        """(recorded ELR as a set == the current ELR, == E, every member a replica)."""
+        RE = rec["elr"]
+        mask = in_rows(self.R, RE) if RE.shape[1] else np.zeros((self.n, self.w), bool)
+        in_r = (in_rows(RE, self.R) | (RE < 0)).all(axis=1)
+        return (mask == self.inPE).all(axis=1), (mask == E).all(axis=1), in_r
 
 
 def _without(cols: list[np.ndarray], b: np.ndarray, where: np.ndarray) -> list[np.ndarray]:
@@ -395,144 +632,6 @@ def _count_present(cols: list[np.ndarray]) -> np.ndarray:
     for c in cols:
         out += c >= 0
     return out
-
-
-def _recompute_matrix(before: dict, rec: dict, ctx: Context) -> Result:
-    """:func:`recompute` over (n x w) boolean matrices: any replication factor (the bitmask form
-    covers up to 16 replica positions)."""
-    R = before["replicas"]
-    PI, pil = before["isr"], before["isr_len"]
-    PE, pel = before["elr"], before["elr_len"]
-    PK, pkl = before["lke"], before["lke_len"]
-    PL, plrs = before["leader"], before["lrs"]
-    n, w = R.shape
-    trig, B = ctx.trigger, ctx.broker
-    elr_on, mv, m = ctx.elr_on, ctx.mv, ctx.min_isr
-
-    # what this path models
-    modelled = ~rec["other_written"] & (before["adding_len"] == 0) & (before["removing_len"] == 0)
-    elr_in_r = (in_rows(PE, R) | (PE < 0)).all(axis=1)
-    isr_in_r = (in_rows(PI, R) | (PI < 0)).all(axis=1)
-    modelled &= elr_in_r & isr_in_r
-
-    # ---- targets
-    fence_like = (trig == FENCE) | (trig == UNCLEAN_SHUTDOWN)
-    TI = np.where(fence_like[:, None], compact(PI, (PI != B[:, None]) & (PI >= 0)), PI)
-    rec_isr_given = (trig == ALTER) & rec["isr_valid"]
-    TI = np.where(rec_isr_given[:, None], _fit(rec["isr"], w), TI)
-    TI_len = (TI >= 0).sum(axis=1)
-    modelled &= ~(rec_isr_given & (rec["isr_len"] > w))
-    U = np.where(trig == UNCLEAN_SHUTDOWN, B, -1)
-    t_lrs = np.where((trig == ALTER) & (rec["lrs"] != -1), rec["lrs"], plrs)
-
-    # ---- B2 ELR target (as a mask over replica positions)
-    inPI = in_rows(R, PI)
-    inPE = in_rows(R, PE)
-    inTI = in_rows(R, TI)
-    below = (inPE | inPI) & ~inTI & (R != U[:, None]) & (R >= 0)
-    E = np.where(elr_on[:, None], np.where((TI_len >= m)[:, None], False, below), inPE)
-
-    # ---- B3 election
-    acc = ctx.active & (R >= 0)
-    acc &= ~(fence_like[:, None] & (R == B[:, None]))
-    acc |= (trig == UNFENCE)[:, None] & (R == B[:, None])
-    TI_empty = TI_len == 0
-    valid = acc & (inTI | (TI_empty[:, None] & E))
-    posL, hasL = first_true(R == PL[:, None])
-    keep = hasL & (PL >= 0) & valid[np.arange(n), posL]
-    fv, any_v = first_true(valid)
-    first_valid = np.where(any_v, R[np.arange(n), fv], NO_LEADER)
-    # step 3: the single last-known leader (LastKnownElr stored as a list of one)
-    k0 = PK[:, 0]
-    pk_in_r, pk_has = first_true(R == k0[:, None])
-    k0_acc = pk_has & acc[np.arange(n), pk_in_r]
-    modelled &= ~((pkl == 1) & ~pk_has & ctx.check_lkl)  # its acceptability needs the broker table
-    lkl_ok = elr_on & TI_empty & ~E.any(axis=1) & (pkl == 1) & (~ctx.check_lkl | k0_acc)
-    fa, any_a = first_true(acc)
-    first_acc = np.where(any_a, R[np.arange(n), fa], NO_LEADER)
-
-    preferred = trig == PREFERRED_ELECTION
-    unclean_mode = trig == UNCLEAN_ELECTION
-    r0_valid = valid[:, 0]
-    rest_v, any_rest = first_true(valid[:, 1:]) if w > 1 else (np.zeros(n, int), np.zeros(n, bool))
-    node = np.full(n, NO_LEADER, np.int64)
-    unclean = np.zeros(n, bool)
-    # ONLINE / UNCLEAN order
-    online_node = np.where(keep, PL, np.where(any_v, first_valid, NO_LEADER))
-    lkl_used = (online_node == NO_LEADER) & lkl_ok
-    online_node = np.where(lkl_used, k0, online_node)
-    unc_used = (online_node == NO_LEADER) & unclean_mode & any_a
-    online_node = np.where(unc_used, first_acc, online_node)
-    # PREFERRED order
-    pref_node = np.where(r0_valid, R[:, 0], np.where(keep, PL, np.where(
-        any_rest, R[np.arange(n), 1 + rest_v] if w > 1 else NO_LEADER, NO_LEADER)))
-    pref_lkl = (pref_node == NO_LEADER) & lkl_ok
-    pref_node = np.where(pref_lkl, k0, pref_node)
-    node = np.where(preferred, pref_node, online_node)
-    unclean = np.where(preferred, pref_lkl, lkl_used | unc_used)
-
-    # ---- B4 apply the election
-    changed = node != PL
-    node_pos, node_in_r = first_true(R == node[:, None])
-    from_elr = changed & node_in_r & E[np.arange(n), node_pos]
-    TI = np.where(from_elr[:, None], _single(node, w), TI)
-    TI_len = np.where(from_elr, 1, TI_len)
-    E = E & ~(from_elr[:, None] & (R == node[:, None]))
-    leader_w = changed
-    leader_v = np.where(changed, node, -2)
-    isr_w = changed & unclean
-    isr_v = np.where(isr_w[:, None], _single(node, w), -1)
-    isr_l = np.where(isr_w, 1, 0)
-    lrs_w = isr_w & (plrs != RECOVERING) & (mv >= MV_3_2_IV0)
-    lrs_v = np.where(lrs_w, RECOVERING, -1)
-
-    # ---- B6 ELR field (as sets)
-    E = np.where((isr_w | ~elr_on)[:, None], False, E)
-    elr_w = (E != inPE).any(axis=1)
-
-    # ---- B7 ISR field
-    differs = (TI_len != pil) | (TI != PI).any(axis=1)
-    b7 = ~isr_w & ((TI_len > 0) | elr_on) & differs
-    isr_v = np.where(b7[:, None], TI, isr_v)
-    isr_l = np.where(b7, TI_len, isr_l)
-    isr_w = isr_w | b7
-
-    # ---- B8 old-MV shrink bump
-    shrink = ~(in_rows(PI, TI) | (PI < 0)).all(axis=1)
-    b8 = (mv < MV_3_6_IV0) & ~leader_w & shrink
-    leader_v = np.where(b8, PL, leader_v)
-    leader_w = leader_w | b8
-
-    # ---- B9 LastKnownElr (the last known leader)
-    pk_is_pl = (pkl == 1) & (k0 == PL)
-    lke_a = elr_on & isr_w & (isr_l == 0) & ~pk_is_pl
-    lke_b = elr_on & ~lke_a & (pkl > 0) & ((leader_w & (leader_v >= 0)) | ((PL != NO_LEADER) & ~(leader_w & (leader_v == NO_LEADER))))
-
-    # ---- B10 leader recovery state requested by the leader
-    b10 = t_lrs != plrs
-    lrs_v = np.where(b10, t_lrs, lrs_v)
-    lrs_w = lrs_w | b10
-
-    # ---- compare with the record
-    ok = (np.where(rec["leader"] != -2, rec["leader"], -2) == np.where(leader_w, leader_v, -2))
-    rec_isr_w = rec["isr_valid"]
-    ok &= rec_isr_w == isr_w
-    ok &= ~isr_w | ((rec["isr_len"] == isr_l) & (_fit(rec["isr"], w) == np.where(isr_w[:, None], isr_v, -1)).all(axis=1))
-    # ELR: compare as sets over replica positions; a written ELR equal to the current one (non-empty)
-    # is a re-ordering Kafka may emit: treated as not written, as the scalar reference does
-    rec_elr_mask = in_rows(R, rec["elr"]) if rec["elr"].shape[1] else np.zeros((n, w), bool)
-    rec_elr_in_r = (in_rows(rec["elr"], R) | (rec["elr"] < 0)).all(axis=1)
-    modelled &= rec_elr_in_r
-    rec_elr_w = rec["elr_valid"] & ~((rec_elr_mask == inPE).all(axis=1) & (pel > 0))
-    ok &= rec_elr_w == elr_w
-    ok &= ~elr_w | (rec_elr_mask == E).all(axis=1)
-    # LastKnownElr: [PL] or []
-    rec_lke_w = rec["lke_valid"]
-    ok &= rec_lke_w == (lke_a | lke_b)
-    ok &= ~lke_a | ((rec["lke_len"] == 1) & (rec["lke"][:, 0] == PL))
-    ok &= ~lke_b | (rec["lke_len"] == 0)
-    ok &= np.where(rec["lrs"] != -1, rec["lrs"], -1) == np.where(lrs_w, lrs_v, -1)
-    return Result(matched=ok & modelled, modelled=modelled)
 
 
 def _fit(mat: np.ndarray, w: int) -> np.ndarray:
