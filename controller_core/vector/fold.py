@@ -49,6 +49,7 @@ Pure NumPy/Arrow; never imports Spark.
 from __future__ import annotations
 
 import time
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -85,6 +86,7 @@ LISTS = ("isr", "replicas", "removing_replicas", "adding_replicas", "eligible_le
 BIT = {"isr": 1, "leader": 2, "replicas": 4, "removing_replicas": 8, "adding_replicas": 16,
        "leader_recovery_state": 32, "directories": 64, "eligible_leader_replicas": 128, "last_known_elr": 256}
 ALL_FIELDS = 511
+ELR_BITS = BIT["eligible_leader_replicas"] | BIT["last_known_elr"]
 KIND_SHIFT = 9
 NO_LRS_CHANGE = -1
 _MAX_CHUNK_BYTES = (1 << 31) - 1  # int32 offsets of a string array
@@ -229,8 +231,9 @@ class _Output:
     """The output rows (a selection of the sorted events) and, per field source, its runs: output rows
     whose value comes from the same event.  Fields written only by PartitionRecords share one source."""
 
-    def __init__(self, out: np.ndarray | None, valid: np.ndarray, row_s: np.ndarray):
-        self.out, self.valid, self.row_s = out, valid, row_s
+    def __init__(self, out: np.ndarray | None, live: np.ndarray, row_s: np.ndarray):
+        self.out, self.row_s = out, row_s
+        self.valid = self.sel(live)  # the state exists (is not null) in live segments only
         self._runs: dict[int, tuple] = {}
 
     def sel(self, v: np.ndarray) -> np.ndarray:
@@ -417,270 +420,61 @@ def fold_partitions(table: pa.Table, *, dictionary_strings: bool = False, timing
     dictionary-encode them again anyway.  ``timings``, if given, receives the CPU seconds of each step.
     """
     clock = _Clock(timings)
-    n = table.num_rows
-    if n == 0:
+    if table.num_rows == 0:
         return _empty(dictionary_strings)
-    offset = _raw(table.column("offset"), np.int64)
-    if (offset[1:] < offset[:-1]).any():
-        order = np.argsort(offset, kind="stable")
-        table = table.take(from_numpy(order))
-        offset = _raw(table.column("offset"), np.int64)
+    table, offset = _in_offset_order(table)
     rtype = _record_types(table.column("record_type"))
-    is_p = rtype == P
-    is_c = rtype == C
-    rel = np.flatnonzero(is_p | is_c)
+    rel = _partition_record_rows(rtype)
     if not len(rel):
         return _empty(dictionary_strings)
-
     clock("record types")
 
-    # ---- keys: (topic code, partition id)
-    tenc = pc.dictionary_encode(_array(table.column("topic_id")))
-    tcode_all = _raw(tenc.indices, np.int32)
-    tcodes = tcode_all[rel].astype(np.int64)
-    pid_all = _raw(table.column("partition_id"), np.int32)
-    pid = pid_all[rel].astype(np.int64)
-    pmin = int(pid.min())
-    width = int(pid.max()) - pmin + 1
-    key = tcodes * width + (pid - pmin)
-
+    keys, key = _partition_keys(table, rel)
     clock("partition keys")
 
-    # ---- which fields each record writes (§1.3 "unchanged" encodings)
-    cols = {f: _Lists(table.column(f)) for f in LISTS}
-    leader_in = _raw(table.column("leader"), np.int32)
-    lrs_in = _raw(table.column("leader_recovery_state"), np.int8)
-    dir_col = _array(table.column("directories"))
-    dir_enc = pc.dictionary_encode(dir_col.values) if len(dir_col.values) else pa.array([], pa.string()).dictionary_encode()
-    dir_dict = dir_enc.dictionary
-    found = pc.index(dir_dict, MIGRATING).as_py()
-    if found < 0:
-        dir_dict = pa.concat_arrays([dir_dict, pa.array([MIGRATING], pa.string())])
-        found = len(dir_dict) - 1
-    mig = found
-    dcodes = np.asarray(dir_enc.indices.to_numpy(zero_copy_only=False), np.int32) if len(dir_col.values) else \
-        np.zeros(0, np.int32)
-    dirs = _Lists(dir_col, values=dcodes)
-
-    rel_c = is_c[rel]
-    p_rows = np.flatnonzero(~rel_c)
-    if n < 2**31 - 1:
-        rel = rel.astype(np.int32)  # PartitionRecords, as indices into rel
-    wm = np.where(rel_c, np.uint16(C << KIND_SHIFT), np.uint16(ALL_FIELDS | (P << KIND_SHIFT)))
-    written_by_changes = 0
-    writes = dict.fromkeys(BIT, len(p_rows))  # events writing each field (decides runs vs direct gathers)
-    p_bits = from_numpy(is_p)
-    for f, col in [(f, cols[f]) for f in LISTS] + [("directories", dirs)]:
-        if col.n_valid == 0:
-            continue  # no record writes it (the PartitionRecords' null means [])
-        # non-null values outside PartitionRecords are change records writing the field (bronze: other
-        # record types leave partition columns null); counted on the validity bitmap
-        p_valid = len(p_rows) if col.arr.null_count == 0 else \
-            int(pc.sum(pc.and_(col.arr.is_valid(), p_bits)).as_py() or 0)
-        if p_valid == len(p_rows) and f not in ("eligible_leader_replicas", "last_known_elr"):
-            col.mask_nulls = False  # values come from PartitionRecords (non-null) or from changes that wrote it
-        if col.n_valid == p_valid:
-            continue
-        w = rel_c if col.valid is None else col.valid[rel] & rel_c
-        nw = int(np.count_nonzero(w))
-        if nw:
-            wm |= w.astype(np.uint16) * np.uint16(BIT[f])
-            written_by_changes |= BIT[f]
-            writes[f] += nw
-    for f, w in (("leader", leader_in[rel] != LEADER_UNCHANGED), ("leader_recovery_state", lrs_in[rel] != NO_LRS_CHANGE)):
-        w &= rel_c
-        nw = int(np.count_nonzero(w))
-        if nw:
-            wm |= w.astype(np.uint16) * np.uint16(BIT[f])
-            written_by_changes |= BIT[f]
-            writes[f] += nw
-
+    cols = _StateColumns(table)
+    rel_c = rtype[rel] == C
+    mask, changed, writes = _write_masks(cols, rel, rel_c, rtype == P)
     clock("write masks")
 
-    # ---- synthetic events: tombstones (RemoveTopic) and ClearElr candidates
-    syn_key, syn_pos, syn_mask = [], [], []
-    rem = np.flatnonzero(rtype == T)
-    if len(rem):
-        ukeys, ufirst = _first_by_key(key[p_rows], rel[p_rows])
-        rtopic = np.where(_valid(_array(tenc.indices))[rem], tcode_all[rem], -2).astype(np.int64)
-        k, pos = _expand(ukeys, ufirst, width, rem, rtopic)
-        syn_key.append(k); syn_pos.append(pos); syn_mask.append(np.full(len(k), T << KIND_SHIFT, np.uint16))
-    clr = np.flatnonzero(rtype == X)
-    if len(clr):
-        elr_any = (cols["eligible_leader_replicas"].lens(rel) > 0) | (cols["last_known_elr"].lens(rel) > 0)
-        ukeys, ufirst = _first_by_key(key[elr_any], rel[elr_any])
-        k, pos = _expand(ukeys, ufirst, width, clr, _clear_elr_topics(table, rtype, tcode_all, clr))
-        syn_key.append(k); syn_pos.append(pos)
-        syn_mask.append(np.full(len(k), (X << KIND_SHIFT) | BIT["eligible_leader_replicas"] | BIT["last_known_elr"],
-                                np.uint16))
-        written_by_changes |= BIT["eligible_leader_replicas"] | BIT["last_known_elr"]
-
-    # ---- all events in log order (seq), then sorted by (partition, seq)
-    R = len(rel)
-    S = sum(len(k) for k in syn_key)
-    if S:
-        skey, spos, smask = (np.concatenate(a) for a in (syn_key, syn_pos, syn_mask))
-        o = np.argsort(spos, kind="stable")
-        skey, spos, smask = skey[o], spos[o], smask[o]
-        ins = np.searchsorted(rel, spos)
-        seq_syn = ins + np.arange(S)
-        seq_real = np.arange(R) + np.cumsum(np.bincount(ins, minlength=R + 1))[:R]
-        E = R + S
-        ekey = np.empty(E, np.int64); ekey[seq_real] = key; ekey[seq_syn] = skey
-        erow = np.empty(E, rel.dtype); erow[seq_real] = rel; erow[seq_syn] = spos
-        emask = np.empty(E, np.uint16); emask[seq_real] = wm; emask[seq_syn] = smask
-    else:
-        E, ekey, erow, emask = R, key, rel, wm
+    synthetic, synthetic_writes = _synthetic_events(table, rtype, keys, key, cols, rel, rel_c)
+    changed |= synthetic_writes
+    key, row, mask = _log_order(key, rel, mask, synthetic)
     clock("tombstone and ClearElr events")
-    sb = max(int(E).bit_length(), 1)
-    if int(ekey.max()).bit_length() + sb <= 63:
-        packed = (ekey << sb) | np.arange(E, dtype=np.int64)
-        packed.sort()
-        perm = packed & ((1 << sb) - 1)
-        key_s = packed >> sb
-        del packed
-    else:
-        perm = np.lexsort((np.arange(E), ekey))
-        key_s = ekey[perm]
-    row_s = erow[perm]
-    mask_s = emask[perm]
-    del perm, ekey, erow, emask, key, wm
-    kind_s = (mask_s >> KIND_SHIFT).astype(np.int8)
-    is_P, is_C, is_T, is_X = (kind_s == P), (kind_s == C), (kind_s == T), (kind_s == X)
-
+    ev = _sort_by_partition(key, row, mask, synthetic=len(row) > len(rel))
+    del key, row, mask, synthetic  # as large as the sorted events: not kept through the steps below
     clock("sort by partition")
 
-    # ---- segments: a P or a T (or a partition's first event) starts one; live iff started by a P
-    keystart = np.empty(E, bool)
-    keystart[0] = True
-    np.not_equal(key_s[1:], key_s[:-1], out=keystart[1:])
-    barrier = _last_true(is_P | is_T | keystart if S else is_P | keystart)
-    live = is_P[barrier]
-
-    # ---- forward fill: the event that last wrote each field
-    def source(bit: int) -> np.ndarray:
-        if not written_by_changes & bit:
-            return barrier  # only PartitionRecords write it
-        return _last_true((mask_s & bit) != 0)
-
-    src = {f: source(b) for f, b in BIT.items()}
-
+    seg = _segments(ev)
+    src = _last_writers(ev, seg, changed)
     clock("segments and forward fill")
 
-    # ---- ClearElr candidates apply only if ELR or LastKnownElr is non-empty just before them
-    keep = None
-    x_applies = None
-    if S and is_X.any():
-        x_applies = np.zeros(E, bool)
-        xs = np.flatnonzero(is_X)
-        before = xs - 1
-        prev_elr = cols["eligible_leader_replicas"].lens(row_s[src["eligible_leader_replicas"][before]]) > 0
-        prev_lke = cols["last_known_elr"].lens(row_s[src["last_known_elr"][before]]) > 0
-        x_applies[xs] = live[xs] & (prev_elr | prev_lke)
-        keep = ~is_X | x_applies
-    if S and is_T.any():
-        ts = np.flatnonzero(is_T)
-        eff = (ts > 0) & ~keystart[ts] & live[np.maximum(ts - 1, 0)]
-        drop_t = np.zeros(E, bool)
-        drop_t[ts[~eff]] = True
-        keep = ~drop_t if keep is None else keep & ~drop_t
-
-    # ---- epochs (§1.3-1: PE +1 per change; LE +1 per leader field != -2)
-    p_at = np.flatnonzero(is_P)
-    le_in = _raw(table.column("leader_epoch"), np.int32)
-    pe_in = _raw(table.column("partition_epoch"), np.int32)
-    base = np.zeros(E, np.int32)
-    base[p_at] = le_in[row_s[p_at]]
-    bumps = np.cumsum(is_C & ((mask_s & BIT["leader"]) != 0), dtype=np.int32)
-    leader_epoch = base[barrier]
-    leader_epoch += bumps
-    leader_epoch -= bumps[barrier]
-    base[p_at] = pe_in[row_s[p_at]]
-    bumps = np.cumsum(is_C if x_applies is None else is_C | x_applies, dtype=np.int32)
-    partition_epoch = base[barrier]
-    partition_epoch += bumps
-    partition_epoch -= bumps[barrier]
-    del base, bumps, p_at
-
+    x_applies = _clear_elr_applies(ev, seg, src, cols)
+    keep = _rows_kept(ev, seg, x_applies)
+    leader_epoch, partition_epoch = _epochs(table, ev, seg, x_applies)
     clock("ClearElr check and epochs")
 
-    # ---- directories (§1.2-4 and state.merge): explicit list, or MIGRATING x len(replicas)
-    cs = np.zeros(len(dcodes) + 1, np.int64)
-    np.cumsum(dcodes != mig, out=cs[1:])
-
-    def has_real(rows):  # the row's directories hold a non-MIGRATING id
-        starts, lens = dirs.starts_lens(rows)
-        return (cs[starts + lens] - cs[starts]) > 0
-
-    a = src["directories"]
-    reset = None
-    if written_by_changes & BIT["replicas"]:
-        # a replicas-only change whose length differs from an explicit list resets it to MIGRATING
-        b = np.flatnonzero(((mask_s & BIT["replicas"]) != 0) & ((mask_s & BIT["directories"]) == 0))
-        ab = row_s[a[b]]
-        mism = b[has_real(ab) & (cols["replicas"].lens(row_s[b]) != dirs.lens(ab))]
-        if len(mism):
-            flag = np.zeros(E, bool)
-            flag[mism] = True
-            reset = _last_true(flag) > a
-
-    # ---- output rows
-    out = None
-    if keep is not None and not keep.all():
-        out = np.flatnonzero(keep)
-    o = _Output(out, None, row_s)
-    key_o, row_o, kind_o, live_o = o.sel(key_s), o.sel(row_s), o.sel(kind_s), o.sel(live)
-    o.valid = live_o
-    m = len(key_o)
-    orphan = (kind_o == C) & ~live_o
+    reset = _directory_resets(ev, cols, src["directories"], changed)
+    o, key_o, kind_o, row_o = _output_rows(ev, seg, keep)
+    dense = {f: 2 * k > len(ev.key) for f, k in writes.items()}  # most events write it: gather per row
+    del ev, seg
+    orphan = (kind_o == C) & ~o.valid
     deleted = kind_o == T
     offset_o = offset[row_o]
-    del key_s, kind_s, is_P, is_C, is_T, is_X, keystart
-
-    # valid_to_offset: the next non-orphan row of the same partition
-    valid_to = np.zeros(m, np.int64)
-    has_next = np.zeros(m, bool)
-    chain = np.flatnonzero(~orphan) if orphan.any() else None
-    ck = key_o if chain is None else key_o[chain]
-    co = offset_o if chain is None else offset_o[chain]
-    nxt = np.zeros(len(ck), bool)
-    np.equal(ck[1:], ck[:-1], out=nxt[:-1])
-    vt = np.zeros(len(ck), np.int64)
-    vt[:-1] = co[1:]
-    if chain is None:
-        valid_to, has_next = vt, nxt
-    else:
-        valid_to[chain], has_next[chain] = vt, nxt
-
+    valid_to, has_next = _valid_to(key_o, offset_o, orphan)
     clock("output rows and valid_to_offset")
 
-    columns: dict[str, pa.Array] = {}
-    tc = key_o // width
-    columns["topic_id"] = _strings(tenc.dictionary, tc, dictionary_strings)
-    columns["partition_id"] = from_numpy((key_o - tc * width + pmin).astype(np.int32))
-    columns["offset"] = from_numpy(offset_o)
-    columns["record_type"] = _strings(pa.array(KIND_NAMES), kind_o, dictionary_strings)
-    del tc, key_o, row_o, kind_o
+    columns = _record_columns(keys, key_o, kind_o, offset_o, dictionary_strings)
+    del key_o, kind_o, row_o
     clock("topic_id, partition_id, offset, record_type")
-    rep_off = None
-    dense = {f: 2 * k > E for f, k in writes.items()}
-    for f in ("replicas", "isr", "removing_replicas", "adding_replicas"):
-        off, vals = o.list_field(cols[f], src[f], dense[f])
-        if f == "replicas":
-            rep_off = off
-        columns[f] = _list_array(off, vals, live_o)
+    replica_columns, replicas_len = _replica_columns(o, cols, src, dense)
+    columns.update(replica_columns)
     clock("replicas, isr, removing, adding")
-    columns["leader"] = from_numpy(o.scalar_field(leader_in, src["leader"], dense["leader"]), live_o)
-    columns["leader_epoch"] = from_numpy(o.sel(leader_epoch), live_o)
-    columns["partition_epoch"] = from_numpy(o.sel(partition_epoch), live_o)
-    columns["leader_recovery_state"] = from_numpy(o.scalar_field(lrs_in, src["leader_recovery_state"]), live_o)
+    columns.update(_leader_columns(o, cols, src, dense, leader_epoch, partition_epoch))
     clock("leader, epochs, recovery state")
-    columns["directories"] = _directories(o, dirs, a, reset, has_real, np.diff(rep_off), mig, dir_dict,
-                                          dictionary_strings)
+    columns["directories"] = _directories(o, cols.dirs, src["directories"], reset, replicas_len, dictionary_strings)
     clock("directories")
-    for f in ("eligible_leader_replicas", "last_known_elr"):
-        off, vals = o.list_field(cols[f], src[f], dense[f])
-        columns[f] = _list_array(off, vals, live_o)
+    columns.update(_elr_columns(o, cols, src, dense))
     columns["valid_to_offset"] = from_numpy(valid_to, has_next)
     columns["deleted"] = from_numpy(deleted)
     columns["orphan"] = from_numpy(orphan)
@@ -689,12 +483,368 @@ def fold_partitions(table: pa.Table, *, dictionary_strings: bool = False, timing
     return result
 
 
-def _directories(o: _Output, dirs: _Lists, a, reset, has_real, rep_len, mig: int, dictionary: pa.Array,
+# ------------------------------------------------------------------- step 1: events from the records
+def _in_offset_order(table: pa.Table) -> tuple[pa.Table, np.ndarray]:
+    """The input and its offsets, stably sorted by offset if it is not in log order already."""
+    offset = _raw(table.column("offset"), np.int64)
+    if (offset[1:] < offset[:-1]).any():
+        table = table.take(from_numpy(np.argsort(offset, kind="stable")))
+        offset = _raw(table.column("offset"), np.int64)
+    return table, offset
+
+
+def _partition_record_rows(rtype: np.ndarray) -> np.ndarray:
+    """Input rows of the PartitionRecords and PartitionChangeRecords (the real events)."""
+    rel = np.flatnonzero((rtype == P) | (rtype == C))
+    # every per-event row index derives from these: int32 halves their memory
+    return rel.astype(np.int32) if len(rtype) < 2**31 - 1 else rel
+
+
+class _PartitionKeys:
+    """How a partition ``(topic_id, partition_id)`` is one int64 key: topic code * width + partition id - pmin,
+    topic codes in order of first appearance, so that sorted keys are in output order."""
+
+    def __init__(self, topics: pa.DictionaryArray, pmin: int, width: int):
+        self.topics = topics.dictionary
+        self.topic_indices = topics.indices
+        self.topic_code = _raw(topics.indices, np.int32)  # per input row
+        self.pmin, self.width = pmin, width
+
+    def topic_at(self, rows: np.ndarray) -> np.ndarray:
+        """Topic code of input rows; -2 where the row names no topic."""
+        return np.where(_valid(_array(self.topic_indices))[rows], self.topic_code[rows], -2).astype(np.int64)
+
+
+def _partition_keys(table: pa.Table, rel: np.ndarray) -> tuple[_PartitionKeys, np.ndarray]:
+    """The key encoding, and the key of each real event."""
+    topics = pc.dictionary_encode(_array(table.column("topic_id")))
+    pid = _raw(table.column("partition_id"), np.int32)[rel].astype(np.int64)
+    pmin = int(pid.min())
+    keys = _PartitionKeys(topics, pmin, int(pid.max()) - pmin + 1)
+    return keys, keys.topic_code[rel].astype(np.int64) * keys.width + (pid - pmin)
+
+
+class _Directories(_Lists):
+    """The directories column as codes into ``dictionary``, which holds MIGRATING (code ``mig``) even when
+    the input never spells it: the fold writes MIGRATING lists of its own (§1.2-4)."""
+
+    def __init__(self, col):
+        arr = _array(col)
+        if len(arr.values):
+            enc = pc.dictionary_encode(arr.values)
+            codes = np.asarray(enc.indices.to_numpy(zero_copy_only=False), np.int32)
+        else:
+            enc, codes = pa.array([], pa.string()).dictionary_encode(), np.zeros(0, np.int32)
+        super().__init__(arr, values=codes)
+        self.dictionary = enc.dictionary
+        self.mig = pc.index(self.dictionary, MIGRATING).as_py()
+        if self.mig < 0:
+            self.dictionary = pa.concat_arrays([self.dictionary, pa.array([MIGRATING], pa.string())])
+            self.mig = len(self.dictionary) - 1
+        self._real_before = None
+
+    def has_real(self, rows: np.ndarray) -> np.ndarray:
+        """Whether each row's list names a directory other than MIGRATING (§1.2-4: an all-MIGRATING list
+        means MIGRATING for every replica, whatever its length)."""
+        if self._real_before is None:  # prefix counts answer "any real id in the range" for every row at once
+            self._real_before = np.zeros(len(self.values) + 1, np.int64)
+            np.cumsum(self.values != self.mig, out=self._real_before[1:])
+        starts, lens = self.starts_lens(rows)
+        return (self._real_before[starts + lens] - self._real_before[starts]) > 0
+
+
+class _StateColumns:
+    """The input's partition state columns (§1.1): lists read lazily, leader and leader recovery state as
+    raw values (their "unchanged" encodings -2 and -1 included), directories as codes."""
+
+    def __init__(self, table: pa.Table):
+        self.lists = {f: _Lists(table.column(f)) for f in LISTS}
+        self.leader = _raw(table.column("leader"), np.int32)
+        self.lrs = _raw(table.column("leader_recovery_state"), np.int8)
+        self.dirs = _Directories(table.column("directories"))
+
+
+def _write_masks(cols: _StateColumns, rel: np.ndarray, rel_c: np.ndarray, is_p: np.ndarray):
+    """Per real event, its kind and one bit per field it writes: a PartitionRecord writes every field (§1.2-1),
+    a change record the fields not in their §1.3 "unchanged" encoding.  Also returns the bits that some
+    change record writes (a field none writes comes from the segment's PartitionRecord) and the number of
+    events writing each field."""
+    n_p = len(rel) - int(np.count_nonzero(rel_c))
+    mask = np.where(rel_c, np.uint16(C << KIND_SHIFT), np.uint16(ALL_FIELDS | (P << KIND_SHIFT)))
+    changed = 0
+    writes = dict.fromkeys(BIT, n_p)  # decides runs vs direct gathers at output
+    for f, w in _change_writes(cols, rel, rel_c, is_p, n_p):
+        nw = int(np.count_nonzero(w))
+        if nw:
+            mask |= w.astype(np.uint16) * np.uint16(BIT[f])
+            changed |= BIT[f]
+            writes[f] += nw
+    return mask, changed, writes
+
+
+def _change_writes(cols: _StateColumns, rel: np.ndarray, rel_c: np.ndarray, is_p: np.ndarray, n_p: int):
+    """(field, which real events are change records writing it): lists unchanged when null, leader when -2
+    (LEADER_UNCHANGED), leader recovery state when -1."""
+    p_bits = from_numpy(is_p)
+    for f, col in [*cols.lists.items(), ("directories", cols.dirs)]:
+        if col.n_valid == 0:
+            continue  # no record writes it (the PartitionRecords' null means [])
+        # non-null values outside PartitionRecords are change records writing the field (bronze: other
+        # record types leave partition columns null); counted on the validity bitmap
+        p_valid = n_p if col.arr.null_count == 0 else int(pc.sum(pc.and_(col.arr.is_valid(), p_bits)).as_py() or 0)
+        # values then come from PartitionRecords (non-null) or from changes that wrote it, so reads can skip
+        # the null test; not for the ELR lists, which a ClearElr event writes from its own (null) row as []
+        if p_valid == n_p and f not in ("eligible_leader_replicas", "last_known_elr"):
+            col.mask_nulls = False
+        if col.n_valid > p_valid:
+            yield f, rel_c if col.valid is None else col.valid[rel] & rel_c
+    yield "leader", (cols.leader[rel] != LEADER_UNCHANGED) & rel_c
+    yield "leader_recovery_state", (cols.lrs[rel] != NO_LRS_CHANGE) & rel_c
+
+
+def _synthetic_events(table: pa.Table, rtype: np.ndarray, keys: _PartitionKeys, key: np.ndarray,
+                      cols: _StateColumns, rel: np.ndarray, rel_c: np.ndarray) -> tuple[list, int]:
+    """The tombstones (T) and ClearElr candidates (X) as [(keys, input rows, masks)], and the field bits
+    they write: a ClearElr writes [] to ELR and LastKnownElr (step 6: whether it applies or not)."""
+    found, writes = [], 0
+    rem = np.flatnonzero(rtype == T)
+    if len(rem):
+        k, pos = _tombstones(keys, key, rel, rel_c, rem)
+        found.append((k, pos, np.full(len(k), T << KIND_SHIFT, np.uint16)))
+    clr = np.flatnonzero(rtype == X)
+    if len(clr):
+        k, pos = _clear_elr_candidates(table, rtype, keys, key, cols, rel, clr)
+        found.append((k, pos, np.full(len(k), (X << KIND_SHIFT) | ELR_BITS, np.uint16)))
+        writes = ELR_BITS
+    return found, writes
+
+
+def _tombstones(keys: _PartitionKeys, key: np.ndarray, rel: np.ndarray, rel_c: np.ndarray, rem: np.ndarray):
+    """(keys, rows) of a T per partition of each RemoveTopicRecord's topic created (first P) before it (§1.4)."""
+    p_rows = np.flatnonzero(~rel_c)
+    ukeys, ufirst = _first_by_key(key[p_rows], rel[p_rows])
+    return _expand(ukeys, ufirst, keys.width, rem, keys.topic_at(rem))
+
+
+def _clear_elr_candidates(table: pa.Table, rtype: np.ndarray, keys: _PartitionKeys, key: np.ndarray,
+                          cols: _StateColumns, rel: np.ndarray, clr: np.ndarray):
+    """(keys, rows) of an X per partition of each ClearElrRecord's topic (by name at its offset; "" = all)
+    that had a non-empty ELR or LastKnownElr in some event before it (§1.3-5; whether it still has one
+    is decided after the sort)."""
+    elr_any = (cols.lists["eligible_leader_replicas"].lens(rel) > 0) | (cols.lists["last_known_elr"].lens(rel) > 0)
+    ukeys, ufirst = _first_by_key(key[elr_any], rel[elr_any])
+    return _expand(ukeys, ufirst, keys.width, clr, _clear_elr_topics(table, rtype, keys.topic_code, clr))
+
+
+def _log_order(key: np.ndarray, rel: np.ndarray, mask: np.ndarray, synthetic: list):
+    """(key, input row, mask) of the real and synthetic events in log order: a record's synthetic events
+    take its place among the real ones, in the order they were generated."""
+    S = sum(len(k) for k, _, _ in synthetic)
+    if not S:
+        return key, rel, mask
+    skey, spos, smask = (np.concatenate(a) for a in zip(*synthetic))
+    o = np.argsort(spos, kind="stable")
+    skey, spos, smask = skey[o], spos[o], smask[o]
+    R = len(rel)
+    ins = np.searchsorted(rel, spos)
+    seq_syn = ins + np.arange(S)
+    seq_real = np.arange(R) + np.cumsum(np.bincount(ins, minlength=R + 1))[:R]
+    ekey = np.empty(R + S, np.int64); ekey[seq_real] = key; ekey[seq_syn] = skey
+    erow = np.empty(R + S, rel.dtype); erow[seq_real] = rel; erow[seq_syn] = spos
+    emask = np.empty(R + S, np.uint16); emask[seq_real] = mask; emask[seq_syn] = smask
+    return ekey, erow, emask
+
+
+# ------------------------------------------------------------------------- steps 2-3: order, segments
+class _Events:
+    """The events sorted by (partition, log order): key, input row, field/kind mask, kind and its flags.
+    ``synthetic``: whether any T or X is among them."""
+
+    def __init__(self, key: np.ndarray, row: np.ndarray, mask: np.ndarray, synthetic: bool):
+        self.key, self.row, self.mask, self.synthetic = key, row, mask, synthetic
+        kind = self.kind = (mask >> KIND_SHIFT).astype(np.int8)
+        self.is_p, self.is_c, self.is_t, self.is_x = (kind == P), (kind == C), (kind == T), (kind == X)
+
+
+def _sort_by_partition(key: np.ndarray, row: np.ndarray, mask: np.ndarray, synthetic: bool) -> _Events:
+    """Step 2: one np.sort of (key, log position) packed into an int64 when it fits (a lexsort otherwise)."""
+    E = len(key)
+    sb = max(int(E).bit_length(), 1)
+    if int(key.max()).bit_length() + sb <= 63:
+        packed = (key << sb) | np.arange(E, dtype=np.int64)
+        packed.sort()
+        perm = packed & ((1 << sb) - 1)
+        key_s = packed >> sb
+        del packed
+    else:
+        perm = np.lexsort((np.arange(E), key))
+        key_s = key[perm]
+    return _Events(key_s, row[perm], mask[perm], synthetic)
+
+
+class _Segments(NamedTuple):
+    keystart: np.ndarray  # the partition's first event
+    barrier: np.ndarray  # index of the event that started each event's segment
+    live: np.ndarray  # the segment was started by a PartitionRecord: the partition exists
+
+
+def _segments(ev: _Events) -> _Segments:
+    """Step 3: a P, a T or a partition's first event starts a segment; it is live iff a P started it."""
+    keystart = np.empty(len(ev.key), bool)
+    keystart[0] = True
+    np.not_equal(ev.key[1:], ev.key[:-1], out=keystart[1:])
+    barrier = _last_true(ev.is_p | ev.is_t | keystart if ev.synthetic else ev.is_p | keystart)
+    return _Segments(keystart, barrier, ev.is_p[barrier])
+
+
+# ---------------------------------------------------------------- steps 4-8: the state after each event
+def _last_writers(ev: _Events, seg: _Segments, changed: int) -> dict[str, np.ndarray]:
+    """Step 4 (§1.3 merge): per field, the event whose value each event's state holds (the last one at or
+    before it that wrote the field).  A P writes every field, so this never crosses a segment start; a
+    field no change writes is the segment's P, one shared array."""
+    return {f: _last_true((ev.mask & bit) != 0) if changed & bit else seg.barrier for f, bit in BIT.items()}
+
+
+def _clear_elr_applies(ev: _Events, seg: _Segments, src: dict, cols: _StateColumns) -> np.ndarray | None:
+    """Step 6 (§1.3-5): per event, whether it is an X that applies -- its partition exists and has a
+    non-empty ELR or LastKnownElr just before it.  None when there is no X."""
+    if not (ev.synthetic and ev.is_x.any()):
+        return None
+    x_applies = np.zeros(len(ev.key), bool)
+    xs = np.flatnonzero(ev.is_x)
+    before = xs - 1
+    prev_elr = cols.lists["eligible_leader_replicas"].lens(ev.row[src["eligible_leader_replicas"][before]]) > 0
+    prev_lke = cols.lists["last_known_elr"].lens(ev.row[src["last_known_elr"][before]]) > 0
+    x_applies[xs] = seg.live[xs] & (prev_elr | prev_lke)
+    return x_applies
+
+
+def _rows_kept(ev: _Events, seg: _Segments, x_applies: np.ndarray | None) -> np.ndarray | None:
+    """The events that are output rows: every P and C (orphans too), an X that applies, and a T that deletes
+    a live partition (step 8; a T of a partition already gone changes nothing).  None: all of them."""
+    keep = None if x_applies is None else ~ev.is_x | x_applies
+    if ev.synthetic and ev.is_t.any():
+        ts = np.flatnonzero(ev.is_t)
+        deletes = (ts > 0) & ~seg.keystart[ts] & seg.live[np.maximum(ts - 1, 0)]
+        drop_t = np.zeros(len(ev.key), bool)
+        drop_t[ts[~deletes]] = True
+        keep = ~drop_t if keep is None else keep & ~drop_t
+    return keep
+
+
+def _epochs(table: pa.Table, ev: _Events, seg: _Segments, x_applies: np.ndarray | None):
+    """Step 5 (§1.3-1, §1.3-5): (leader epoch, partition epoch) after each event.  LE: the segment's
+    PartitionRecord value + change records so far whose leader field is not -2; PE: its value + change
+    records so far + ClearElrs applied so far."""
+    p_at = np.flatnonzero(ev.is_p)
+    base = np.zeros(len(ev.key), np.int32)  # segments no P started stay 0: their rows are null
+    le_in = _raw(table.column("leader_epoch"), np.int32)
+    leader_epoch = _from_segment_start(base, p_at, le_in[ev.row[p_at]], seg.barrier,
+                                       ev.is_c & ((ev.mask & BIT["leader"]) != 0))
+    pe_in = _raw(table.column("partition_epoch"), np.int32)
+    partition_epoch = _from_segment_start(base, p_at, pe_in[ev.row[p_at]], seg.barrier,
+                                          ev.is_c if x_applies is None else ev.is_c | x_applies)
+    return leader_epoch, partition_epoch
+
+
+def _from_segment_start(base: np.ndarray, p_at: np.ndarray, at_p: np.ndarray, barrier: np.ndarray,
+                        bump: np.ndarray) -> np.ndarray:
+    """The value at each event's segment start (``at_p`` at the P events ``p_at``) plus the events
+    flagged ``bump`` since, itself included.  Overwrites ``base`` at ``p_at``."""
+    base[p_at] = at_p
+    bumps = np.cumsum(bump, dtype=np.int32)
+    out = base[barrier]
+    out += bumps
+    out -= bumps[barrier]
+    return out
+
+
+def _directory_resets(ev: _Events, cols: _StateColumns, a: np.ndarray, changed: int) -> np.ndarray | None:
+    """Step 7 (state.merge): a change of replicas without directories keeps an explicit directory list
+    only if the lengths match, else turns them into MIGRATING x len(replicas).  Per event, whether such a
+    reset happened since ``a`` (the event that last wrote directories); None if none did."""
+    if not changed & BIT["replicas"]:
+        return None
+    dirs = cols.dirs
+    b = np.flatnonzero(((ev.mask & BIT["replicas"]) != 0) & ((ev.mask & BIT["directories"]) == 0))
+    ab = ev.row[a[b]]
+    mism = b[dirs.has_real(ab) & (cols.lists["replicas"].lens(ev.row[b]) != dirs.lens(ab))]
+    if not len(mism):
+        return None
+    flag = np.zeros(len(ev.key), bool)
+    flag[mism] = True
+    return _last_true(flag) > a
+
+
+# -------------------------------------------------------------------------------------- output rows
+def _output_rows(ev: _Events, seg: _Segments, keep: np.ndarray | None):
+    """The output rows among the events (state null outside live segments), with their keys, kinds and
+    input rows."""
+    o = _Output(None if keep is None or keep.all() else np.flatnonzero(keep), seg.live, ev.row)
+    return o, o.sel(ev.key), o.sel(ev.kind), o.sel(ev.row)
+
+
+def _valid_to(key_o: np.ndarray, offset_o: np.ndarray, orphan: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """valid_to_offset per row (and whether it has one): the offset of the partition's next row.  Orphans
+    are outside the chain: they neither end the state before them nor have one to end."""
+    m = len(key_o)
+    chain = np.flatnonzero(~orphan) if orphan.any() else None
+    ck = key_o if chain is None else key_o[chain]
+    co = offset_o if chain is None else offset_o[chain]
+    nxt = np.zeros(len(ck), bool)
+    np.equal(ck[1:], ck[:-1], out=nxt[:-1])
+    vt = np.zeros(len(ck), np.int64)
+    vt[:-1] = co[1:]
+    if chain is None:
+        return vt, nxt
+    valid_to = np.zeros(m, np.int64)
+    has_next = np.zeros(m, bool)
+    valid_to[chain], has_next[chain] = vt, nxt
+    return valid_to, has_next
+
+
+def _record_columns(keys: _PartitionKeys, key_o: np.ndarray, kind_o: np.ndarray, offset_o: np.ndarray,
+                    as_dictionary: bool) -> dict[str, pa.Array]:
+    """topic_id, partition_id, offset and record_type: the partition and the record that made each row."""
+    tc = key_o // keys.width
+    return {"topic_id": _strings(keys.topics, tc, as_dictionary),
+            "partition_id": from_numpy((key_o - tc * keys.width + keys.pmin).astype(np.int32)),
+            "offset": from_numpy(offset_o),
+            "record_type": _strings(pa.array(KIND_NAMES), kind_o, as_dictionary)}
+
+
+def _replica_columns(o: _Output, cols: _StateColumns, src: dict, dense: dict):
+    """replicas, isr, removing_replicas, adding_replicas; and the length of replicas per row (the length
+    of a MIGRATING directory list)."""
+    columns, replicas_len = {}, None
+    for f in ("replicas", "isr", "removing_replicas", "adding_replicas"):
+        off, vals = o.list_field(cols.lists[f], src[f], dense[f])
+        if f == "replicas":
+            replicas_len = np.diff(off)
+        columns[f] = _list_array(off, vals, o.valid)
+    return columns, replicas_len
+
+
+def _leader_columns(o: _Output, cols: _StateColumns, src: dict, dense: dict, leader_epoch: np.ndarray,
+                    partition_epoch: np.ndarray) -> dict[str, pa.Array]:
+    return {"leader": from_numpy(o.scalar_field(cols.leader, src["leader"], dense["leader"]), o.valid),
+            "leader_epoch": from_numpy(o.sel(leader_epoch), o.valid),
+            "partition_epoch": from_numpy(o.sel(partition_epoch), o.valid),
+            "leader_recovery_state": from_numpy(o.scalar_field(cols.lrs, src["leader_recovery_state"]), o.valid)}
+
+
+def _elr_columns(o: _Output, cols: _StateColumns, src: dict, dense: dict) -> dict[str, pa.Array]:
+    return {f: _list_array(*o.list_field(cols.lists[f], src[f], dense[f]), o.valid)
+            for f in ("eligible_leader_replicas", "last_known_elr")}
+
+
+def _directories(o: _Output, dirs: _Directories, a: np.ndarray, reset: np.ndarray | None, rep_len: np.ndarray,
                  as_dictionary: bool):
     """Per output row: the explicit list written by event ``a`` if it holds a real directory id and no
     replicas change reset it since, else MIGRATING x len(replicas); null where the state is null."""
+    mig = dirs.mig
     s, starts, runlen, su = o.runs(a)
-    explicit = np.repeat(has_real(o.row_s[np.maximum(su, 0)]) & (su >= 0), runlen)
+    explicit = np.repeat(dirs.has_real(o.row_s[np.maximum(su, 0)]) & (su >= 0), runlen)
     if reset is not None:
         explicit &= ~o.sel(reset)
     valid = o.valid
@@ -714,7 +864,7 @@ def _directories(o: _Output, dirs: _Lists, a, reset, has_real, rep_len, mig: int
         off, idx = _ranges(np.where(explicit, st, 0), lens)
         idx[np.repeat(migr, lens)] = len(ext) - 1
         codes = ext[idx]
-    return _string_lists(off, codes, valid, dictionary, as_dictionary)
+    return _string_lists(off, codes, valid, dirs.dictionary, as_dictionary)
 
 
 def _schema(dictionary_strings: bool) -> pa.Schema:
