@@ -97,15 +97,15 @@ def _row_of(keys: np.ndarray, rows: np.ndarray, q: np.ndarray) -> np.ndarray:
 
 
 def _broker_events(bronze: pa.Table, brokers: pa.Table):
-    """(batch, offset, trigger, broker, side) of the broker records that trigger partition changes."""
+    """(batch, offset, trigger, broker, side) of the broker records that trigger partition changes, read
+    from the typed bronze columns (``fenced`` / ``in_controlled_shutdown``: the state the record sets,
+    null when it leaves it unchanged)."""
     mask = _of_type(bronze.column("record_type"), (
         "BROKER_REGISTRATION_CHANGE_RECORD", "FENCE_BROKER_RECORD", "UNFENCE_BROKER_RECORD",
         "UNREGISTER_BROKER_RECORD", "REGISTER_BROKER_RECORD"))
-    rows = bronze.select(["record_type", "data_json", "offset", "batch_base_offset"]).filter(from_numpy(mask))
-    rtype = rows.column("record_type").to_pylist()
-    data = rows.column("data_json").to_pylist()
-    off = rows.column("offset").to_pylist()
-    batch = rows.column("batch_base_offset").to_pylist()
+    rows = bronze.select(["record_type", "offset", "batch_base_offset", "broker_id", "fenced",
+                          "in_controlled_shutdown", "incarnation_id"]).filter(from_numpy(mask))
+    rtype, off, batch, bid, fenced, cs, inc = (rows.column(c).to_pylist() for c in rows.column_names)
     # previous incarnation of each broker, to tell a new incarnation (unclean shutdown) from an amend
     b_id = _np(brokers.column("broker_id"), np.int64)
     b_off = _np(brokers.column("offset"), np.int64)
@@ -114,28 +114,23 @@ def _broker_events(bronze: pa.Table, brokers: pa.Table):
     b_id_o = b_id[order]
     b_inc_o = brokers.column("incarnation_id").take(from_numpy(order)).to_pylist() if len(order) else []
     ev = []
-    for i in range(len(rtype)):
-        d = json.loads(data[i])
-        t = rtype[i]
+    for i, t in enumerate(rtype):
+        b = bid[i]
         if t == "BROKER_REGISTRATION_CHANGE_RECORD":
-            b = d["brokerId"]
-            if d.get("fenced", 0) == 1:
+            if fenced[i] is True:
                 ev.append((batch[i], off[i], V.FENCE, b, _AFTER))
-            elif d.get("fenced", 0) == -1:
+            elif fenced[i] is False:
                 ev.append((batch[i], off[i], V.UNFENCE, b, _BEFORE))
-            if d.get("inControlledShutdown", 0) == 1:
+            if cs[i]:
                 ev.append((batch[i], off[i], V.FENCE, b, _BEFORE))
-        elif t == "FENCE_BROKER_RECORD":
-            ev.append((batch[i], off[i], V.FENCE, d["id"], _AFTER))
+        elif t == "FENCE_BROKER_RECORD" or t == "UNREGISTER_BROKER_RECORD":
+            ev.append((batch[i], off[i], V.FENCE, b, _AFTER))
         elif t == "UNFENCE_BROKER_RECORD":
-            ev.append((batch[i], off[i], V.UNFENCE, d["id"], _BEFORE))
-        elif t == "UNREGISTER_BROKER_RECORD":
-            ev.append((batch[i], off[i], V.FENCE, d["brokerId"], _AFTER))
+            ev.append((batch[i], off[i], V.UNFENCE, b, _BEFORE))
         else:
-            b = d["brokerId"]
             j = int(np.searchsorted(keys, b * V.BIG + off[i], side="left")) - 1
             prev = b_inc_o[j] if j >= 0 and b_id_o[j] == b else None
-            if prev is not None and prev != d["incarnationId"]:
+            if prev is not None and prev != inc[i]:
                 ev.append((batch[i], off[i], V.UNCLEAN_SHUTDOWN, b, _AFTER))
     return ev
 
