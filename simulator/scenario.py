@@ -149,6 +149,22 @@ def _need(cond, path, where, msg):
 
 
 def validate(sc: dict, path) -> None:
+    """Check a loaded scenario, naming the file and the key of the first problem (ScenarioError)."""
+    _validate_settings(sc, path)
+    if _validate_generate(sc, path):
+        return
+    ids = _validate_brokers(sc, path)
+    topics = set()
+    for i, t in enumerate(sc["topics"] or []):
+        _check_topic(t, path, f"topics[{i}]", len(ids))
+        topics.add(t["name"])
+    racks = {b.get("rack") for b in sc["brokers"]}
+    for i, ev in enumerate(sc["timeline"] or []):
+        _validate_event(sc, ev, path, f"timeline[{i}]", ids, topics, racks)
+
+
+def _validate_settings(sc: dict, path) -> None:
+    """The cluster-wide settings: metadata.version, ELR, times and sizes, controllers, configs."""
     mv = sc["metadata_version"]
     _need(str(mv) in MV_LEVELS or (isinstance(mv, int) and 1 <= mv <= 28), path, "metadata_version",
           f"unknown metadata.version {mv!r}")
@@ -167,6 +183,10 @@ def validate(sc: dict, path) -> None:
           all(isinstance(c, int) for c in sc["controllers"]), path, "controllers", "a non-empty list of node ids")
     _need(isinstance(sc["cluster_configs"], dict), path, "cluster_configs", "must be a mapping")
     _need(sc["data_node"] is None or isinstance(sc["data_node"], int), path, "data_node", "a node id")
+
+
+def _validate_generate(sc: dict, path) -> bool:
+    """A generated fleet (``generate``): its keys; True when the scenario is one (no brokers/topics lists)."""
     gen = sc["generate"]
     if gen is not None:
         _need(isinstance(gen, dict), path, "generate", "must be a mapping")
@@ -174,7 +194,12 @@ def validate(sc: dict, path) -> None:
             _need(k in GENERATE_KEYS, path, f"generate.{k}", f"unknown key (known: {', '.join(sorted(GENERATE_KEYS))})")
             if k != "racks":
                 _need(isinstance(v, int) and v >= 0, path, f"generate.{k}", "must be an integer >= 0")
-        return
+        return True
+    return False
+
+
+def _validate_brokers(sc: dict, path) -> set:
+    """The broker list: mappings {id, rack} with distinct ids; returns the ids."""
     brokers = sc["brokers"]
     _need(isinstance(brokers, list) and brokers, path, "brokers", "a non-empty list of {id, rack}")
     ids = set()
@@ -186,56 +211,55 @@ def validate(sc: dict, path) -> None:
         _need(isinstance(b.get("id"), int) and b["id"] >= 0, path, f"{where}.id", "a broker id (int >= 0)")
         _need(b["id"] not in ids, path, f"{where}.id", f"duplicate broker id {b['id']}")
         ids.add(b["id"])
-    topics = set()
-    for i, t in enumerate(sc["topics"] or []):
-        _check_topic(t, path, f"topics[{i}]", len(ids))
-        topics.add(t["name"])
-    racks = {b.get("rack") for b in brokers}
-    for i, ev in enumerate(sc["timeline"] or []):
-        where = f"timeline[{i}]"
-        _need(isinstance(ev, dict), path, where, "must be a mapping with 'at' and 'event'")
-        kind = ev.get("event")
-        _need(kind in EVENTS, path, f"{where}.event", f"unknown event {kind!r} (known: {', '.join(sorted(EVENTS))})")
-        _need("at" in ev, path, f"{where}.at", "missing (seconds after start_time, or an ISO time)")
-        if isinstance(ev["at"], (int, float)):
-            ev["at_ms"] = sc["start_ms"] + int(round(ev["at"] * 1000))
-        else:
-            ev["at_ms"] = parse_time(ev["at"], path, f"{where}.at")
-        _need(ev["at_ms"] >= sc["start_ms"], path, f"{where}.at", "before start_time")
-        required, optional = EVENTS[kind]
-        for k in ev:
-            _need(k in required | optional | COMMON | {"at_ms"}, path, f"{where}.{k}",
-                  f"unknown key for {kind} (known: {', '.join(sorted(required | optional | {'at', 'description'}))})")
-        for k in required:
-            _need(k in ev, path, f"{where}.{k}", f"missing (required for {kind})")
-        for k in ("broker",):
-            if k in ev:
-                _need(ev[k] in ids, path, f"{where}.{k}", f"unknown broker {ev[k]!r}")
-        for k in ("brokers",):
-            if k in ev:
-                _need(isinstance(ev[k], list) and all(b in ids for b in ev[k]), path, f"{where}.{k}",
-                      "a list of known broker ids")
-        if kind == "lagging_follower":
-            _need(isinstance(ev["duration_s"], (int, float)) and ev["duration_s"] > 0, path, f"{where}.duration_s",
-                  "seconds > 0")
-            _need(ev.get("topic") is None or ev["topic"] in topics, path, f"{where}.topic",
-                  f"{ev.get('topic')!r} is not a topic of the scenario")
-        if kind == "az_outage":
-            _need(ev["rack"] in racks, path, f"{where}.rack", f"no broker in rack {ev['rack']!r}")
-        if kind == "create_topic":
-            _check_topic(ev, path, where, len(ids))
-            topics.add(ev["name"])
-        if kind == "config_change":
-            _need(ev["resource"] in ("topic", "broker", "cluster"), path, f"{where}.resource",
-                  "one of topic, broker, cluster")
-            _need(ev["resource"] == "cluster" or "name" in ev, path, f"{where}.name",
-                  "missing (topic name or broker id)")
-        if kind == "produce":
-            _need(isinstance(ev["records"], int) and ev["records"] >= 0, path, f"{where}.records",
-                  "records per partition (int >= 0)")
-        if "lose_records" in ev:
-            _need(isinstance(ev["lose_records"], int) and ev["lose_records"] >= 0, path, f"{where}.lose_records",
-                  "an integer >= 0")
+    return ids
+
+
+def _validate_event(sc: dict, ev, path, where: str, ids: set, topics: set, racks: set) -> None:
+    """One timeline event: its kind, time and keys, and the brokers, topics and racks it names (a
+    create_topic adds its topic to ``topics``)."""
+    _need(isinstance(ev, dict), path, where, "must be a mapping with 'at' and 'event'")
+    kind = ev.get("event")
+    _need(kind in EVENTS, path, f"{where}.event", f"unknown event {kind!r} (known: {', '.join(sorted(EVENTS))})")
+    _need("at" in ev, path, f"{where}.at", "missing (seconds after start_time, or an ISO time)")
+    if isinstance(ev["at"], (int, float)):
+        ev["at_ms"] = sc["start_ms"] + int(round(ev["at"] * 1000))
+    else:
+        ev["at_ms"] = parse_time(ev["at"], path, f"{where}.at")
+    _need(ev["at_ms"] >= sc["start_ms"], path, f"{where}.at", "before start_time")
+    required, optional = EVENTS[kind]
+    for k in ev:
+        _need(k in required | optional | COMMON | {"at_ms"}, path, f"{where}.{k}",
+              f"unknown key for {kind} (known: {', '.join(sorted(required | optional | {'at', 'description'}))})")
+    for k in required:
+        _need(k in ev, path, f"{where}.{k}", f"missing (required for {kind})")
+    for k in ("broker",):
+        if k in ev:
+            _need(ev[k] in ids, path, f"{where}.{k}", f"unknown broker {ev[k]!r}")
+    for k in ("brokers",):
+        if k in ev:
+            _need(isinstance(ev[k], list) and all(b in ids for b in ev[k]), path, f"{where}.{k}",
+                  "a list of known broker ids")
+    if kind == "lagging_follower":
+        _need(isinstance(ev["duration_s"], (int, float)) and ev["duration_s"] > 0, path, f"{where}.duration_s",
+              "seconds > 0")
+        _need(ev.get("topic") is None or ev["topic"] in topics, path, f"{where}.topic",
+              f"{ev.get('topic')!r} is not a topic of the scenario")
+    if kind == "az_outage":
+        _need(ev["rack"] in racks, path, f"{where}.rack", f"no broker in rack {ev['rack']!r}")
+    if kind == "create_topic":
+        _check_topic(ev, path, where, len(ids))
+        topics.add(ev["name"])
+    if kind == "config_change":
+        _need(ev["resource"] in ("topic", "broker", "cluster"), path, f"{where}.resource",
+              "one of topic, broker, cluster")
+        _need(ev["resource"] == "cluster" or "name" in ev, path, f"{where}.name",
+              "missing (topic name or broker id)")
+    if kind == "produce":
+        _need(isinstance(ev["records"], int) and ev["records"] >= 0, path, f"{where}.records",
+              "records per partition (int >= 0)")
+    if "lose_records" in ev:
+        _need(isinstance(ev["lose_records"], int) and ev["lose_records"] >= 0, path, f"{where}.lose_records",
+              "an integer >= 0")
 
 
 def _check_topic(t, path, where, n_brokers):
