@@ -383,15 +383,62 @@ def decode_window(buf, a: np.ndarray, batches: list[int], file: str, base: int, 
     chunk.batches = len(bpos)
     if len(bpos) == 0:
         return chunk
+    b_base, b_epoch, b_ts, b_ctl = _batch_headers(a, bpos)
+    r = _record_framing(a, body, rend)
+    ctl = b_ctl[rbatch]
+    type_code, version, bstart, unframed = _message_framing(a, ctl, r)
+    scalar = r.scalar | unframed
+
+    chunk.offset = b_base[rbatch] + r.off_delta
+    chunk.position = rpos + base
+    chunk.timestamp = b_ts[rbatch] + r.ts_delta
+    chunk.batch_base_offset = b_base[rbatch]
+    chunk.batch_position = bpos[rbatch] + base
+    chunk.batch_timestamp = b_ts[rbatch]
+    chunk.batch_leader_epoch = b_epoch[rbatch]
+    chunk.is_control = ctl
+    chunk.type_code = type_code.astype(np.int32)
+    chunk.version = version.astype(np.int16)
+
+    _decode_groups(chunk, a, type_code, version, bstart, r.vpos + np.maximum(r.vlen, 0), scalar)
+    # The scalar reader names the error of every record the vectorized path could not take.
+    keep = np.ones(len(rpos), bool)
+    for i in np.flatnonzero(scalar).tolist():
+        keep[i] = False
+        err = _scalar_error(buf, bool(ctl[i]), int(r.kpos[i]), int(r.klen[i]), int(r.vpos[i]), int(r.vlen[i]),
+                            int(rpos[i]), int(rend[i]))
+        bad.append(Quarantine(file, base + int(rpos[i]), int(rend[i] - rpos[i]), err.reason,
+                              f"{file} at byte {base + int(rpos[i])} (offset {int(chunk.offset[i])}): {err.detail}"))
+    if not keep.all():
+        _drop_rows(chunk, keep)
+    return chunk
+
+
+def _batch_headers(a: np.ndarray, bpos: np.ndarray):
+    """(baseOffset, partitionLeaderEpoch, baseTimestamp, is control) of each batch from its header."""
     hdr = V.fixed(a, bpos, B.HEADER_SIZE)
     b_base = hdr[:, 0:8].copy().view(">i8").ravel().astype(np.int64)
     b_epoch = hdr[:, 12:16].copy().view(">i4").ravel().astype(np.int32)
     b_attr = hdr[:, 21:23].copy().view(">i2").ravel()
     b_ts = hdr[:, 27:35].copy().view(">i8").ravel().astype(np.int64)
-    b_ctl = (b_attr & B.ATTR_CONTROL) != 0
+    return b_base, b_epoch, b_ts, (b_attr & B.ATTR_CONTROL) != 0
 
-    # Record framing, vectorized: attributes(1) tsDelta(varlong) offsetDelta key value headers
-    ok = np.ones(len(rpos), bool)
+
+@dataclass
+class _Framing:
+    """Each record's framing: attributes(1) tsDelta(varlong) offsetDelta key value headers."""
+
+    ts_delta: np.ndarray
+    off_delta: np.ndarray
+    kpos: np.ndarray
+    klen: np.ndarray
+    vpos: np.ndarray
+    vlen: np.ndarray
+    scalar: np.ndarray  # framing the vectorized path does not take: left to the scalar reader
+
+
+def _record_framing(a: np.ndarray, body: np.ndarray, rend: np.ndarray) -> _Framing:
+    ok = np.ones(len(body), bool)
     p = body + 1
     ts_delta, p, o = V.varint(a, p, 10)
     ok &= o
@@ -408,35 +455,29 @@ def decode_window(buf, a: np.ndarray, batches: list[int], file: str, base: int, 
     nhdr, p, o = V.varint(a, p)
     ok &= o & (vlen >= 0)
     # Headers are never written in metadata logs; records that carry them go to the scalar reader.
-    scalar = ~ok | (nhdr != 0) | (p != rend)
+    return _Framing(ts_delta, off_delta, kpos, klen, vpos, vlen, ~ok | (nhdr != 0) | (p != rend))
 
-    ctl = b_ctl[rbatch]
-    vend = vpos + np.maximum(vlen, 0)
-    # Metadata framing: frameVersion, apiKey, version (unsigned varints)
-    frame, q, o1 = V.uvarint(a, vpos)
+
+def _message_framing(a: np.ndarray, ctl: np.ndarray, r: _Framing):
+    """(type code, version, where the message body starts, framing not taken) of each record's value:
+    a metadata record is frameVersion, apiKey, version (unsigned varints); a control record's key is
+    (int16 version, int16 type) and its value starts with the message's int16 Version."""
+    frame, q, o1 = V.uvarint(a, r.vpos)
     api, q, o2 = V.uvarint(a, q)
     ver, q, o3 = V.uvarint(a, q)
-    # Control framing: key = (int16 version, int16 type); the value starts with the message's Version
-    ctype = V.be(a, kpos + 2, "int16").astype(np.int64)
-    cver = V.be(a, vpos, "int16").astype(np.int64)
+    ctype = V.be(a, r.kpos + 2, "int16").astype(np.int64)
+    cver = V.be(a, r.vpos, "int16").astype(np.int64)
     type_code = np.where(ctl, CONTROL_CODE_BASE + ctype, api.astype(np.int64))
     version = np.where(ctl, cver, ver.astype(np.int64))
-    bstart = np.where(ctl, vpos, q)
-    scalar |= np.where(ctl, (klen != 4) | (vlen < 2), ~(o1 & o2 & o3) | (frame != B.METADATA_FRAME_VERSION))
+    bstart = np.where(ctl, r.vpos, q)
+    bad = np.where(ctl, (r.klen != 4) | (r.vlen < 2), ~(o1 & o2 & o3) | (frame != B.METADATA_FRAME_VERSION))
+    return type_code, version, bstart, bad
 
-    chunk.offset = b_base[rbatch] + off_delta
-    chunk.position = rpos + base
-    chunk.timestamp = b_ts[rbatch] + ts_delta
-    chunk.batch_base_offset = b_base[rbatch]
-    chunk.batch_position = bpos[rbatch] + base
-    chunk.batch_timestamp = b_ts[rbatch]
-    chunk.batch_leader_epoch = b_epoch[rbatch]
-    chunk.is_control = ctl
-    chunk.type_code = type_code.astype(np.int32)
-    chunk.version = version.astype(np.int16)
 
+def _decode_groups(chunk: DecodedChunk, a: np.ndarray, type_code, version, bstart, vend, scalar: np.ndarray) -> None:
+    """Decode the records of each (record type, version) at once into ``chunk.groups``; a record of an
+    unknown type or version, or whose fields do not end where its value does, is marked ``scalar``."""
     keys = type_code * 256 + np.clip(version, 0, 255)
-    keep = np.ones(len(rpos), bool)
     for key in np.unique(keys[~scalar]).tolist():
         rows = np.flatnonzero((keys == key) & ~scalar)
         code, v = divmod(key, 256)
@@ -454,17 +495,6 @@ def decode_window(buf, a: np.ndarray, batches: list[int], file: str, base: int, 
             cols = {k: c.take(sel) for k, c in cols.items()}
             rows = rows[fine]
         chunk.groups.append(Group(rdef, v, rows, cols))
-
-    # The scalar reader names the error of every record the vectorized path could not take.
-    for i in np.flatnonzero(scalar).tolist():
-        keep[i] = False
-        err = _scalar_error(buf, bool(ctl[i]), int(kpos[i]), int(klen[i]), int(vpos[i]), int(vlen[i]), int(rpos[i]),
-                            int(rend[i]))
-        bad.append(Quarantine(file, base + int(rpos[i]), int(rend[i] - rpos[i]), err.reason,
-                              f"{file} at byte {base + int(rpos[i])} (offset {int(chunk.offset[i])}): {err.detail}"))
-    if not keep.all():
-        _drop_rows(chunk, keep)
-    return chunk
 
 
 def _scalar_error(buf, ctl, kpos, klen, vpos, vlen, rpos, rend) -> DecodeError:
