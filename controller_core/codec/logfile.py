@@ -249,10 +249,32 @@ def _record_positions(buf, a: np.ndarray, batches: list[int], file: str, base: i
     step; only the last few long batches finish in a Python loop.
     """
     bpos = np.array(batches, np.int64)
-    blen = V.be(a, bpos + 8, "int32").astype(np.int64)
-    bend = bpos + B.LOG_OVERHEAD + blen
+    bend = bpos + B.LOG_OVERHEAD + V.be(a, bpos + 8, "int32").astype(np.int64)
     attrs = V.be(a, bpos + 21, "int16")
     count = V.be(a, bpos + 57, "int32").astype(np.int64)
+    broken = _compressed(attrs, bpos, bend, file, base, bad) | (count < 0)
+    cur = bpos + B.HEADER_SIZE
+    found, k, active = _lockstep_chains(a, cur, bend, count, broken)
+    tail_starts, tail_owner = _straggler_starts(buf, active, k, cur, bend, count, broken)
+    if tail_starts:
+        ts = np.array(tail_starts, np.int64)
+        to = np.array(tail_owner, np.int64)
+        ln, q, ok = V.uvarint(a, ts)
+        e = q + V.zigzag(ln)
+        broken[to[~ok | (e < q) | (e > bend[to])]] = True
+        found.append((ts, q, e, to))
+    # the records must fill their batch exactly
+    broken |= (cur != bend) & (count >= 0)
+    for i in np.flatnonzero(broken & ((attrs & B.ATTR_COMPRESSION_MASK) == 0)).tolist():
+        bad.append(Quarantine(file, base + int(bpos[i]), int(bend[i] - bpos[i]), E.MALFORMED_RECORD,
+                              f"{file} at byte {base + int(bpos[i])}: the records of this batch do not add up to "
+                              f"its length (recordsCount {int(count[i])})"))
+    return _kept_records(found, bpos, broken)
+
+
+def _compressed(attrs: np.ndarray, bpos: np.ndarray, bend: np.ndarray, file: str, base: int,
+                bad: list[Quarantine]) -> np.ndarray:
+    """Batches whose attributes say they are compressed: quarantined (KRaft writes none)."""
     broken = np.zeros(len(bpos), bool)
     for i in np.flatnonzero(attrs & B.ATTR_COMPRESSION_MASK).tolist():
         codec = B.COMPRESSION_NAMES.get(int(attrs[i]) & 7, int(attrs[i]) & 7)
@@ -260,9 +282,14 @@ def _record_positions(buf, a: np.ndarray, batches: list[int], file: str, base: i
         bad.append(Quarantine(file, base + int(bpos[i]), int(bend[i] - bpos[i]), E.COMPRESSED_BATCH,
                               f"{file} at byte {base + int(bpos[i])}: batch is {codec}-compressed; KRaft metadata "
                               "logs are written uncompressed and kraft-audit does not decompress them"))
-    broken |= count < 0
-    cur = bpos + B.HEADER_SIZE
-    starts, bodies, ends, owner = [], [], [], []
+    return broken
+
+
+def _lockstep_chains(a: np.ndarray, cur: np.ndarray, bend: np.ndarray, count: np.ndarray, broken: np.ndarray):
+    """Walk the record chains of all batches together, the k-th record of every batch per step, while
+    enough batches are still walking.  Returns ([(starts, bodies, ends, batch)], steps taken, the batches
+    left to walk); ``cur`` is advanced and ``broken`` marked in place."""
+    found = []
     k = 0
     active = np.flatnonzero((count > 0) & ~broken)
     while len(active) >= LOCKSTEP_MIN:
@@ -272,12 +299,17 @@ def _record_positions(buf, a: np.ndarray, batches: list[int], file: str, base: i
         fine = ok & (e >= q) & (e <= bend[active])
         broken[active[~fine]] = True
         act = active[fine]
-        starts.append(p[fine]); bodies.append(q[fine]); ends.append(e[fine]); owner.append(act)
+        found.append((p[fine], q[fine], e[fine], act))
         cur[act] = e[fine]
         k += 1
         active = act[count[act] > k]
-    # The stragglers (a few long batches, as in snapshots): the chain in plain Python, collecting
-    # only record starts; lengths and bodies are re-read vectorized below.
+    return found, k, active
+
+
+def _straggler_starts(buf, active: np.ndarray, k: int, cur: np.ndarray, bend: np.ndarray, count: np.ndarray,
+                      broken: np.ndarray) -> tuple[list[int], list[int]]:
+    """The rest of the chains of the few long batches still walking (as in snapshots), in plain Python,
+    collecting only record starts and their batch; lengths and bodies are re-read vectorized."""
     tail_starts: list[int] = []
     tail_owner: list[int] = []
     for i in active.tolist():
@@ -306,27 +338,18 @@ def _record_positions(buf, a: np.ndarray, batches: list[int], file: str, base: i
             p = q + ((ln >> 1) ^ -(ln & 1))
         tail_owner.extend([i] * (len(tail_starts) - n0))
         cur[i] = p
-    if tail_starts:
-        ts = np.array(tail_starts, np.int64)
-        to = np.array(tail_owner, np.int64)
-        ln, q, ok = V.uvarint(a, ts)
-        e = q + V.zigzag(ln)
-        broken[to[~ok | (e < q) | (e > bend[to])]] = True
-        starts.append(ts); bodies.append(q); ends.append(e); owner.append(to)
-    # the records must fill their batch exactly
-    broken |= (cur != bend) & (count >= 0)
-    for i in np.flatnonzero(broken & ((attrs & B.ATTR_COMPRESSION_MASK) == 0)).tolist():
-        bad.append(Quarantine(file, base + int(bpos[i]), int(bend[i] - bpos[i]), E.MALFORMED_RECORD,
-                              f"{file} at byte {base + int(bpos[i])}: the records of this batch do not add up to "
-                              f"its length (recordsCount {int(count[i])})"))
-    if not starts:
+    return tail_starts, tail_owner
+
+
+def _kept_records(found: list, bpos: np.ndarray, broken: np.ndarray):
+    """The records of the intact batches in file order, with batches renumbered densely over those kept."""
+    if not found:
         z = np.zeros(0, np.int64)
         return z, z, z, z, bpos[~broken]
-    rpos, rbody, rend, rown = (np.concatenate(x) for x in (starts, bodies, ends, owner))
+    rpos, rbody, rend, rown = (np.concatenate(x) for x in zip(*found))
     keep = ~broken[rown]
     order = np.argsort(rpos[keep], kind="stable")  # file order
     rpos, rbody, rend, rown = (x[keep][order] for x in (rpos, rbody, rend, rown))
-    # renumber batches densely over the kept ones
     kept = np.flatnonzero(~broken)
     remap = np.full(len(bpos), -1, np.int64)
     remap[kept] = np.arange(len(kept))
