@@ -12,15 +12,11 @@ Pure Arrow; never imports Spark.
 from __future__ import annotations
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from controller_core import timelines
 from controller_core.image import MIN_ISR, MV_4_0_IV1, UNCLEAN
 from controller_core.vector import fold
 from lake import catalog
-
-
-def _current(table: pa.Table) -> list[dict]:
-    return table.filter(pc.is_null(table.column("valid_to_offset"))).to_pylist()
 
 
 def whatif_spec(tables: dict[str, pa.Table]) -> dict:
@@ -28,7 +24,7 @@ def whatif_spec(tables: dict[str, pa.Table]) -> dict:
     ``partition_state_history``, ``broker_state_history`` and ``topic_config_history``, as a whatif spec
     (``metadataVersion``, ``elrEnabled``, ``controllerId``, ``brokers``, ``configs``, ``topics``,
     ``partitions``) without an event."""
-    topics = [r for r in _current(tables[catalog.TOPIC_CONFIG_HISTORY.name]) if not r["deleted"]]
+    topics = [r for r in timelines.current(tables[catalog.TOPIC_CONFIG_HISTORY.name]).to_pylist() if not r["deleted"]]
     mv = max((r["metadata_version"] or 0 for r in topics), default=0)
     spec: dict = {"metadataVersion": mv, "topics": {}, "configs": {"topics": {}}, "brokers": {}, "partitions": []}
     if topics:
@@ -44,7 +40,7 @@ def whatif_spec(tables: dict[str, pa.Table]) -> dict:
         if r["min_isr_resolved_from_log"]:
             conf[MIN_ISR] = str(r["min_insync_replicas"])
         spec["configs"]["topics"][r["topic_name"]] = conf
-    for r in _current(tables[catalog.BROKER_STATE_HISTORY.name]):
+    for r in timelines.current(tables[catalog.BROKER_STATE_HISTORY.name]).to_pylist():
         if r["registered"]:
             spec["brokers"][str(r["broker_id"])] = {
                 "epoch": r["broker_epoch"], "incarnationId": r["incarnation_id"], "fenced": bool(r["fenced"]),

@@ -14,7 +14,8 @@ import pyarrow as pa
 from audit import plans
 from audit.image_at import whatif_spec
 from audit.recovery import recovery_candidates_table
-from audit.run import active_brokers, log_info_as_of, state_at, truncate
+from audit.run import log_info_as_of, state_at, truncate
+from controller_core.brokers import active_broker_ids
 
 # the recovery strategy each election type stands for; the others use the configured one
 STRATEGY_OF = {plans.LONGEST_LOG_BALANCED: "balanced", plans.LONGEST_LOG_AGGRESSIVE: "aggressive"}
@@ -30,5 +31,5 @@ def plan_at(tables: dict[str, pa.Table], end_offset: int, log_info: pa.Table | N
     info = log_info_as_of(log_info, at_offset)
     cands = recovery_candidates_table(parts, brokers, info, STRATEGY_OF.get(election_type, strategy),
                                       leader_epoch_check)
-    return plans.build_plan(election_type, parts.to_pylist(), active_brokers(brokers), cands.to_pylist(),
+    return plans.build_plan(election_type, parts.to_pylist(), active_broker_ids(brokers), cands.to_pylist(),
                             bootstrap_server=bootstrap_server, image=whatif_spec(tables))

@@ -24,8 +24,8 @@ from audit import loginfo
 from audit import recovery
 from audit.violations import violations
 from controller_core.codes import SEVERITIES  # most severe first
+from controller_core import timelines
 from controller_core.vector import fold
-from controller_core.brokers import active_broker_ids
 from lake import catalog
 
 RANK = {s: i for i, s in enumerate(SEVERITIES)}  # lower is more severe
@@ -112,15 +112,10 @@ def truncate(tables: dict[str, pa.Table], at: int) -> tuple[dict[str, pa.Table],
     return out, when
 
 
-def _current(table: pa.Table) -> pa.Table:
-    """The rows nothing follows (valid_to_offset null): the state at the end of the (cut) table."""
-    return table.filter(pc.is_null(table.column("valid_to_offset")))
-
-
 def state_at(tables: dict[str, pa.Table]) -> tuple[pa.Table, pa.Table]:
     """(partitions, brokers) at the end of the (possibly truncated) tables, in recovery's schemas."""
     hist = fold.state_at(tables[catalog.PARTITION_STATE_HISTORY.name])
-    topics = _current(tables[catalog.TOPIC_CONFIG_HISTORY.name])
+    topics = timelines.current(tables[catalog.TOPIC_CONFIG_HISTORY.name])
     names = dict(zip(topics.column("topic_id").to_pylist(), topics.column("topic_name").to_pylist()))
     parts = pa.table({
         "topic_id": hist.column("topic_id"),
@@ -133,7 +128,7 @@ def state_at(tables: dict[str, pa.Table]) -> tuple[pa.Table, pa.Table]:
         "leader_recovery_state": hist.column("leader_recovery_state"),
     })
     parts = parts.sort_by([("topic", "ascending"), ("partition", "ascending")])
-    b = _current(tables[catalog.BROKER_STATE_HISTORY.name])
+    b = timelines.current(tables[catalog.BROKER_STATE_HISTORY.name])
     brokers = pa.table({
         "broker_id": b.column("broker_id"),
         "registered": pc.fill_null(b.column("registered"), False),
@@ -142,12 +137,6 @@ def state_at(tables: dict[str, pa.Table]) -> tuple[pa.Table, pa.Table]:
         "in_controlled_shutdown": pc.fill_null(b.column("in_controlled_shutdown"), False),
     }).cast(recovery.BROKER_SCHEMA)
     return parts, brokers
-
-
-def active_brokers(brokers: pa.Table) -> set[int]:
-    """The brokers that could lead at the audited point (``state_at``'s brokers): registered, unfenced
-    and not in controlled shutdown, as the controller decides it."""
-    return active_broker_ids(brokers)
 
 
 def log_info_as_of(info: pa.Table | None, at_offset: int | None) -> pa.Table:

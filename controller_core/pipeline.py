@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from controller_core import timelines
-from controller_core.codec.arrowutil import from_numpy
+from controller_core.codec.arrowutil import from_numpy, to_numpy
 from controller_core.image import Cluster
 from controller_core.replay import SKIP, read_log_dir
 from controller_core.vector import fold
@@ -133,7 +133,7 @@ def from_log_dir(log_dir: str | Path, **kw) -> tuple[Replay, pa.Table]:
 def _scalar_fallback(records: pa.Table, exp: pa.Table, elr_override, snaps) -> tuple[set, list, dict]:
     """The partitions holding a change the vectorized builder could not reproduce, replayed by the scalar
     reference: (those partitions, its divergences, its trigger label per (offset, topic id, partition))."""
-    matched = np.asarray(exp.column("matched"), bool)
+    matched = to_numpy(exp.column("matched"), bool)
     missed = exp.filter(from_numpy(~matched))
     todo = set(zip(missed.column("topic_id").to_pylist(), missed.column("partition_id").to_pylist()))
     if not todo:
@@ -175,14 +175,16 @@ def _orphans(history: pa.Table, records: pa.Table, rejected: list) -> None:
 
 def _triggers(exp: pa.Table, scalar: dict) -> pa.Table:
     """(offset, topic_id, partition_id, trigger) per change record: the vectorized label where it
-    reproduced the record, the scalar reference's elsewhere."""
-    trig = exp.column("trigger")
-    if scalar:
-        key = zip(exp.column("offset").to_pylist(), exp.column("topic_id").to_pylist(),
-                  exp.column("partition_id").to_pylist())
-        names = trig.to_pylist()
-        trig = pa.array([t if ok else scalar.get(k, t) for t, ok, k in
-                         zip(names, exp.column("matched").to_pylist(), key)], pa.string())
+    reproduced the record, the scalar reference's elsewhere (only those few rows are looked up)."""
+    trig = exp.column("trigger").combine_chunks()
+    missed = np.flatnonzero(~to_numpy(exp.column("matched"), bool)) if scalar else np.zeros(0, np.int64)
+    if len(missed):
+        at = from_numpy(missed)
+        keys = zip(*(exp.column(c).take(at).to_pylist() for c in ("offset", "topic_id", "partition_id")))
+        names = [scalar.get(k, t) for k, t in zip(keys, trig.take(at).to_pylist())]
+        mask = np.zeros(len(trig), bool)
+        mask[missed] = True
+        trig = pc.replace_with_mask(trig, from_numpy(mask), pa.array(names, pa.string()))
     return pa.table({"offset": exp.column("offset"), "topic_id": exp.column("topic_id"),
                      "partition_id": exp.column("partition_id"), "trigger": trig})
 

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from controller_core import pipeline
-from controller_core.codec.arrowutil import from_numpy
+from controller_core.codec.arrowutil import from_numpy, to_numpy
 from controller_core.image import Cluster, Partition
 from controller_core.logdir import SEGMENT, SNAPSHOT, LogFile, discover
 from controller_core.replay import Plan, iter_file_records, plan, read_plan
@@ -92,21 +92,14 @@ def plan_for(log_dir, at_offset: int | None, at_time: int | None) -> Plan:
                      "earlier state can be rebuilt")
 
 
-def _np(col) -> np.ndarray:
-    """A column as NumPy without ``ChunkedArray.__array__``, which imports pandas (describe starts
-    without it)."""
-    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    return arr.to_numpy(zero_copy_only=False)
-
-
 def cut(records: pa.Table, at_offset: int | None, at_time: int | None, snapshot: LogFile | None,
         notes: list[str]) -> tuple[pa.Table, Reached]:
     """The rows of a replay (bootstrap and snapshot rows whole, then segment rows) up to the point."""
-    seg = _np(pc.equal(records.column("source_kind"), SEGMENT))
+    seg = to_numpy(pc.equal(records.column("source_kind"), SEGMENT))
     rows = np.flatnonzero(seg)
-    off = _np(records.column("offset"))[rows]
-    batch = _np(records.column("batch_base_offset"))[rows]
-    ts_ms = _np(records.column("timestamp").cast(pa.timestamp("ms", tz="UTC")).cast(pa.int64()))[rows]
+    off = to_numpy(records.column("offset"))[rows]
+    batch = to_numpy(records.column("batch_base_offset"))[rows]
+    ts_ms = to_numpy(records.column("timestamp").cast(pa.timestamp("ms", tz="UTC")).cast(pa.int64()))[rows]
     head = np.ones(len(rows), bool)
     head[1:] = batch[1:] != batch[:-1]
     batch_no = np.cumsum(head) - 1

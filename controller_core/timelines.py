@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Iterable
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from controller_core.replay import Rec
 from controller_core.image import MIN_ISR, Cluster, ReplayError
@@ -138,3 +139,9 @@ def _with_valid_to(rows: list[dict], key: str, schema: pa.Schema) -> pa.Table:
         row["valid_to_offset"] = nxt.get(row[key])
         nxt[row[key]] = row["offset"]
     return pa.Table.from_pylist(rows, schema=schema)
+
+
+def current(table: pa.Table) -> pa.Table:
+    """The rows of a broker or topic timeline (or of a history cut at a point) that nothing follows
+    (``valid_to_offset`` null): each key's state at the end."""
+    return table.filter(pc.is_null(table.column("valid_to_offset")))

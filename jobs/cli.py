@@ -8,6 +8,7 @@ never a traceback unless ``--debug``.  :func:`main` owns that mapping, so the jo
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 import traceback
@@ -158,41 +159,26 @@ def _dispatch(args) -> int:
         return common.EXIT_CANNOT_RUN
 
 
+# command -> (its module in jobs/, how the module is called); imported on use, so that `decode` starts
+# without loading Spark
+_COMMANDS = {
+    "decode": ("decode", lambda m, a: m.run(a.paths, summary=a.summary, strict=a.strict)),
+    "verify": ("verify", lambda m, a: m.run(a.log_dir, as_json=a.json, elr=a.elr)),
+    "whatif": ("whatif", lambda m, a: m.run(a.file)),
+    "describe": ("describe", lambda m, a: m.run(a)),
+    "replay": ("replay", lambda m, a: m.main(a)),
+    "ingest": ("ingest", lambda m, a: m.main(a)),
+    "audit": ("audit", lambda m, a: m.run(a)),
+    "plan": ("plan", lambda m, a: m.run(a)),
+    "quality": ("quality", lambda m, a: m.run(a)),
+    "collect-log-info": ("collect_log_info", lambda m, a: m.main(a)),
+    "simulate": ("simulate", lambda m, a: m.main(a)),
+}
+
+
 def _run(args) -> int:
-    if args.command == "decode":
-        from jobs import decode
-        return decode.run(args.paths, summary=args.summary, strict=args.strict)
-    if args.command == "verify":
-        from jobs import verify
-        return verify.run(args.log_dir, as_json=args.json, elr=args.elr)
-    if args.command == "whatif":
-        from jobs import whatif
-        return whatif.run(args.file)
-    if args.command == "describe":
-        from jobs import describe
-        return describe.run(args)
-    if args.command == "replay":
-        from jobs import replay
-        return replay.main(args)
-    if args.command == "ingest":
-        from jobs import ingest
-        return ingest.main(args)
-    if args.command == "audit":
-        from jobs import audit
-        return audit.run(args)
-    if args.command == "plan":
-        from jobs import plan
-        return plan.run(args)
-    if args.command == "quality":
-        from jobs import quality
-        return quality.run(args)
-    if args.command == "collect-log-info":
-        from jobs import collect_log_info
-        return collect_log_info.main(args)
-    if args.command == "simulate":
-        from jobs import simulate
-        return simulate.main(args)
-    raise AssertionError(args.command)
+    module, call = _COMMANDS[args.command]
+    return call(importlib.import_module(f"jobs.{module}"), args)
 
 
 SPARK_FREE = {"decode", "verify", "describe", "whatif", "audit", "plan", "collect-log-info", "simulate", "quality"}

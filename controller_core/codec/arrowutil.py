@@ -25,6 +25,15 @@ def from_numpy(arr: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
     return pa.Array.from_buffers(_TYPES[dt], n, [vbuf, pa.py_buffer(arr.astype(dt, copy=False))])
 
 
+def to_numpy(col, dtype=None) -> np.ndarray:
+    """A (chunked) Arrow column as NumPy.  Not ``np.asarray``: ``ChunkedArray.__array__`` goes through
+    pyarrow's pandas shim, which imports pandas."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    out = col.to_numpy(zero_copy_only=False)
+    return out if dtype is None else out.astype(dtype)
+
+
 def repeat_str(text: str, n: int) -> pa.Array:
     raw = text.encode("utf-8")
     offsets = np.arange(n + 1, dtype=np.int32) * len(raw)

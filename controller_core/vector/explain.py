@@ -15,7 +15,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from controller_core.vector import recompute as V
-from controller_core.codec.arrowutil import from_numpy, strings
+from controller_core.brokers import active_rows
+from controller_core.codec.arrowutil import from_numpy, strings, to_numpy
 from controller_core.vector.fold import _array, _raw, _valid
 from controller_core.replay import Rec
 
@@ -25,13 +26,6 @@ _TYPED = ("record_type", "topic_id", "partition_id", "replicas", "isr", "removin
           "eligible_leader_replicas", "last_known_elr")
 # broker events: (record type, data key, value) -> (trigger, the broker record comes after its changes?)
 _AFTER, _BEFORE = 1, 0
-
-
-def _np(col, dtype=None):
-    if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks()
-    out = col.to_numpy(zero_copy_only=False)
-    return out if dtype is None else out.astype(dtype)
 
 
 def _bools(col) -> np.ndarray:
@@ -107,8 +101,8 @@ def _broker_events(bronze: pa.Table, brokers: pa.Table):
                           "in_controlled_shutdown", "incarnation_id"]).filter(from_numpy(mask))
     rtype, off, batch, bid, fenced, cs, inc = (rows.column(c).to_pylist() for c in rows.column_names)
     # previous incarnation of each broker, to tell a new incarnation (unclean shutdown) from an amend
-    b_id = _np(brokers.column("broker_id"), np.int64)
-    b_off = _np(brokers.column("offset"), np.int64)
+    b_id = to_numpy(brokers.column("broker_id"), np.int64)
+    b_off = to_numpy(brokers.column("offset"), np.int64)
     order = np.lexsort((b_off, b_id))
     keys = b_id[order] * V.BIG + b_off[order]
     b_id_o = b_id[order]
@@ -280,7 +274,7 @@ def _topic_settings(topics: pa.Table, history: pa.Table, idx: np.ndarray, offset
     t_enc = pc.dictionary_encode(_array(topics.column("topic_id")).cast(pa.string()))
     t_code = np.asarray(t_enc.indices.fill_null(-1), np.int64)
     r_code = _topic_codes(history.column("topic_id"), idx, t_enc.dictionary)
-    t_off = _np(topics.column("offset"), np.int64)
+    t_off = to_numpy(topics.column("offset"), np.int64)
     t_order = np.lexsort((t_off, t_code))
     t_keys = t_code[t_order] * V.BIG + t_off[t_order]
     j = V.lookup(t_keys, r_code * V.BIG + offset)
@@ -288,7 +282,7 @@ def _topic_settings(topics: pa.Table, history: pa.Table, idx: np.ndarray, offset
     tj = t_order[np.maximum(j, 0)] if len(t_order) else np.zeros(len(idx), np.int64)
 
     def tcol(name, default, dtype):
-        vals = _np(pc.fill_null(topics.column(name), default), dtype) if topics.num_rows else np.zeros(1, dtype)
+        vals = to_numpy(pc.fill_null(topics.column(name), default), dtype) if topics.num_rows else np.zeros(1, dtype)
         return np.where(found, vals[tj], dtype(default))
 
     return (tcol("metadata_version", 0, np.int16), tcol("elr_enabled", False, np.bool_),
@@ -323,10 +317,9 @@ def _active(brokers: pa.Table, R: np.ndarray, offset: np.ndarray) -> np.ndarray:
     The broker timeline is small: a table of every broker's state after each of its rows (one row of
     the table per broker row, in offset order) is indexed by the number of broker rows before the
     record and by the replica's broker."""
-    b_id = _np(brokers.column("broker_id"), np.int64)
-    b_off = _np(brokers.column("offset"), np.int64)
-    from controller_core.brokers import active_rows  # the one definition of active(b)
-    alive = active_rows(brokers)
+    b_id = to_numpy(brokers.column("broker_id"), np.int64)
+    b_off = to_numpy(brokers.column("offset"), np.int64)
+    alive = active_rows(brokers)  # the one definition of active(b)
     n, w = R.shape
     active = np.zeros((n, w), bool, order="F")
     if not len(b_id):

@@ -165,17 +165,18 @@ def test_preferred_plan_lists_a_partition_whose_replicas_are_all_in_controlled_s
 
 
 def test_controlled_shutdown_brokers_count_as_unavailable_in_every_form(tmp_path):
-    """The same log seen by the audit (state_at -> active_brokers), the silver broker history, the
+    """The same log seen by the audit (state_at -> active_broker_ids), the silver broker history, the
     scalar image and the plan's whatif image: nobody is available after offset 11."""
     from audit.image_at import whatif_spec
-    from audit.run import active_brokers, state_at
+    from audit.run import state_at
+    from controller_core.brokers import active_broker_ids
     from controller_core.brokers import active_at
     from controller_core.rules.whatif import load_cluster
 
     d = _draining_log(tmp_path / "draining")
     tables, end, _ = gold.silver_from_log_dir(str(d))
     assert end == 11
-    assert active_brokers(state_at(tables)[1]) == set()
+    assert active_broker_ids(state_at(tables)[1]) == set()
     assert active_at(tables[catalog.BROKER_STATE_HISTORY.name]) == set()
     assert active_at(tables[catalog.BROKER_STATE_HISTORY.name], 6) == {1, 2}  # broker 3 drains first
     image, _ = replay(str(d), err=io.StringIO())

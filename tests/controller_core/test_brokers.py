@@ -9,7 +9,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from audit.run import active_brokers, state_at, truncate
+from audit.run import state_at, truncate
+from controller_core.brokers import active_broker_ids
 from controller_core.brokers import active, active_at, active_rows
 from controller_core.image import Cluster, ReplayError
 from controller_core.logdir import SEGMENT
@@ -77,7 +78,7 @@ def test_image_vectorized_history_and_audit_agree_on_who_is_active(name):
         want = scalar[o]
         assert {int(b) for b in ids[vec[i]]} == want, (name, o, "vectorized")
         assert active_at(hist, o) == want, (name, o, "broker history")
-        assert active_brokers(state_at(truncate(tables, o)[0])[1]) == want, (name, o, "audit")
+        assert active_broker_ids(state_at(truncate(tables, o)[0])[1]) == want, (name, o, "audit")
         seen_inactive |= bool(set(ids.tolist()) - want)
     assert len(offsets) > 3 and seen_inactive  # points where some broker was not active were compared
     # a registered, unfenced broker in controlled shutdown is not active (arthurarutunyan04, mavila01 and
