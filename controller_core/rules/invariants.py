@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from controller_core import codes
+from controller_core.rules import breaches as say
 from controller_core.codes import ERROR, INFO, WARN
 from controller_core.image import (
     ELR_FEATURE, LEADER_UNCHANGED, METADATA_VERSION, MIN_ISR, MV_3_2_IV0, MV_3_6_IV0, MV_4_0_IV1, NO_LEADER,
@@ -97,26 +98,6 @@ def _from_partition_record(d: dict) -> Partition:
         adding=list(d.get("addingReplicas") or []), elr=list(d.get("eligibleLeaderReplicas") or []),
         last_known_elr=list(d.get("lastKnownElr") or []), lrs=d.get("leaderRecoveryState", RECOVERED),
         directories=list(d.get("directories") or []))
-
-
-def _elr_off_reason(c: Cluster) -> str:
-    """Why ELR is not in effect at this point of the log (§1.8), for INV-ELR-DISABLED-EMPTY's message."""
-    if c.metadata_version < MV_4_0_IV1:
-        return f"metadata.version {c.metadata_version} < 4.0-IV1"
-    if ELR_FEATURE in c.features:
-        return f"{ELR_FEATURE} is {c.features[ELR_FEATURE]}"
-    if c.elr_override is False:
-        return "ELR was declared off"
-    return "no earlier evidence of ELR; the auditor now infers ELR on from this record"
-
-
-def _dups(xs) -> list[int]:
-    seen, out = set(), []
-    for x in xs:
-        if x in seen and x not in out:
-            out.append(x)
-        seen.add(x)
-    return out
 
 
 def _min_isr_known(c: Cluster, topic_id: str) -> bool:
@@ -231,8 +212,9 @@ class InvariantChecker:
 
     # ------------------------------------------------------------------------------------- utilities
     @staticmethod
-    def _breach(c: Cluster, offset: int, rule: str, severity: str | None, key, recorded, expected,
-                message: str) -> Breach:
+    def _breach(c: Cluster, offset: int, rule: str, severity: str | None, key, said) -> Breach:
+        """``said``: (recorded, expected, message) from :mod:`controller_core.rules.breaches`."""
+        recorded, expected, message = said
         topic, part = (None, None) if key is None else (c.topics.get(key[0], key[0]), key[1])
         default = RULES[rule]  # looked up even for a case-specific severity: an undeclared id fails here
         return Breach(offset, rule, severity or default, topic, part, recorded, expected, message,
@@ -248,13 +230,13 @@ class InvariantChecker:
             if p is None:
                 continue
             if p.leader_epoch != le:
-                out.append(self._breach(c, offset, "INV-LEADER-EPOCH-STEP", None, key, p.leader_epoch, le,
+                out.append(self._breach(c, offset, "INV-LEADER-EPOCH-STEP", None, key, (p.leader_epoch, le,
                                         f"leader epoch became {p.leader_epoch} after this change record, "
-                                        f"the record's leader field makes it {le}"))
+                                        f"the record's leader field makes it {le}")))
             if p.partition_epoch != pe:
-                out.append(self._breach(c, offset, "INV-PARTITION-EPOCH-STEP", None, key, p.partition_epoch, pe,
+                out.append(self._breach(c, offset, "INV-PARTITION-EPOCH-STEP", None, key, (p.partition_epoch, pe,
                                         f"partition epoch became {p.partition_epoch} after this change record, "
-                                        f"every change record adds exactly 1 (expected {pe})"))
+                                        f"every change record adds exactly 1 (expected {pe})")))
         self._pending_epochs = []
 
     def _touch(self, c: Cluster, key, offset: int, before: Partition | None, after: Partition, d: dict) -> None:
@@ -287,23 +269,17 @@ class InvariantChecker:
         name = rec.data.get("name")
         if name in c.topic_ids:
             out.append(self._breach(c, rec.offset, "INV-TOPIC-UNIQUE", None, None,
-                                    {"name": name, "topicId": rec.data.get("topicId")},
-                                    {"liveTopicId": c.topic_ids[name]},
-                                    f"TopicRecord creates topic {name!r} while a topic of that name is live "
-                                    f"(id {c.topic_ids[name]}); the name must be deleted first"))
+                                    say.topic_unique(name, rec.data.get("topicId"), c.topic_ids[name])))
 
     def _on_remove_topic(self, c: Cluster, rec: Rec, out: list[Breach]) -> None:
         tid = rec.data.get("topicId")
         if tid not in c.topics:
-            out.append(self._breach(c, rec.offset, "INV-TOPIC-EXISTS", None, None, {"topicId": tid}, "a live topic id",
-                                    f"RemoveTopicRecord deletes topic id {tid}, which is not a live topic"))
+            out.append(self._breach(c, rec.offset, "INV-TOPIC-EXISTS", None, None, say.remove_unknown_topic(tid)))
 
     def _on_clear_elr(self, c: Cluster, rec: Rec, out: list[Breach]) -> None:
         name = rec.data.get("topicName") or ""
         if name and name not in c.topic_ids:
-            out.append(self._breach(c, rec.offset, "INV-TOPIC-EXISTS", None, None, {"topicName": name},
-                                    "a live topic name",
-                                    f"ClearElrRecord names topic {name!r}, which is not a live topic"))
+            out.append(self._breach(c, rec.offset, "INV-TOPIC-EXISTS", None, None, say.clear_elr_unknown_topic(name)))
             return
         tids = {c.topic_ids[name]} if name else set(c.topics)
         for key, p in c.partitions.items():
@@ -331,34 +307,22 @@ class InvariantChecker:
         tid, pid = d.get("topicId"), d.get("partitionId")
         key = (tid, pid)
         if tid not in c.topics:
-            out.append(self._breach(c, rec.offset, "INV-TOPIC-EXISTS", None, key, {"topicId": tid}, "a live topic id",
-                                    f"PartitionRecord for partition {pid} of topic id {tid}, which is not a live "
-                                    "topic"))
+            out.append(self._breach(c, rec.offset, "INV-TOPIC-EXISTS", None, key,
+                                    say.partition_of_unknown_topic(tid, pid)))
             return
         before = c.partitions.get(key)
         after = _from_partition_record(d)
         snapshot = _is_snapshot(rec) or self._zk_import  # not a creation by this controller
         if before is not None:
             if after.leader_epoch < before.leader_epoch or after.partition_epoch < before.partition_epoch:
-                out.append(self._breach(
-                    c, rec.offset, "INV-EPOCH-MONOTONIC", None, key,
-                    {"leaderEpoch": after.leader_epoch, "partitionEpoch": after.partition_epoch},
-                    {"leaderEpoch>=": before.leader_epoch, "partitionEpoch>=": before.partition_epoch},
-                    f"PartitionRecord for an existing partition lowers its epochs from "
-                    f"{before.leader_epoch}/{before.partition_epoch} to {after.leader_epoch}/{after.partition_epoch} "
-                    "(leader/partition)"))
+                out.append(self._breach(c, rec.offset, "INV-EPOCH-MONOTONIC", None, key, say.epochs_lowered(
+                    after.leader_epoch, after.partition_epoch, before.leader_epoch, before.partition_epoch)))
         elif not snapshot:
             if after.leader_epoch != 0 or after.partition_epoch != 0:
-                out.append(self._breach(
-                    c, rec.offset, "INV-EPOCH-MONOTONIC", None, key,
-                    {"leaderEpoch": after.leader_epoch, "partitionEpoch": after.partition_epoch},
-                    {"leaderEpoch": 0, "partitionEpoch": 0},
-                    f"new partition created with leader/partition epochs {after.leader_epoch}/"
-                    f"{after.partition_epoch}; the controller creates partitions at 0/0"))
+                out.append(self._breach(c, rec.offset, "INV-EPOCH-MONOTONIC", None, key,
+                                        say.epochs_of_new_partition(after.leader_epoch, after.partition_epoch)))
             if after.lrs == RECOVERING:
-                out.append(self._breach(c, rec.offset, "INV-LRS-ENTRY", None, key, RECOVERING, RECOVERED,
-                                        "new partition created in leader recovery state RECOVERING; the controller "
-                                        "creates partitions RECOVERED"))
+                out.append(self._breach(c, rec.offset, "INV-LRS-ENTRY", None, key, say.created_recovering()))
         self._check_state(c, rec, key, after, _ALL_FIELDS, d, out)
         if before is None and not snapshot:
             self._check_isr_expand(c, rec, key, None, after, d, out)
@@ -370,16 +334,12 @@ class InvariantChecker:
         key = (tid, pid)
         before = c.partitions.get(key)
         if before is None:
-            what = "topic id" if tid not in c.topics else f"partition {pid} of topic"
-            out.append(self._breach(c, rec.offset, "INV-TOPIC-EXISTS", None, key, {"topicId": tid, "partitionId": pid},
-                                    "a live partition", f"PartitionChangeRecord for a {what} that does not exist "
-                                    f"({c.topics.get(tid, tid)}-{pid})"))
+            out.append(self._breach(c, rec.offset, "INV-TOPIC-EXISTS", None, key, say.change_of_unknown_partition(
+                tid, pid, tid in c.topics, c.topics.get(tid, tid))))
             return
         w = _written("PARTITION_CHANGE_RECORD", d)
         if not w:
-            out.append(self._breach(c, rec.offset, "INV-RECORD-NOOP", None, key, d, "at least one field changed",
-                                    "PartitionChangeRecord with every field \"unchanged\"; the controller never "
-                                    "writes an empty change"))
+            out.append(self._breach(c, rec.offset, "INV-RECORD-NOOP", None, key, say.record_noop(d)))
         after = merge(before, d)
         bump = 1 if "leader" in w else 0
         self._pending_epochs.append((key, rec.offset, before.leader_epoch + bump, before.partition_epoch + 1))
@@ -394,27 +354,19 @@ class InvariantChecker:
         leader = d.get("leader", LEADER_UNCHANGED)
         if leader < 0 or leader == before.leader:
             return
-        prev = {"previousLeader": before.leader, "previousIsr": before.isr, "previousElr": before.elr,
-                "previousLastKnownElr": before.last_known_elr}
         tp = f"{c.topics.get(key[0], key[0])}-{key[1]}"
         if is_unclean_election(before, d):
-            out.append(self._breach(c, rec.offset, "INV-UNCLEAN-ELECTION", None, key, {"leader": leader, **prev},
-                                    "a leader from the ISR or ELR",
-                                    f"unclean election of broker {leader} for {tp}: previous ISR {before.isr}, ELR "
-                                    f"{before.elr}, LastKnownElr {before.last_known_elr}; records only they held "
-                                    "may be lost"))
+            out.append(self._breach(c, rec.offset, "INV-UNCLEAN-ELECTION", None, key, say.unclean_election(
+                leader, tp, before.leader, before.isr, before.elr, before.last_known_elr)))
             if not c.unclean_enabled(key[0]):
+                value = c.topic_config(c.topics.get(key[0], ""), "unclean.leader.election.enable")
                 out.append(self._breach(c, rec.offset, "INV-UNCLEAN-CONFIG", None, key,
-                                        {"unclean.leader.election.enable": c.topic_config(
-                                            c.topics.get(key[0], ""), "unclean.leader.election.enable")},
-                                        "true", f"unclean election for {tp} while its unclean.leader.election.enable "
-                                        "resolves to false in the log: an admin UNCLEAN election, the "
-                                        "last-known-leader path, or a static broker config the log cannot show"))
+                                        say.unclean_config_off(tp, value)))
         if not c.active(leader):
             b = c.brokers.get(leader)
             state = ("not registered" if b is None else "fenced" if b.fenced else "in controlled shutdown")
-            out.append(self._breach(c, rec.offset, "INV-LEADER-ACTIVE", None, key, {"leader": leader, "broker": state},
-                                    "an active broker", f"broker {leader} became leader of {tp} while {state}"))
+            out.append(self._breach(c, rec.offset, "INV-LEADER-ACTIVE", None, key,
+                                    say.leader_not_active(leader, tp, state)))
 
     def _check_state(self, c: Cluster, rec: Rec, key, p: Partition, w: frozenset[str], d: dict,
                      out: list[Breach]) -> None:
@@ -434,23 +386,9 @@ class InvariantChecker:
         and never both."""
         if not w & {"replicas", "removing", "adding"}:
             return
-        R = p.replicas
-        bad = []
-        if _dups(R):
-            bad.append(f"duplicate replicas {_dups(R)}")
-        if any(x < 0 for x in R):
-            bad.append("negative replica ids")
-        if set(p.removing) - set(R):
-            bad.append(f"removing replicas {sorted(set(p.removing) - set(R))} not in the replica set")
-        if set(p.adding) - set(R):
-            bad.append(f"adding replicas {sorted(set(p.adding) - set(R))} not in the replica set")
-        if set(p.removing) & set(p.adding):
-            bad.append(f"replicas {sorted(set(p.removing) & set(p.adding))} both removing and adding")
-        if bad:
-            out.append(self._breach(c, o, "INV-REPLICAS-DISTINCT", None, key,
-                                    {"replicas": R, "removingReplicas": p.removing, "addingReplicas": p.adding},
-                                    "distinct non-negative replicas; removing, adding ⊆ replicas and disjoint",
-                                    "replica assignment is invalid: " + "; ".join(bad)))
+        said = say.replicas_invalid(p.replicas, p.removing, p.adding)
+        if said is not None:
+            out.append(self._breach(c, o, "INV-REPLICAS-DISTINCT", None, key, said))
 
     def _check_directories(self, c: Cluster, o: int, key, p: Partition, w: frozenset[str], d: dict,
                            out: list[Breach]) -> None:
@@ -459,36 +397,23 @@ class InvariantChecker:
             return
         dirs, R = d.get("directories") or [], p.replicas
         if dirs and len(dirs) != len(R):
-            out.append(self._breach(c, o, "INV-DIRS-LENGTH", None, key, {"directories": len(dirs), "replicas": len(R)},
-                                    f"0 or {len(R)} directories",
-                                    f"{len(dirs)} directories written for {len(R)} replicas; each replica needs one"))
+            out.append(self._breach(c, o, "INV-DIRS-LENGTH", None, key, say.directories_length(len(dirs), len(R))))
 
     def _check_isr(self, c: Cluster, o: int, key, p: Partition, w: frozenset[str], out: list[Breach]) -> None:
         """INV-ISR-SUBSET-REPLICAS: the ISR is a set of replicas."""
         if not w & {"isr", "replicas"}:
             return
-        I, R = p.isr, p.replicas
-        bad = []
-        if _dups(I):
-            bad.append(f"duplicate members {_dups(I)}")
-        if any(x < 0 for x in I):
-            bad.append("negative ids")
-        if set(I) - set(R):
-            bad.append(f"members {sorted(set(I) - set(R))} that are not replicas")
-        if bad:
-            out.append(self._breach(c, o, "INV-ISR-SUBSET-REPLICAS", None, key, {"isr": I, "replicas": R},
-                                    "ISR ⊆ replicas, distinct, non-negative", "ISR has " + "; ".join(bad)))
+        said = say.isr_invalid(p.isr, p.replicas)
+        if said is not None:
+            out.append(self._breach(c, o, "INV-ISR-SUBSET-REPLICAS", None, key, said))
 
     def _check_leader(self, c: Cluster, o: int, key, p: Partition, w: frozenset[str], out: list[Breach]) -> None:
         """INV-LEADER-IN-ISR, INV-LEADER-IN-REPLICAS: a leader is an in-sync replica."""
         L, I, R = p.leader, p.isr, p.replicas
         if w & {"leader", "isr"} and L != NO_LEADER and L not in I:
-            out.append(self._breach(c, o, "INV-LEADER-IN-ISR", None, key, {"leader": L, "isr": I}, "leader ∈ ISR",
-                                    f"leader {L} is not in the ISR {I}"))
+            out.append(self._breach(c, o, "INV-LEADER-IN-ISR", None, key, say.leader_not_in_isr(L, I)))
         if w & {"leader", "replicas"} and L != NO_LEADER and L not in R:
-            out.append(self._breach(c, o, "INV-LEADER-IN-REPLICAS", None, key, {"leader": L, "replicas": R},
-                                    "leader = -1 or leader ∈ replicas",
-                                    f"leader {L} is not a replica of the partition {R}"))
+            out.append(self._breach(c, o, "INV-LEADER-IN-REPLICAS", None, key, say.leader_not_replica(L, R)))
 
     def _check_elr(self, c: Cluster, o: int, key, p: Partition, w: frozenset[str], out: list[Breach]) -> None:
         """INV-ELR-DISJOINT, INV-ELR-DISABLED-EMPTY, INV-ISR-EMPTY-NEEDS-ELR, INV-ELR-SUBSET-REPLICAS: ELR
@@ -496,24 +421,18 @@ class InvariantChecker:
         appears while ELR is in effect."""
         I, E, K, R = p.isr, p.elr, p.last_known_elr, p.replicas
         if w & {"elr", "isr"} and set(E) & set(I):
-            out.append(self._breach(c, o, "INV-ELR-DISJOINT", None, key, {"isr": I, "elr": E}, "ELR ∩ ISR = ∅",
-                                    f"brokers {sorted(set(E) & set(I))} are in both the ISR and the ELR"))
+            out.append(self._breach(c, o, "INV-ELR-DISJOINT", None, key, say.elr_overlaps_isr(I, E)))
         if ("elr" in w and E) or ("lke" in w and K):
             on, sev = self._elr_flag(c)
             if not on:
-                out.append(self._breach(c, o, "INV-ELR-DISABLED-EMPTY", sev, key, {"elr": E, "lastKnownElr": K},
-                                        {"elr": [], "lastKnownElr": []},
-                                        f"ELR state written while ELR is not in effect ({_elr_off_reason(c)})"))
+                reason = say.elr_off_reason(c.metadata_version, c.features.get(ELR_FEATURE), c.elr_override)
+                out.append(self._breach(c, o, "INV-ELR-DISABLED-EMPTY", sev, key, say.elr_state_while_off(E, K, reason)))
         if "isr" in w and not I:
             on, sev = self._elr_flag(c)
             if not on:
-                out.append(self._breach(c, o, "INV-ISR-EMPTY-NEEDS-ELR", sev, key, I, "a non-empty ISR",
-                                        "ISR written as [] while ELR is not in effect; without ELR the last ISR "
-                                        "member stays in the ISR"))
+                out.append(self._breach(c, o, "INV-ISR-EMPTY-NEEDS-ELR", sev, key, say.isr_emptied_while_elr_off(I)))
         if w & {"elr", "replicas"} and set(E) - set(R):
-            out.append(self._breach(c, o, "INV-ELR-SUBSET-REPLICAS", None, key, {"elr": E, "replicas": R},
-                                    "ELR ⊆ replicas", f"ELR members {sorted(set(E) - set(R))} are no longer "
-                                    "replicas (a reassignment removed them)"))
+            out.append(self._breach(c, o, "INV-ELR-SUBSET-REPLICAS", None, key, say.elr_not_replicas(E, R)))
 
     def _check_last_known_elr(self, c: Cluster, o: int, key, p: Partition, w: frozenset[str],
                               out: list[Breach]) -> None:
@@ -522,26 +441,18 @@ class InvariantChecker:
         K, L = p.last_known_elr, p.leader
         if "lke" in w:
             if len(K) > 1:
-                out.append(self._breach(c, o, "INV-LKE-SINGLETON", None, key, K, "at most one member",
-                                        f"LastKnownElr {K} holds more than the last known leader"))
+                out.append(self._breach(c, o, "INV-LKE-SINGLETON", None, key, say.last_known_elr_too_long(K)))
             if any(x < 0 for x in K):
-                out.append(self._breach(c, o, "INV-LKE-NEGATIVE", None, key, K, "a broker id",
-                                        f"LastKnownElr is {K}: the ISR emptied on a partition that already had no "
-                                        "leader (Kafka quirk), so no last leader is known"))
+                out.append(self._breach(c, o, "INV-LKE-NEGATIVE", None, key, say.last_known_elr_negative(K)))
         if w & {"lke", "leader"} and K and L != NO_LEADER:
-            out.append(self._breach(c, o, "INV-LKE-LEADERLESS", None, key, {"lastKnownElr": K, "leader": L},
-                                    {"lastKnownElr": [], "leader": L},
-                                    f"LastKnownElr {K} kept while the partition has leader {L}"))
+            out.append(self._breach(c, o, "INV-LKE-LEADERLESS", None, key, say.last_known_elr_with_leader(K, L)))
 
     def _check_leader_recovery(self, c: Cluster, o: int, key, p: Partition, w: frozenset[str],
                                out: list[Breach]) -> None:
         """INV-LRS-SINGLE-ISR: a partition in leader recovery (RECOVERING) has only its leader in the ISR."""
         I, L = p.isr, p.leader
         if p.lrs == RECOVERING and w & {"lrs", "isr", "leader"} and (len(I) > 1 or (L != NO_LEADER and I != [L])):
-            out.append(self._breach(c, o, "INV-LRS-SINGLE-ISR", None, key, {"leader": L, "isr": I},
-                                    "ISR = [leader] or (leader = -1 and |ISR| <= 1)",
-                                    f"partition in leader recovery (RECOVERING) has ISR {I} with leader {L}; "
-                                    "recovery allows only the leader in the ISR"))
+            out.append(self._breach(c, o, "INV-LRS-SINGLE-ISR", None, key, say.recovering_isr(L, I)))
 
     def _check_change(self, c: Cluster, rec: Rec, key, before: Partition, after: Partition, w: frozenset[str],
                       d: dict, out: list[Breach]) -> None:
@@ -553,43 +464,26 @@ class InvariantChecker:
         lost_isr = "isr" in w and bool(set(before.isr) - set(after.isr))
         if lost_replicas and "leader" not in w:
             add(self._breach(c, o, "INV-BUMP-ON-REPLICA-LOSS", None, key,
-                             {"replicas": after.replicas, "leader": LEADER_UNCHANGED}, {"leader": before.leader},
-                             f"replicas {sorted(set(before.replicas) - set(after.replicas))} removed without a leader "
-                             "epoch bump; the controller re-writes the leader when the replica set loses a member"))
+                             say.replica_loss_without_bump(before.replicas, after.replicas, before.leader)))
         if mv < MV_3_6_IV0 and lost_isr and "leader" not in w:
             add(self._breach(c, o, "INV-BUMP-ON-SHRINK-OLDMV", None, key,
-                             {"isr": after.isr, "leader": LEADER_UNCHANGED}, {"leader": before.leader},
-                             f"ISR shrank from {before.isr} to {after.isr} without a leader epoch bump, which "
-                             "metadata.version < 3.6-IV0 always carries (KAFKA-15021)"))
+                             say.shrink_without_bump(before.isr, after.isr, before.leader)))
         if "leader" in w and d["leader"] == before.leader:
             b8 = mv < MV_3_6_IV0 and (lost_isr or ("isr" not in w and before.leader == NO_LEADER))
             if not lost_replicas and not b8:
-                add(self._breach(c, o, "INV-NO-SPURIOUS-BUMP", None, key, {"leader": d["leader"]},
-                                 {"leader": LEADER_UNCHANGED},
-                                 f"leader field re-writes the current leader {before.leader} (leader epoch bump) "
-                                 "although no replica was removed"
-                                 + ("" if mv >= MV_3_6_IV0 else " and no ISR member was dropped")))
+                add(self._breach(c, o, "INV-NO-SPURIOUS-BUMP", None, key, say.spurious_bump(d["leader"], mv < MV_3_6_IV0)))
         if before.lrs == RECOVERED and after.lrs == RECOVERING:
             known_mv = METADATA_VERSION in c.features
             if not is_unclean_election(before, d):
-                add(self._breach(c, o, "INV-LRS-ENTRY", None, key,
-                                 {k: d[k] for k in ("leader", "isr", "leaderRecoveryState") if k in d},
-                                 "an unclean election: leader >= 0 not in the previous ISR/ELR, isr = [leader]",
-                                 "partition entered leader recovery (RECOVERING) without an unclean election"))
+                add(self._breach(c, o, "INV-LRS-ENTRY", None, key, say.recovering_without_unclean(d)))
             elif known_mv and mv < MV_3_2_IV0:
-                add(self._breach(c, o, "INV-LRS-ENTRY", None, key, {"metadata.version": mv}, ">= 3.2-IV0",
-                                 f"unclean election set RECOVERING at metadata.version {mv}, below 3.2-IV0 where the "
-                                 "controller does not"))
+                add(self._breach(c, o, "INV-LRS-ENTRY", None, key, say.recovering_below_3_2(mv)))
         if "lrs" in w and d["leaderRecoveryState"] == RECOVERED:
             completes = bool(before.removing or before.adding) and not after.removing and not after.adding
             if before.leader == NO_LEADER:
-                add(self._breach(c, o, "INV-LRS-EXIT", None, key, {"leader": before.leader}, "a sitting leader",
-                                 "leader recovery ended (RECOVERED) on a partition without a leader; only the "
-                                 "leader's AlterPartition ends it"))
+                add(self._breach(c, o, "INV-LRS-EXIT", None, key, say.recovered_without_leader(before.leader)))
             elif "leader" in w and d["leader"] != before.leader and not completes:
-                add(self._breach(c, o, "INV-LRS-EXIT", None, key, {"leader": d["leader"]}, {"leader": before.leader},
-                                 f"leader recovery ended in a record that also moves leadership from {before.leader} "
-                                 f"to {d['leader']}; the sitting leader's AlterPartition keeps the leader"))
+                add(self._breach(c, o, "INV-LRS-EXIT", None, key, say.recovered_with_new_leader(d["leader"], before.leader)))
 
     def _check_isr_expand(self, c: Cluster, rec: Rec, key, before: Partition | None, after: Partition, d: dict,
                           out: list[Breach]) -> None:
@@ -607,31 +501,21 @@ class InvariantChecker:
         inactive = [b for b in new if not c.active(b)]
         if not inactive:
             return
-        if METADATA_VERSION in c.features:
-            sev, tail = ERROR, "AlterPartition only admits active brokers (KIP-841)"
-        else:
-            sev, tail = INFO, ("normal before Kafka 3.3 (no metadata.version record), whose controller admitted "
-                               "fenced brokers")
+        kip841 = METADATA_VERSION in c.features
         states = {b: ("unregistered" if b not in c.brokers else
                       "fenced" if c.brokers[b].fenced else "in controlled shutdown") for b in inactive}
-        out.append(self._breach(c, rec.offset, "INV-ISR-EXPAND-ACTIVE", sev, key,
-                                {str(b): s for b, s in states.items()},
-                                "active (registered, unfenced, not in controlled shutdown)",
-                                f"brokers {inactive} joined the ISR while "
-                                + ", ".join(f"{b} was {s}" for b, s in states.items()) + f"; {tail}"))
+        out.append(self._breach(c, rec.offset, "INV-ISR-EXPAND-ACTIVE", ERROR if kip841 else INFO, key,
+                                say.inactive_joined_isr(inactive, states, kip841)))
 
     # ------------------------------------------------------------------------------------- brokers
     def _epoch_match(self, c: Cluster, rec: Rec, bid, epoch, what: str, out: list[Breach]) -> None:
         br = c.brokers.get(bid)
         if br is None:
             out.append(self._breach(c, rec.offset, "INV-BROKER-EPOCH-MATCH", None, None,
-                                    {"brokerId": bid, "brokerEpoch": epoch}, "a registered broker",
-                                    f"{what} for broker {bid}, which is not registered"))
+                                    say.broker_not_registered(what, bid, epoch)))
         elif br.epoch != epoch:
             out.append(self._breach(c, rec.offset, "INV-BROKER-EPOCH-MATCH", None, None,
-                                    {"brokerId": bid, "brokerEpoch": epoch}, {"brokerEpoch": br.epoch},
-                                    f"{what} for broker {bid} carries epoch {epoch}, but its registration has "
-                                    f"epoch {br.epoch}"))
+                                    say.broker_epoch_differs(what, bid, epoch, br.epoch)))
 
     def _on_fence(self, c: Cluster, rec: Rec, out: list[Breach]) -> None:
         d = rec.data
@@ -652,11 +536,7 @@ class InvariantChecker:
         self._epoch_match(c, rec, bid, d.get("brokerEpoch"), "BrokerRegistrationChangeRecord", out)
         cs = d.get("inControlledShutdown", 0)
         if cs not in (0, 1):
-            out.append(self._breach(c, rec.offset, "INV-CS-STICKY", None, None, {"inControlledShutdown": cs}, [0, 1],
-                                    f"BrokerRegistrationChangeRecord for broker {bid} writes "
-                                    f"inControlledShutdown={cs}; "
-                                    "only 1 (enter) and 0 (no change) exist, controlled shutdown ends only with a new "
-                                    "registration"))
+            out.append(self._breach(c, rec.offset, "INV-CS-STICKY", None, None, say.controlled_shutdown_value(bid, cs)))
         if d.get("fenced", 0) == 1:
             self._b.fences.append((bid, rec.offset, "fence"))
         if cs == 1:
@@ -669,10 +549,8 @@ class InvariantChecker:
         if cur is not None and cur.incarnation_id == d.get("incarnationId"):
             # an amended registration keeps epoch, fencing and controlled shutdown (§1.5-2)
             if cur.in_controlled_shutdown and not d.get("inControlledShutdown", False):
-                out.append(self._breach(c, rec.offset, "INV-CS-STICKY", None, None, {"inControlledShutdown": False},
-                                        {"inControlledShutdown": True},
-                                        f"RegisterBrokerRecord re-registering the same incarnation of broker {bid} "
-                                        "clears its controlled shutdown; an amended registration keeps it"))
+                out.append(self._breach(c, rec.offset, "INV-CS-STICKY", None, None,
+                                        say.controlled_shutdown_cleared(bid)))
             return
         self._b.registrations.append((bid, rec.offset))
         if c.metadata_version < MV_4_0_IV1:
@@ -683,15 +561,9 @@ class InvariantChecker:
         for key, p in c.partitions.items():
             in_isr = bid in p.isr and key not in lkl and not (not elr_on and p.isr == [bid] and p.leader == NO_LEADER)
             in_elr = bid in p.elr
-            if not (in_isr or in_elr):
-                continue
-            where = " and ".join(x for x, f in (("ISR", in_isr), ("ELR", in_elr)) if f)
-            out.append(self._breach(
-                c, rec.offset, "INV-REGISTER-UNCLEAN-BATCH", None, key, {"isr": p.isr, "elr": p.elr},
-                {"isr": [x for x in p.isr if x != bid], "elr": [x for x in p.elr if x != bid]},
-                f"broker {bid} registers a new incarnation while still in the {where}; at metadata.version >= "
-                "4.0-IV1 its batch should first remove it (unclean-shutdown handling"
-                + ("; Kafka 4.1+ keeps ELR membership on a clean restart)" if in_elr and not in_isr else ")")))
+            if in_isr or in_elr:
+                out.append(self._breach(c, rec.offset, "INV-REGISTER-UNCLEAN-BATCH", None, key,
+                                        say.registered_while_member(bid, p.isr, p.elr, in_isr, in_elr)))
 
     def _lkl_elected(self, bid: int) -> set:
         """Partitions whose records in this batch elected ``bid`` as last known leader (§2.3 step 3)."""
@@ -719,14 +591,8 @@ class InvariantChecker:
             prev = self._m_at_record.get(key)
             stale = (prev is not None and prev != m) or b.m_before.get(key[0], m) != m
             known = _min_isr_known(c, key[0])
-            sev = WARN if stale or not known else ERROR
-            note = (f" (min ISR changed to {m} since the partition's previous record; ELR is only re-evaluated "
-                    "when the partition is rebuilt)" if stale else
-                    " (no min.insync.replicas in the log: the controller's static config may set a higher value)"
-                    if not known else "")
-            out.append(self._breach(c, last.offset, "INV-ELR-BELOW-MINISR", sev, key,
-                                    {"elr": p.elr, "isr": p.isr, "minIsr": m}, f"ELR = [] while |ISR| >= {m}",
-                                    f"ELR {p.elr} kept while the ISR {p.isr} has at least min ISR {m} members" + note))
+            out.append(self._breach(c, last.offset, "INV-ELR-BELOW-MINISR", WARN if stale or not known else ERROR,
+                                    key, say.elr_kept_at_min_isr(p.elr, p.isr, m, stale, known)))
 
     def _check_windows(self, c: Cluster, out: list[Breach]) -> None:
         """INV-UNDER-MINISR and INV-OFFLINE-NO-CANDIDATE, reported when a partition enters the state."""
@@ -749,19 +615,14 @@ class InvariantChecker:
             if len(p.isr) < m:
                 if key not in self._under:
                     self._under.add(key)
-                    out.append(self._breach(c, o, "INV-UNDER-MINISR", None, key, {"isr": p.isr, "minIsr": m},
-                                            f"|ISR| >= {m}", f"ISR {p.isr} is below min ISR {m}: producers with "
-                                            "acks=all are rejected until it grows back"))
+                    out.append(self._breach(c, o, "INV-UNDER-MINISR", None, key, say.under_min_isr(p.isr, m)))
             else:
                 self._under.discard(key)
             if p.leader == NO_LEADER and not p.isr and not p.elr:
                 if key not in self._offline:
                     self._offline.add(key)
                     out.append(self._breach(c, o, "INV-OFFLINE-NO-CANDIDATE", None, key,
-                                            {"leader": p.leader, "isr": p.isr, "elr": p.elr},
-                                            "a leader, an ISR member or an ELR member",
-                                            "partition is offline with an empty ISR and ELR: only an unclean (or "
-                                            "recovery) election can bring it back"))
+                                            say.offline_no_candidate(p.leader, p.isr, p.elr)))
             else:
                 self._offline.discard(key)
 
@@ -779,11 +640,8 @@ class InvariantChecker:
         out = []
         for key in sorted(keys, key=lambda k: (c.topics.get(k[0], k[0]), k[1])):
             p = c.partitions[key]
-            out.append(self._breach(
-                c, offset, "INV-FENCE-REMOVES-ISR", None, key, {"isr": p.isr, "leader": p.leader},
-                {"isr": [x for x in p.isr if x != bid]},
-                f"broker {bid} is still in the ISR {p.isr} after its {kind}; the controller removes it "
-                + ("(ELR on: even the last member)" if elr_on else "unless it is the last member of a leaderless ISR")))
+            out.append(self._breach(c, offset, "INV-FENCE-REMOVES-ISR", None, key,
+                                    say.still_in_isr_after_fence(bid, p.isr, p.leader, kind, elr_on)))
         return out
 
     def _check_fences(self, c: Cluster, out: list[Breach]) -> None:
@@ -851,11 +709,8 @@ class InvariantChecker:
                 in_isr = bid in p.isr and key not in lkl
                 if not (in_elr or in_isr):
                     continue
-                where = " and ".join(x for x, f in (("ELR", in_elr), ("ISR", in_isr)) if f)
-                out.append(self._breach(
-                    c, reg_offset, "INV-ELR-UNCLEAN-REMOVED", None, key, {"isr": p.isr, "elr": p.elr},
-                    {"isr": [x for x in p.isr if x != bid], "elr": [x for x in p.elr if x != bid]},
-                    f"broker {bid} is still in the {where} after the batch that handled its unclean shutdown"))
+                out.append(self._breach(c, reg_offset, "INV-ELR-UNCLEAN-REMOVED", None, key,
+                                        say.still_member_after_unclean_shutdown(bid, p.isr, p.elr, in_elr, in_isr)))
 
     _RECORD_CHECKS = {
         "TOPIC_RECORD": _on_topic,
