@@ -31,6 +31,12 @@ def active(registered, fenced, in_controlled_shutdown):
                                                                                           np.ndarray):
         return (np.asarray(registered, bool) & ~np.asarray(fenced, bool)
                 & ~np.asarray(in_controlled_shutdown, bool))
+    return rule(registered, fenced, in_controlled_shutdown)
+
+
+def rule(registered: bool, fenced: bool, in_controlled_shutdown: bool) -> bool:
+    """The rule for one broker, plain enough for the compiled passes to compile as it is
+    (``numba.njit(brokers.rule)``)."""
     return bool(registered) and not fenced and not in_controlled_shutdown
 
 

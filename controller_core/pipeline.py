@@ -14,8 +14,8 @@ Steps, in order:
    the partitions holding a record the vectorized builder cannot reproduce go to the scalar reference
    (:mod:`controller_core.rules.verify`), which also names the divergences -- counted in
    ``Replay.scalar_partitions``;
-4. check the §4 invariants (today through the scalar checker :mod:`controller_core.rules.invariants`;
-   the compiled single pass replaces it);
+4. check the §4 invariants in one compiled pass over the records (:mod:`controller_core.kernels.invariants`;
+   the scalar checker :mod:`controller_core.rules.invariants` is its reference in the tests);
 5. date the history: valid-from / valid-to times from the segment records at those offsets.
 
 Callers: ``verify``, ``describe``, ``audit --log-dir`` / ``plan --log-dir`` (:func:`from_log_dir`), the
@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 from controller_core import timelines
 from controller_core.codec.arrowutil import from_numpy, to_numpy
 from controller_core.image import Cluster
+from controller_core.kernels import invariants as invariant_pass
 from controller_core.replay import SKIP, read_log_dir
 from controller_core.vector import fold
 from controller_core.vector.explain import cluster_level_recs, explain, scalar_batches
@@ -96,11 +97,7 @@ def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool
         _orphans(history, records, rejected)
     exp = explain(records, history, brokers, topics)
     todo, divergences, labels = _scalar_fallback(records, exp, elr_override, snaps)
-    found = []
-    if invariants:
-        from controller_core.rules.invariants import check_batches
-
-        found = check_batches(scalar_batches(records, None), cluster=Cluster(elr_override=elr_override))
+    found = invariant_pass.check(records, elr_override) if invariants else []
     if context_topics:
         divergences, found, exp, history = _drop_context(context_topics, divergences, found, exp, history)
 

@@ -86,8 +86,9 @@ def superseded(history: DataFrame, since: int) -> DataFrame:
 # comma-joined strings and are split back with Arrow kernels in the worker (``unpack``).
 CORE_COLUMNS = ["source_file", "source_kind", "offset", "batch_base_offset", "timestamp", "record_type",
                 "record_version", "topic_id", "topic_name", "partition_id", "leader", "leader_epoch",
-                "partition_epoch", "leader_recovery_state", "broker_id", "fenced", "in_controlled_shutdown",
-                "incarnation_id", "data_json"]
+                "partition_epoch", "leader_recovery_state", "broker_id", "broker_epoch", "fenced",
+                "in_controlled_shutdown", "incarnation_id", "leader_id", "config_resource_type",
+                "config_resource_name", "config_name", "config_value", "feature_name", "feature_level", "data_json"]
 LIST_COLUMNS = {"replicas": pa.int32(), "isr": pa.int32(), "removing_replicas": pa.int32(),
                 "adding_replicas": pa.int32(), "eligible_leader_replicas": pa.int32(),
                 "last_known_elr": pa.int32(), "directories": pa.string()}

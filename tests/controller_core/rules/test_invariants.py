@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 from collections import Counter
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from controller_core.rules.invariants import (
     ERROR, INFO, NOT_HERE, RULES, WARN, Breach, InvariantChecker, check_log, is_unclean_election,
 )
-from controller_core.replay import Rec
+from controller_core.kernels.invariants import check as compiled_check
+from controller_core.replay import SKIP, Rec, read_log_dir
 from controller_core.image import MIGRATING, Cluster, Partition
 from simulator.writer import write_log
 
@@ -153,9 +157,28 @@ _runs = 0
 
 
 def run(log: Log, tmp_path: Path, cluster: Cluster | None = None) -> list[Breach]:
+    """The scalar reference's breaches of ``log``; every log is also checked by the compiled pass, which
+    must find exactly the same breaches, described in the same words (except with an image whose
+    applier is broken on purpose: the compiled pass has its own)."""
     global _runs
     _runs += 1
-    return check_log(log.write(tmp_path / f"log{_runs}"), cluster=cluster)
+    path = log.write(tmp_path / f"log{_runs}")
+    found = check_log(path, cluster=cluster)
+    if cluster is None or type(cluster) is Cluster:
+        assert_compiled_agrees(path, found, None if cluster is None else cluster.elr_override)
+    return found
+
+
+def _breach_key(b: Breach) -> tuple:
+    return (b.offset, b.rule, b.severity, b.topic, b.partition, b.topic_id, json.dumps(b.recorded, default=str),
+            json.dumps(b.expected, default=str), b.message)
+
+
+def assert_compiled_agrees(path: Path, scalar: list[Breach], elr_override=None) -> None:
+    records, _ = read_log_dir(path, [])
+    records = records.filter(pc.invert(pc.is_in(records.column("record_type"), pa.array(sorted(SKIP)))))
+    compiled = compiled_check(records, elr_override)
+    assert Counter(map(_breach_key, compiled)) == Counter(map(_breach_key, scalar))
 
 
 def hits(breaches: list[Breach], rule: str) -> list[tuple[int, str]]:
@@ -816,6 +839,7 @@ def test_real_logs_hold_no_error_and_only_the_listed_warnings(log_dir):
     if not path.is_dir():
         raise FileNotFoundError(f"real metadata is missing: {path} (need ../shared beside the checkout)")
     breaches = check_log(path)
+    assert_compiled_agrees(path, breaches)
     errors = [b for b in breaches if b.severity == ERROR]
     assert errors == []
     assert Counter((b.rule, b.severity, b.offset) for b in breaches) == REAL_EXPECTED[log_dir]

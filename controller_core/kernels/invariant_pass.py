@@ -1,0 +1,1189 @@
+"""The §4 invariants of controller-rules.md in one compiled pass over the records (numba).
+
+The same verdicts as the scalar reference :class:`controller_core.rules.invariants.InvariantChecker`
+(tests compare them on every real log, every simulator scenario and the per-rule logs), reached
+without Python objects: the cluster image lives in integer arrays (``layout.py`` made every string
+and list an index), each record is checked against the state before it and then applied, and each
+batch ends with the batch-level rules (min ISR windows, fences, unclean shutdowns).
+
+A breach leaves the pass as integers on one output stream::
+
+    rule, severity, row, partition, topic name at the time, payload length, payload...
+
+where the payload holds what the breach's description needs (broker-id lists as ``[n, ids...]``);
+:mod:`controller_core.kernels.breach_report` turns the stream into :class:`Breach` rows through the
+same descriptions the scalar checker uses (:mod:`controller_core.rules.breaches`).
+
+Not here, like in the scalar checker: INV-ELECTION-ORDER (a divergence of the recomputation).  Also not
+here: INV-LEADER-EPOCH-STEP / INV-PARTITION-EPOCH-STEP, which guard the scalar image's ``merge``
+(the epochs a change record leaves); this pass applies a change by those very rules, so it cannot
+break them.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, types
+from numba.typed import List
+
+from controller_core import brokers
+from controller_core.kernels.layout import (
+    BROKER_RESOURCE, CFG_MIN_ISR, CFG_UNCLEAN, CHANGE, CLEAR_ELR, CONFIG, FEAT_ELR, FEAT_MV, FEATURE, FENCE,
+    LEADER_CHANGE, MISSING, PARTITION, REG_CHANGE, REGISTER, REMOVE_TOPIC, TOPIC, TOPIC_RESOURCE, UNFENCE,
+    UNREGISTER, ZK_MIGRATION,
+)
+
+# rule ids on the output stream (kernels/breach_report.py maps them back)
+RULES = (
+    "INV-TOPIC-UNIQUE", "INV-TOPIC-EXISTS", "INV-EPOCH-MONOTONIC", "INV-LRS-ENTRY", "INV-RECORD-NOOP",
+    "INV-REPLICAS-DISTINCT", "INV-DIRS-LENGTH", "INV-ISR-SUBSET-REPLICAS", "INV-LEADER-IN-ISR",
+    "INV-LEADER-IN-REPLICAS", "INV-ELR-DISJOINT", "INV-ELR-DISABLED-EMPTY", "INV-ISR-EMPTY-NEEDS-ELR",
+    "INV-ELR-SUBSET-REPLICAS", "INV-LKE-SINGLETON", "INV-LKE-NEGATIVE", "INV-LKE-LEADERLESS", "INV-LRS-SINGLE-ISR",
+    "INV-BUMP-ON-REPLICA-LOSS", "INV-BUMP-ON-SHRINK-OLDMV", "INV-NO-SPURIOUS-BUMP", "INV-LRS-EXIT",
+    "INV-ISR-EXPAND-ACTIVE", "INV-UNCLEAN-ELECTION", "INV-UNCLEAN-CONFIG", "INV-LEADER-ACTIVE",
+    "INV-BROKER-EPOCH-MATCH", "INV-CS-STICKY", "INV-REGISTER-UNCLEAN-BATCH", "INV-ELR-BELOW-MINISR",
+    "INV-UNDER-MINISR", "INV-OFFLINE-NO-CANDIDATE", "INV-FENCE-REMOVES-ISR", "INV-ELR-UNCLEAN-REMOVED",
+)
+(TOPIC_UNIQUE, TOPIC_EXISTS, EPOCH_MONOTONIC, LRS_ENTRY, RECORD_NOOP, REPLICAS_DISTINCT, DIRS_LENGTH, ISR_SUBSET,
+ LEADER_IN_ISR, LEADER_IN_REPLICAS, ELR_DISJOINT, ELR_DISABLED_EMPTY, ISR_EMPTY_NEEDS_ELR, ELR_SUBSET, LKE_SINGLETON,
+ LKE_NEGATIVE, LKE_LEADERLESS, LRS_SINGLE_ISR, BUMP_REPLICA_LOSS, BUMP_SHRINK, SPURIOUS_BUMP, LRS_EXIT, ISR_EXPAND,
+ UNCLEAN_ELECTION, UNCLEAN_CONFIG, LEADER_ACTIVE, BROKER_EPOCH, CS_STICKY, REGISTER_UNCLEAN, ELR_BELOW_MINISR,
+ UNDER_MINISR, OFFLINE, FENCE_REMOVES_ISR, ELR_UNCLEAN_REMOVED) = range(len(RULES))
+SEVERITIES = (None, "ERROR", "WARN", "INFO")  # 0: the rule's default severity
+S_DEFAULT, S_ERROR, S_WARN, S_INFO = 0, 1, 2, 3
+NO_KEY = -2  # "topic name" of a breach that names no partition
+
+NO_LEADER, LEADER_UNCHANGED, RECOVERED, RECOVERING = -1, -2, 0, 1
+MV_3_2_IV0, MV_3_6_IV0, MV_4_0_IV1 = 3, 12, 23
+
+# partition state columns: live, leader, epochs, LRS, then (start, length) of each list in the tape
+P_LIVE, P_LEADER, P_LE, P_PE, P_LRS = 0, 1, 2, 3, 4
+P_LISTS = 5  # replicas 5-6, isr 7-8, removing 9-10, adding 11-12, elr 13-14, lke 15-16
+P_UNDER, P_OFFLINE, P_M_AT, P_TSTAMP, P_LAST_T, P_MARK = 17, 18, 19, 20, 21, 22
+P_FIELDS = 23
+LR, LI, LRM, LAD, LE, LK = 0, 1, 2, 3, 4, 5
+# topics
+T_LIVE, T_NAME, T_MB, T_MB_STAMP = 0, 1, 2, 3
+# brokers
+B_REG, B_EPOCH, B_INC, B_FENCED, B_CS, B_PEND_ROW, B_PEND_AT, B_PEND_LEN, B_DONE = range(9)
+B_FIELDS = 9
+# globals
+G_MV, G_MV_PRESENT, G_ELRF_PRESENT, G_ELRF_LEVEL, G_EVIDENCE, G_OVERRIDE, G_CTRL_ID, G_CTRL_SLOT, G_ZK, G_DEFAULT_SLOT = range(10)
+# one touch: a partition record of the current batch (the scalar checker's _Touch)
+(X_PART, X_ROW, X_HASB, X_BL, X_BI_S, X_BI_N, X_BE_S, X_BE_N, X_BK_S, X_BK_N, X_AI_S, X_AI_N, X_AE_S, X_AE_N,
+ X_RL, X_RI_S, X_RI_N, X_RLRS) = range(18)
+X_FIELDS = 18
+# written-field bits of a change record
+W_ISR, W_LEADER, W_REPLICAS, W_REMOVING, W_ADDING, W_DIRS, W_ELR, W_LKE, W_LRS = (1 << k for k in range(9))
+W_ALL = (1 << 9) - 1
+
+_active_rule = njit(cache=True)(brokers.rule)
+
+
+# ------------------------------------------------------------------------------------------ small list helpers
+@njit(cache=True, inline="always")
+def _has(tape, s, n, x):
+    for j in range(n):
+        if tape[s + j] == x:
+            return True
+    return False
+
+
+@njit(cache=True)
+def _is_only(tape, s, n, x):
+    return n == 1 and tape[s] == x
+
+
+@njit(cache=True)
+def _subset(tape, s, n, s2, n2):
+    """Every member of list 1 is in list 2."""
+    for j in range(n):
+        if not _has(tape, s2, n2, tape[s + j]):
+            return False
+    return True
+
+
+@njit(cache=True)
+def _meets(tape, s, n, s2, n2):
+    for j in range(n):
+        if _has(tape, s2, n2, tape[s + j]):
+            return True
+    return False
+
+
+@njit(cache=True)
+def _has_dups(tape, s, n):
+    for j in range(1, n):
+        if _has(tape, s, j, tape[s + j]):
+            return True
+    return False
+
+
+@njit(cache=True)
+def _any_negative(tape, s, n):
+    for j in range(n):
+        if tape[s + j] < 0:
+            return True
+    return False
+
+
+@njit(cache=True)
+def _distinct_assigned(tape, ps, p):
+    """|replicas ∪ adding ∪ removing| of partition p (what caps its topic's min ISR when p is partition 0)."""
+    count = 0
+    for a in (LR, LAD, LRM):
+        s, n = ps[p, P_LISTS + 2 * a], ps[p, P_LISTS + 2 * a + 1]
+        for j in range(n):
+            x = tape[s + j]
+            seen = _has(tape, s, j, x)
+            if not seen:
+                for b in (LR, LAD, LRM):
+                    if b >= a:
+                        break
+                    if _has(tape, ps[p, P_LISTS + 2 * b], ps[p, P_LISTS + 2 * b + 1], x):
+                        seen = True
+                        break
+            if not seen:
+                count += 1
+    return count
+
+
+@njit(cache=True)
+def _union_in(tape, a, b):
+    """Every member of lists a[0..2] (starts and lengths interleaved) is in one of lists b[0..2]."""
+    for k in range(3):
+        for j in range(a[2 * k + 1]):
+            x = tape[a[2 * k] + j]
+            if not (_has(tape, b[0], b[1], x) or _has(tape, b[2], b[3], x) or _has(tape, b[4], b[5], x)):
+                return False
+    return True
+
+
+# ------------------------------------------------------------------------------------------ output stream
+@njit(cache=True)
+def _open(out, rule, sev, row, part, name):
+    out.append(rule)
+    out.append(sev)
+    out.append(row)
+    out.append(part)
+    out.append(name)
+    out.append(0)
+    return len(out) - 1  # where the payload length goes
+
+
+@njit(cache=True)
+def _close(out, at):
+    out[at] = len(out) - at - 1
+
+
+@njit(cache=True)
+def _put_list(out, tape, s, n):
+    out.append(n)
+    for j in range(n):
+        out.append(tape[s + j])
+
+
+@njit(cache=True)
+def _put_state_list(out, tape, ps, p, which):
+    _put_list(out, tape, ps[p, P_LISTS + 2 * which], ps[p, P_LISTS + 2 * which + 1])
+
+
+@njit(cache=True)
+def _name_now(ts, t):
+    return ts[t, T_NAME] if ts[t, T_LIVE] == 1 else -1
+
+
+# ------------------------------------------------------------------------------------------ image queries
+@njit(cache=True)
+def _broker_index(broker_ids, x):
+    j = np.searchsorted(broker_ids, x)
+    if j < len(broker_ids) and broker_ids[j] == x:
+        return j
+    return -1
+
+
+@njit(cache=True)
+def _active(bs, b):
+    if b < 0:
+        return False
+    return _active_rule(bs[b, B_REG] == 1, bs[b, B_FENCED] == 1, bs[b, B_CS] == 1)
+
+
+@njit(cache=True)
+def _broker_state(bs, b):
+    """0 not registered, 1 fenced, 2 in controlled shutdown (for a broker that is not active)."""
+    if b < 0 or bs[b, B_REG] == 0:
+        return 0
+    return 1 if bs[b, B_FENCED] == 1 else 2
+
+
+@njit(cache=True)
+def _elr_enabled(g):
+    """§1.8, as Cluster.elr_enabled."""
+    if g[G_MV] < MV_4_0_IV1:
+        return False
+    if g[G_ELRF_PRESENT] == 1:
+        return g[G_ELRF_LEVEL] >= 1
+    if g[G_OVERRIDE] >= 0:
+        return g[G_OVERRIDE] == 1
+    return g[G_EVIDENCE] == 1
+
+
+@njit(cache=True)
+def _elr_flag(g):
+    """(ELR in effect?, severity of an ELR-only state if not), as InvariantChecker._elr_flag."""
+    if g[G_MV] < MV_4_0_IV1:
+        return False, S_ERROR
+    if g[G_ELRF_PRESENT] == 1:
+        return (True, S_DEFAULT) if g[G_ELRF_LEVEL] >= 1 else (False, S_ERROR)
+    if g[G_OVERRIDE] >= 0:
+        return (True, S_DEFAULT) if g[G_OVERRIDE] == 1 else (False, S_ERROR)
+    return (True, S_DEFAULT) if g[G_EVIDENCE] == 1 else (False, S_WARN)
+
+
+@njit(cache=True)
+def _config(tcfg, bcfg, g, name, absent):
+    """§1.7 resolution of one key: the topic, the active controller's node, the cluster default."""
+    if name >= 0 and tcfg[name] != absent:
+        return tcfg[name]
+    slot = g[G_CTRL_SLOT]
+    if slot >= 0 and bcfg[slot] != absent:
+        return bcfg[slot]
+    if g[G_DEFAULT_SLOT] >= 0 and bcfg[g[G_DEFAULT_SLOT]] != absent:
+        return bcfg[g[G_DEFAULT_SLOT]]
+    return absent
+
+
+@njit(cache=True)
+def _min_isr(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, t):
+    """Cluster.min_isr: the resolved min.insync.replicas (1 if none) capped by partition 0's replicas."""
+    m = _config(tcfg_min, bcfg_min, g, _name_now(ts, t), MISSING)
+    if m == MISSING:
+        m = 1
+    p0 = topic_p0[t]
+    if p0 < 0 or ps[p0, P_LIVE] == 0:
+        return m
+    return min(m, _distinct_assigned(tape, ps, p0))
+
+
+@njit(cache=True)
+def _min_isr_known(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, t):
+    if _config(tcfg_min, bcfg_min, g, _name_now(ts, t), MISSING) != MISSING:
+        return True
+    p0 = topic_p0[t]
+    return p0 >= 0 and ps[p0, P_LIVE] == 1 and _distinct_assigned(tape, ps, p0) <= 1
+
+
+@njit(cache=True)
+def _unclean(tape, rl, ri_s, ri_n, rlrs, bi_s, bi_n, be_s, be_n):
+    """§2.6-5 is_unclean_election on the record's leader / isr / LRS and the previous ISR and ELR."""
+    if rl < 0 or not _is_only(tape, ri_s, ri_n, rl):
+        return False
+    if _has(tape, bi_s, bi_n, rl):
+        return False
+    if _has(tape, be_s, be_n, rl) and rlrs != RECOVERING:
+        return False
+    return True
+
+
+@njit(cache=True)
+def _still_in_isr(tape, ps, p, x, elr_on):
+    """The fence / controlled-shutdown rule's offender test for broker id x on partition p."""
+    if ps[p, P_LIVE] == 0:
+        return False
+    s, n = ps[p, P_LISTS + 2 * LI], ps[p, P_LISTS + 2 * LI + 1]
+    if not _has(tape, s, n, x):
+        return False
+    return elr_on or not (n == 1 and ps[p, P_LEADER] == NO_LEADER)
+
+
+# ------------------------------------------------------------------------------------------ record-level rules
+@njit(cache=True)
+def _ls(a, k):
+    """(start, length) of list k of a state row."""
+    return a[P_LISTS + 2 * k], a[P_LISTS + 2 * k + 1]
+
+
+@njit(cache=True)
+def _put(out, tape, a, k):
+    s, n = _ls(a, k)
+    _put_list(out, tape, s, n)
+
+
+@njit(cache=True)
+def _check_state(out, tape, g, a, w, ndirs, row, p, nm):
+    """Structural rules on the state ``a`` a partition record leaves, for the fields it wrote
+    (InvariantChecker._check_state, in its order)."""
+    rs, rn = _ls(a, LR)
+    i_s, i_n = _ls(a, LI)
+    ms, mn = _ls(a, LRM)
+    ds, dn = _ls(a, LAD)
+    es, en = _ls(a, LE)
+    ks, kn = _ls(a, LK)
+    L = a[P_LEADER]
+    if w & (W_REPLICAS | W_REMOVING | W_ADDING):
+        if (_has_dups(tape, rs, rn) or _any_negative(tape, rs, rn) or not _subset(tape, ms, mn, rs, rn)
+                or not _subset(tape, ds, dn, rs, rn) or _meets(tape, ms, mn, ds, dn)):
+            at = _open(out, REPLICAS_DISTINCT, S_DEFAULT, row, p, nm)
+            _put(out, tape, a, LR)
+            _put(out, tape, a, LRM)
+            _put(out, tape, a, LAD)
+            _close(out, at)
+    if w & W_DIRS and ndirs > 0 and ndirs != rn:
+        at = _open(out, DIRS_LENGTH, S_DEFAULT, row, p, nm)
+        out.append(ndirs)
+        out.append(rn)
+        _close(out, at)
+    if w & (W_ISR | W_REPLICAS):
+        if _has_dups(tape, i_s, i_n) or _any_negative(tape, i_s, i_n) or not _subset(tape, i_s, i_n, rs, rn):
+            at = _open(out, ISR_SUBSET, S_DEFAULT, row, p, nm)
+            _put(out, tape, a, LI)
+            _put(out, tape, a, LR)
+            _close(out, at)
+    if w & (W_LEADER | W_ISR) and L != NO_LEADER and not _has(tape, i_s, i_n, L):
+        at = _open(out, LEADER_IN_ISR, S_DEFAULT, row, p, nm)
+        out.append(L)
+        _put(out, tape, a, LI)
+        _close(out, at)
+    if w & (W_LEADER | W_REPLICAS) and L != NO_LEADER and not _has(tape, rs, rn, L):
+        at = _open(out, LEADER_IN_REPLICAS, S_DEFAULT, row, p, nm)
+        out.append(L)
+        _put(out, tape, a, LR)
+        _close(out, at)
+    if w & (W_ELR | W_ISR) and _meets(tape, es, en, i_s, i_n):
+        at = _open(out, ELR_DISJOINT, S_DEFAULT, row, p, nm)
+        _put(out, tape, a, LI)
+        _put(out, tape, a, LE)
+        _close(out, at)
+    if (w & W_ELR and en > 0) or (w & W_LKE and kn > 0):
+        on, sev = _elr_flag(g)
+        if not on:
+            at = _open(out, ELR_DISABLED_EMPTY, sev, row, p, nm)
+            _put(out, tape, a, LE)
+            _put(out, tape, a, LK)
+            out.append(g[G_MV])
+            out.append(g[G_ELRF_PRESENT])
+            out.append(g[G_ELRF_LEVEL])
+            out.append(g[G_OVERRIDE])
+            _close(out, at)
+    if w & W_ISR and i_n == 0:
+        on, sev = _elr_flag(g)
+        if not on:
+            at = _open(out, ISR_EMPTY_NEEDS_ELR, sev, row, p, nm)
+            _put(out, tape, a, LI)
+            _close(out, at)
+    if w & (W_ELR | W_REPLICAS) and not _subset(tape, es, en, rs, rn):
+        at = _open(out, ELR_SUBSET, S_DEFAULT, row, p, nm)
+        _put(out, tape, a, LE)
+        _put(out, tape, a, LR)
+        _close(out, at)
+    if w & W_LKE:
+        if kn > 1:
+            at = _open(out, LKE_SINGLETON, S_DEFAULT, row, p, nm)
+            _put(out, tape, a, LK)
+            _close(out, at)
+        if _any_negative(tape, ks, kn):
+            at = _open(out, LKE_NEGATIVE, S_DEFAULT, row, p, nm)
+            _put(out, tape, a, LK)
+            _close(out, at)
+    if w & (W_LKE | W_LEADER) and kn > 0 and L != NO_LEADER:
+        at = _open(out, LKE_LEADERLESS, S_DEFAULT, row, p, nm)
+        _put(out, tape, a, LK)
+        out.append(L)
+        _close(out, at)
+    if (a[P_LRS] == RECOVERING and w & (W_LRS | W_ISR | W_LEADER)
+            and (i_n > 1 or (L != NO_LEADER and not _is_only(tape, i_s, i_n, L)))):
+        at = _open(out, LRS_SINGLE_ISR, S_DEFAULT, row, p, nm)
+        out.append(L)
+        _put(out, tape, a, LI)
+        _close(out, at)
+
+
+@njit(cache=True)
+def _check_change(out, tape, g, b, a, w, rl, ri_s, ri_n, rlrs, row, p, nm):
+    """Rules on the transition a PartitionChangeRecord makes from state ``b`` to ``a``."""
+    mv = g[G_MV]
+    brs, brn = _ls(b, LR)
+    ars, arn = _ls(a, LR)
+    bis, bin_ = _ls(b, LI)
+    ais, ain = _ls(a, LI)
+    bL = b[P_LEADER]
+    lost_replicas = (w & W_REPLICAS) != 0 and not _subset(tape, brs, brn, ars, arn)
+    lost_isr = (w & W_ISR) != 0 and not _subset(tape, bis, bin_, ais, ain)
+    if lost_replicas and not w & W_LEADER:
+        at = _open(out, BUMP_REPLICA_LOSS, S_DEFAULT, row, p, nm)
+        _put(out, tape, b, LR)
+        _put(out, tape, a, LR)
+        out.append(bL)
+        _close(out, at)
+    if mv < MV_3_6_IV0 and lost_isr and not w & W_LEADER:
+        at = _open(out, BUMP_SHRINK, S_DEFAULT, row, p, nm)
+        _put(out, tape, b, LI)
+        _put(out, tape, a, LI)
+        out.append(bL)
+        _close(out, at)
+    if w & W_LEADER and rl == bL:
+        b8 = mv < MV_3_6_IV0 and (lost_isr or (not w & W_ISR and bL == NO_LEADER))
+        if not lost_replicas and not b8:
+            at = _open(out, SPURIOUS_BUMP, S_DEFAULT, row, p, nm)
+            out.append(rl)
+            out.append(1 if mv < MV_3_6_IV0 else 0)
+            _close(out, at)
+    if b[P_LRS] == RECOVERED and a[P_LRS] == RECOVERING:
+        bes, ben = _ls(b, LE)
+        if not _unclean(tape, rl, ri_s, ri_n, rlrs, bis, bin_, bes, ben):
+            at = _open(out, LRS_ENTRY, S_DEFAULT, row, p, nm)
+            out.append(1)
+            _close(out, at)
+        elif g[G_MV_PRESENT] == 1 and mv < MV_3_2_IV0:
+            at = _open(out, LRS_ENTRY, S_DEFAULT, row, p, nm)
+            out.append(2)
+            out.append(mv)
+            _close(out, at)
+    if w & W_LRS and rlrs == RECOVERED:
+        completes = (b[P_LISTS + 2 * LRM + 1] > 0 or b[P_LISTS + 2 * LAD + 1] > 0) and \
+            a[P_LISTS + 2 * LRM + 1] == 0 and a[P_LISTS + 2 * LAD + 1] == 0
+        if bL == NO_LEADER:
+            at = _open(out, LRS_EXIT, S_DEFAULT, row, p, nm)
+            out.append(0)
+            out.append(bL)
+            _close(out, at)
+        elif w & W_LEADER and rl != bL and not completes:
+            at = _open(out, LRS_EXIT, S_DEFAULT, row, p, nm)
+            out.append(1)
+            out.append(rl)
+            out.append(bL)
+            _close(out, at)
+
+
+@njit(cache=True)
+def _newly_inactive(tape, bs, broker_ids, b, a, has_before, rl, x):
+    """Whether ISR member x of ``a`` joins the ISR while inactive (INV-ISR-EXPAND-ACTIVE's filter)."""
+    if has_before:
+        bis, bin_ = _ls(b, LI)
+        if _has(tape, bis, bin_, x):
+            return False
+        if rl >= 0 and rl != b[P_LEADER] and x == rl:  # a leader chosen by an election
+            return False
+        ars, arn = _ls(a, LR)
+        ais, ain = _ls(a, LI)
+        # §2.7-4: a reassignment cancel whose reverted ISR is empty takes [R[0]]
+        if (b[P_LISTS + 2 * LAD + 1] > 0 and a[P_LISTS + 2 * LAD + 1] == 0 and arn > 0
+                and _is_only(tape, ais, ain, tape[ars]) and x == tape[ars]):
+            return False
+    return not _active(bs, _broker_index(broker_ids, x))
+
+
+@njit(cache=True)
+def _check_isr_expand(out, tape, g, bs, broker_ids, b, a, has_before, rl, row, p, nm):
+    ais, ain = _ls(a, LI)
+    count = 0
+    for j in range(ain):
+        if _newly_inactive(tape, bs, broker_ids, b, a, has_before, rl, tape[ais + j]):
+            count += 1
+    if count == 0:
+        return
+    at = _open(out, ISR_EXPAND, S_ERROR if g[G_MV_PRESENT] == 1 else S_INFO, row, p, nm)
+    out.append(count)
+    for j in range(ain):
+        x = tape[ais + j]
+        if _newly_inactive(tape, bs, broker_ids, b, a, has_before, rl, x):
+            out.append(x)
+            out.append(_broker_state(bs, _broker_index(broker_ids, x)))
+    _close(out, at)
+
+
+@njit(cache=True)
+def _check_election(out, tape, ps, ts, g, bs, broker_ids, tcfg_unc, bcfg_unc, unclean_true, b, rl, ri_s, ri_n,
+                    rlrs, t, row, p, nm):
+    """INV-UNCLEAN-ELECTION, INV-UNCLEAN-CONFIG, INV-LEADER-ACTIVE for a record electing a new leader."""
+    bL = b[P_LEADER]
+    if rl < 0 or rl == bL:
+        return
+    bis, bin_ = _ls(b, LI)
+    bes, ben = _ls(b, LE)
+    if _unclean(tape, rl, ri_s, ri_n, rlrs, bis, bin_, bes, ben):
+        at = _open(out, UNCLEAN_ELECTION, S_DEFAULT, row, p, nm)
+        out.append(rl)
+        out.append(bL)
+        _put(out, tape, b, LI)
+        _put(out, tape, b, LE)
+        _put(out, tape, b, LK)
+        _close(out, at)
+        v = _config(tcfg_unc, bcfg_unc, g, _name_now(ts, t), -1)
+        if v < 0 or not unclean_true[v]:
+            at = _open(out, UNCLEAN_CONFIG, S_DEFAULT, row, p, nm)
+            out.append(v)
+            _close(out, at)
+    x = _broker_index(broker_ids, rl)
+    if not _active(bs, x):
+        at = _open(out, LEADER_ACTIVE, S_DEFAULT, row, p, nm)
+        out.append(rl)
+        out.append(_broker_state(bs, x))
+        _close(out, at)
+
+
+@njit(cache=True)
+def _epoch_match(out, bs, bints, broker, i):
+    x = broker[i]
+    if x < 0 or bs[x, B_REG] == 0:
+        at = _open(out, BROKER_EPOCH, S_DEFAULT, i, -1, NO_KEY)
+        out.append(0)
+        out.append(bints[i, 0])
+        out.append(bints[i, 1])
+        _close(out, at)
+    elif bs[x, B_EPOCH] != bints[i, 1]:
+        at = _open(out, BROKER_EPOCH, S_DEFAULT, i, -1, NO_KEY)
+        out.append(1)
+        out.append(bints[i, 0])
+        out.append(bints[i, 1])
+        out.append(bs[x, B_EPOCH])
+        _close(out, at)
+
+
+# ------------------------------------------------------------------------------------------ the batch's touches
+@njit(cache=True)
+def _grow(arr):
+    bigger = np.empty((arr.shape[0] * 2, arr.shape[1]), arr.dtype)
+    bigger[:arr.shape[0]] = arr
+    return bigger
+
+
+@njit(cache=True)
+def _set_touch(tch, nt, p, row, has_b, b, a, rl, ri_s, ri_n, rlrs):
+    tch[nt, X_PART] = p
+    tch[nt, X_ROW] = row
+    tch[nt, X_HASB] = 1 if has_b else 0
+    tch[nt, X_BL] = b[P_LEADER]
+    for k, at in ((LI, X_BI_S), (LE, X_BE_S), (LK, X_BK_S)):
+        tch[nt, at] = b[P_LISTS + 2 * k]
+        tch[nt, at + 1] = b[P_LISTS + 2 * k + 1]
+    for k, at in ((LI, X_AI_S), (LE, X_AE_S)):
+        tch[nt, at] = a[P_LISTS + 2 * k]
+        tch[nt, at + 1] = a[P_LISTS + 2 * k + 1]
+    tch[nt, X_RL] = rl
+    tch[nt, X_RI_S] = ri_s
+    tch[nt, X_RI_N] = ri_n
+    tch[nt, X_RLRS] = rlrs
+
+
+@njit(cache=True)
+def _elected_last_known_leader(tape, tch, j, x):
+    """§2.3 step 3 in touch j: broker id x elected as the single LastKnownElr member (unclean)."""
+    rl = tch[j, X_RL]
+    return (tch[j, X_HASB] == 1 and rl == x and rl >= 0 and rl != tch[j, X_BL]
+            and _is_only(tape, tch[j, X_BK_S], tch[j, X_BK_N], rl) and _is_only(tape, tch[j, X_RI_S], tch[j, X_RI_N], rl))
+
+
+@njit(cache=True)
+def _elected_from_elr(tape, tch, j):
+    """B4 with the winner taken from ELR in touch j: it becomes the sole ISR member."""
+    rl = tch[j, X_RL]
+    return (tch[j, X_HASB] == 1 and rl >= 0 and rl != tch[j, X_BL] and _has(tape, tch[j, X_BE_S], tch[j, X_BE_N], rl)
+            and _is_only(tape, tch[j, X_RI_S], tch[j, X_RI_N], rl) and tch[j, X_RLRS] != RECOVERING)
+
+
+@njit(cache=True)
+def _mark_last_known_leader(tape, ps, tch, nt, x, stamp):
+    """Stamp P_MARK of the partitions whose records in this batch elected x as last known leader."""
+    for j in range(nt):
+        if _elected_last_known_leader(tape, tch, j, x):
+            ps[tch[j, X_PART], P_MARK] = stamp
+
+
+@njit(cache=True)
+def _register_unclean_batch(out, tape, ps, ts, g, tch, nt, part_topic, x, row, stamp):
+    """INV-REGISTER-UNCLEAN-BATCH: a new incarnation registering while still in an ISR / ELR."""
+    elr_on = _elr_enabled(g)
+    _mark_last_known_leader(tape, ps, tch, nt, x, stamp)
+    for p in range(ps.shape[0]):
+        if ps[p, P_LIVE] == 0:
+            continue
+        i_s, i_n = ps[p, P_LISTS + 2 * LI], ps[p, P_LISTS + 2 * LI + 1]
+        in_isr = (_has(tape, i_s, i_n, x) and ps[p, P_MARK] != stamp
+                  and not (not elr_on and i_n == 1 and ps[p, P_LEADER] == NO_LEADER))
+        in_elr = _has(tape, ps[p, P_LISTS + 2 * LE], ps[p, P_LISTS + 2 * LE + 1], x)
+        if in_isr or in_elr:
+            at = _open(out, REGISTER_UNCLEAN, S_DEFAULT, row, p, _name_now(ts, part_topic[p]))
+            out.append(x)
+            out.append(1 if in_isr else 0)
+            out.append(1 if in_elr else 0)
+            _put_state_list(out, tape, ps, p, LI)
+            _put_state_list(out, tape, ps, p, LE)
+            _close(out, at)
+
+
+# ------------------------------------------------------------------------------------------ after a batch
+@njit(cache=True)
+def _fence_breach(out, tape, ps, ts, g, part_topic, p, x, row, kind):
+    at = _open(out, FENCE_REMOVES_ISR, S_DEFAULT, row, p, _name_now(ts, part_topic[p]))
+    out.append(x)
+    out.append(ps[p, P_LEADER])
+    out.append(kind)
+    out.append(1 if _elr_enabled(g) else 0)
+    _put_state_list(out, tape, ps, p, LI)
+    _close(out, at)
+
+
+@njit(cache=True)
+def _check_windows(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, p, row):
+    """INV-UNDER-MINISR / INV-OFFLINE-NO-CANDIDATE for partition p, reported (at ``row``) when it enters
+    the state."""
+    t = part_topic[p]
+    m = _min_isr(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, t)
+    i_s, i_n = ps[p, P_LISTS + 2 * LI], ps[p, P_LISTS + 2 * LI + 1]
+    if i_n < m:
+        if ps[p, P_UNDER] == 0:
+            ps[p, P_UNDER] = 1
+            at = _open(out, UNDER_MINISR, S_DEFAULT, row, p, _name_now(ts, t))
+            _put_state_list(out, tape, ps, p, LI)
+            out.append(m)
+            _close(out, at)
+    else:
+        ps[p, P_UNDER] = 0
+    if ps[p, P_LEADER] == NO_LEADER and i_n == 0 and ps[p, P_LISTS + 2 * LE + 1] == 0:
+        if ps[p, P_OFFLINE] == 0:
+            ps[p, P_OFFLINE] = 1
+            at = _open(out, OFFLINE, S_DEFAULT, row, p, _name_now(ts, t))
+            out.append(ps[p, P_LEADER])
+            _put_state_list(out, tape, ps, p, LI)
+            _put_state_list(out, tape, ps, p, LE)
+            _close(out, at)
+    else:
+        ps[p, P_OFFLINE] = 0
+
+
+@njit(cache=True)
+def _check_elr_below_min_isr(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, tch, tkeys, ntk):
+    if not _elr_enabled(g):
+        return  # a non-empty ELR is then INV-ELR-DISABLED-EMPTY's business
+    for q in range(ntk):
+        p = tkeys[q]
+        if ps[p, P_LIVE] == 0 or ps[p, P_LISTS + 2 * LE + 1] == 0:
+            continue
+        t = part_topic[p]
+        m = _min_isr(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, t)
+        i_n = ps[p, P_LISTS + 2 * LI + 1]
+        if i_n < m:
+            continue
+        last = ps[p, P_LAST_T]
+        # B4 then B6: a winner from ELR becomes the sole ISR member and the other ELR members stay
+        if _elected_from_elr(tape, tch, last) and i_n == 1:
+            continue
+        prev = ps[p, P_M_AT]
+        stale = (prev != MISSING and prev != m) or ts[t, T_MB] != m
+        known = _min_isr_known(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, t)
+        at = _open(out, ELR_BELOW_MINISR, S_WARN if stale or not known else S_ERROR, tch[last, X_ROW], p,
+                   _name_now(ts, t))
+        _put_state_list(out, tape, ps, p, LE)
+        _put_state_list(out, tape, ps, p, LI)
+        out.append(m)
+        out.append(1 if stale else 0)
+        out.append(1 if known else 0)
+        _close(out, at)
+
+
+@njit(cache=True)
+def _check_fences(out, tape, ps, ts, g, bs, broker_ids, part_topic, tch, nt, fences, pool, batch_no):
+    """INV-FENCE-REMOVES-ISR (InvariantChecker._check_fences): pending controlled shutdowns first, then
+    this batch's fences and controlled shutdowns, the last one of each broker winning."""
+    elr_on = _elr_enabled(g)
+    for x in range(bs.shape[0]):
+        if bs[x, B_PEND_ROW] < 0:
+            continue
+        row, at, n = bs[x, B_PEND_ROW], bs[x, B_PEND_AT], bs[x, B_PEND_LEN]
+        bs[x, B_PEND_ROW] = -1
+        fenced_now = False
+        for f in range(0, len(fences), 3):
+            if fences[f] == x:
+                fenced_now = True
+        if bs[x, B_REG] == 0 or _active(bs, x) or fenced_now:
+            continue
+        bid = broker_ids[x]
+        progress = False
+        for j in range(nt):
+            if (tch[j, X_HASB] == 1 and _has(tape, tch[j, X_BI_S], tch[j, X_BI_N], bid)
+                    and not _has(tape, tch[j, X_AI_S], tch[j, X_AI_N], bid)):
+                progress = True
+                break
+        left = 0
+        for q in range(at, at + n):
+            if _still_in_isr(tape, ps, pool[q], bid, elr_on):
+                left += 1
+        if left and progress:
+            start = len(pool)
+            for q in range(at, at + n):
+                if _still_in_isr(tape, ps, pool[q], bid, elr_on):
+                    pool.append(pool[q])
+            bs[x, B_PEND_ROW], bs[x, B_PEND_AT], bs[x, B_PEND_LEN] = row, start, left
+        elif left:
+            for q in range(at, at + n):
+                if _still_in_isr(tape, ps, pool[q], bid, elr_on):
+                    _fence_breach(out, tape, ps, ts, g, part_topic, pool[q], bid, row, 1)
+    for f in range(len(fences) - 3, -1, -3):  # a fence supersedes a controlled shutdown before it
+        x, row, kind = fences[f], fences[f + 1], fences[f + 2]
+        if x < 0 or bs[x, B_DONE] == batch_no or bs[x, B_REG] == 0 or _active(bs, x):
+            continue
+        bs[x, B_DONE] = batch_no
+        bid = broker_ids[x]
+        if kind == 0:
+            for p in range(ps.shape[0]):
+                if _still_in_isr(tape, ps, p, bid, elr_on):
+                    _fence_breach(out, tape, ps, ts, g, part_topic, p, bid, row, 0)
+        else:
+            start = len(pool)
+            for p in range(ps.shape[0]):
+                if _still_in_isr(tape, ps, p, bid, elr_on):
+                    pool.append(p)
+            if len(pool) > start:
+                bs[x, B_PEND_ROW], bs[x, B_PEND_AT], bs[x, B_PEND_LEN] = row, start, len(pool) - start
+
+
+@njit(cache=True)
+def _check_unclean_shutdowns(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, broker_ids, tch, nt,
+                             regs, offsets, stamp):
+    """INV-ELR-UNCLEAN-REMOVED: after a batch that handled an unclean shutdown of B, B is in no ELR and no
+    ISR (except as a last known leader elected by that batch).  Returns the next free mark stamp."""
+    if len(regs) == 0 or not _elr_enabled(g):
+        return stamp
+    for r in range(0, len(regs), 2):
+        x, reg_row = regs[r], regs[r + 1]
+        bid = broker_ids[x]
+        unclean = False
+        for j in range(nt):
+            if tch[j, X_HASB] == 0 or offsets[tch[j, X_ROW]] > offsets[reg_row]:
+                continue
+            if (_has(tape, tch[j, X_BE_S], tch[j, X_BE_N], bid)
+                    and not _has(tape, tch[j, X_AE_S], tch[j, X_AE_N], bid)):
+                unclean = True
+            elif (_has(tape, tch[j, X_BI_S], tch[j, X_BI_N], bid)
+                  and not _has(tape, tch[j, X_AI_S], tch[j, X_AI_N], bid)
+                  and not _has(tape, tch[j, X_AE_S], tch[j, X_AE_N], bid)
+                  and tch[j, X_AI_N] < _min_isr(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0,
+                                                part_topic[tch[j, X_PART]])):
+                unclean = True
+        if not unclean:
+            continue
+        stamp += 1
+        _mark_last_known_leader(tape, ps, tch, nt, bid, stamp)
+        for p in range(ps.shape[0]):
+            if ps[p, P_LIVE] == 0:
+                continue
+            in_elr = _has(tape, ps[p, P_LISTS + 2 * LE], ps[p, P_LISTS + 2 * LE + 1], bid)
+            in_isr = (_has(tape, ps[p, P_LISTS + 2 * LI], ps[p, P_LISTS + 2 * LI + 1], bid)
+                      and ps[p, P_MARK] != stamp)
+            if in_elr or in_isr:
+                at = _open(out, ELR_UNCLEAN_REMOVED, S_DEFAULT, reg_row, p, _name_now(ts, part_topic[p]))
+                out.append(bid)
+                out.append(1 if in_elr else 0)
+                out.append(1 if in_isr else 0)
+                _put_state_list(out, tape, ps, p, LI)
+                _put_state_list(out, tape, ps, p, LE)
+                _close(out, at)
+    return stamp
+
+
+@njit(cache=True)
+def _after_batch(out, tape, ps, ts, g, bs, broker_ids, tcfg_min, bcfg_min, topic_p0, part_topic, tch, nt, tkeys,
+                 ntk, fences, regs, deleted, pool, offsets, batch_no, reeval_row, stamp):
+    """The batch-level rules, in InvariantChecker.after_batch's order.  Returns the next mark stamp."""
+    _check_elr_below_min_isr(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, tch, tkeys, ntk)
+    for q in range(len(deleted)):
+        p = deleted[q]
+        if ps[p, P_LIVE] == 0:
+            ps[p, P_UNDER] = 0
+            ps[p, P_OFFLINE] = 0
+    if reeval_row >= 0:  # m may have changed for partitions the batch did not write
+        for p in range(ps.shape[0]):
+            if ps[p, P_LIVE] == 1:
+                row = tch[ps[p, P_LAST_T], X_ROW] if ps[p, P_TSTAMP] == batch_no else reeval_row
+                _check_windows(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, p, row)
+    else:
+        for q in range(ntk):
+            p = tkeys[q]
+            if ps[p, P_LIVE] == 1:
+                _check_windows(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, p,
+                               tch[ps[p, P_LAST_T], X_ROW])
+    _check_fences(out, tape, ps, ts, g, bs, broker_ids, part_topic, tch, nt, fences, pool, batch_no)
+    stamp = _check_unclean_shutdowns(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, broker_ids, tch,
+                                     nt, regs, offsets, stamp)
+    for q in range(len(deleted)):
+        if ps[deleted[q], P_LIVE] == 0:
+            ps[deleted[q], P_M_AT] = MISSING
+    for q in range(ntk):
+        p = tkeys[q]
+        if ps[p, P_LIVE] == 1:
+            ps[p, P_M_AT] = _min_isr(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic[p])
+    return stamp
+
+
+@njit(cache=True)
+def _finish(out, tape, ps, ts, g, bs, broker_ids, part_topic, pool):
+    """Controlled shutdowns still waiting for more batches when the log ends."""
+    elr_on = _elr_enabled(g)
+    for x in range(bs.shape[0]):
+        if bs[x, B_PEND_ROW] < 0:
+            continue
+        row, at, n = bs[x, B_PEND_ROW], bs[x, B_PEND_AT], bs[x, B_PEND_LEN]
+        bs[x, B_PEND_ROW] = -1
+        if bs[x, B_REG] == 1 and not _active(bs, x):
+            for q in range(at, at + n):
+                if _still_in_isr(tape, ps, pool[q], broker_ids[x], elr_on):
+                    _fence_breach(out, tape, ps, ts, g, part_topic, pool[q], broker_ids[x], row, 1)
+
+
+@njit(cache=True)
+def _record_state(a, ints, lists, i):
+    """The state a PartitionRecord writes (absent lists are empty)."""
+    a[P_LIVE] = 1
+    a[P_LEADER] = ints[i, 0]
+    a[P_LE] = ints[i, 1]
+    a[P_PE] = ints[i, 2]
+    a[P_LRS] = ints[i, 3]
+    for k in range(6):
+        a[P_LISTS + 2 * k] = lists[i, 2 * k]
+        a[P_LISTS + 2 * k + 1] = max(lists[i, 2 * k + 1], 0)
+
+
+@njit(cache=True)
+def _merged_state(a, b, ints, lists, i):
+    """§1.3 merge: the state after a PartitionChangeRecord; returns the written-field bits."""
+    for f in range(P_LISTS + 12):
+        a[f] = b[f]
+    w = 0
+    bits = (W_REPLICAS, W_ISR, W_REMOVING, W_ADDING, W_ELR, W_LKE)
+    for k in range(6):
+        if lists[i, 2 * k + 1] >= 0:
+            a[P_LISTS + 2 * k] = lists[i, 2 * k]
+            a[P_LISTS + 2 * k + 1] = lists[i, 2 * k + 1]
+            w |= bits[k]
+    if ints[i, 0] != LEADER_UNCHANGED:
+        a[P_LEADER] = ints[i, 0]
+        a[P_LE] = b[P_LE] + 1
+        w |= W_LEADER
+    if ints[i, 3] != -1:
+        a[P_LRS] = ints[i, 3]
+        w |= W_LRS
+    if ints[i, 4] >= 0:
+        w |= W_DIRS
+    a[P_PE] = b[P_PE] + 1
+    return w
+
+
+@njit(cache=True)
+def check(kind, batch, snapshot, topic, part, name, ints, lists, tape, broker, bints, cfg, offsets, part_topic,
+          part_id, topic_p0, topic_parts, topic_parts_at, broker_ids, broker_slot_ids, default_slot, unclean_true,
+          n_names, n_bslots, override):
+    """The pass: every record checked against the state before it, applied, and every batch closed by the
+    batch-level rules.  Returns the breach stream (see the module docstring)."""
+    n, n_parts, n_topics, n_brokers = len(kind), len(part_topic), len(topic_p0), len(broker_ids)
+    out = List.empty_list(types.int64)
+    ps = np.zeros((n_parts, P_FIELDS), np.int64)
+    ps[:, P_M_AT] = MISSING
+    ps[:, P_TSTAMP] = -1
+    ps[:, P_MARK] = -1
+    ts = np.zeros((n_topics, 4), np.int64)
+    ts[:, T_NAME] = -1
+    ts[:, T_MB_STAMP] = -1
+    name_live = np.full(n_names, -1, np.int64)
+    bs = np.zeros((n_brokers, B_FIELDS), np.int64)
+    bs[:, B_PEND_ROW] = -1
+    bs[:, B_DONE] = -1
+    tcfg_min = np.full(n_names, MISSING, np.int64)
+    tcfg_unc = np.full(n_names, -1, np.int64)
+    bcfg_min = np.full(n_bslots, MISSING, np.int64)
+    bcfg_unc = np.full(n_bslots, -1, np.int64)
+    g = np.zeros(10, np.int64)
+    g[G_OVERRIDE] = override
+    g[G_CTRL_ID] = -1
+    g[G_CTRL_SLOT] = -1
+    g[G_DEFAULT_SLOT] = default_slot
+    for s in range(len(broker_slot_ids)):  # the node-level config of controller -1, should anyone write it
+        if broker_slot_ids[s] == -1:
+            g[G_CTRL_SLOT] = s
+    tkeys = np.empty(max(n_parts, 1), np.int64)
+    tch = np.empty((64, X_FIELDS), np.int64)
+    fences = List.empty_list(types.int64)
+    regs = List.empty_list(types.int64)
+    deleted = List.empty_list(types.int64)
+    pool = List.empty_list(types.int64)
+    a = np.zeros(P_FIELDS, np.int64)
+    b = np.zeros(P_FIELDS, np.int64)
+    nt = ntk = 0
+    reeval_row = -1
+    batch_no = -1
+    stamp = 0
+    for i in range(n):
+        if batch[i] != batch_no:
+            if batch_no >= 0:
+                stamp = _after_batch(out, tape, ps, ts, g, bs, broker_ids, tcfg_min, bcfg_min, topic_p0, part_topic,
+                                     tch, nt, tkeys, ntk, fences, regs, deleted, pool, offsets, batch_no, reeval_row,
+                                     stamp)
+            batch_no = batch[i]
+            nt = ntk = 0
+            reeval_row = -1
+            fences.clear()
+            regs.clear()
+            deleted.clear()
+        k = kind[i]
+        t = topic[i]
+        p = part[i]
+        if k == TOPIC:
+            nm = name[i]
+            if nm >= 0 and name_live[nm] >= 0:
+                at = _open(out, TOPIC_UNIQUE, S_DEFAULT, i, -1, NO_KEY)
+                out.append(name_live[nm])
+                _close(out, at)
+            elif t >= 0:
+                ts[t, T_LIVE] = 1
+                ts[t, T_NAME] = nm
+                if nm >= 0:
+                    name_live[nm] = t
+        elif k == REMOVE_TOPIC:
+            if t < 0 or ts[t, T_LIVE] == 0:
+                at = _open(out, TOPIC_EXISTS, S_DEFAULT, i, -1, NO_KEY)
+                out.append(0)
+                _close(out, at)
+            else:
+                ts[t, T_LIVE] = 0
+                nm = ts[t, T_NAME]
+                if nm >= 0:
+                    name_live[nm] = -1
+                    tcfg_min[nm] = MISSING
+                    tcfg_unc[nm] = -1
+                for q in range(topic_parts_at[t], topic_parts_at[t + 1]):
+                    pp = topic_parts[q]
+                    if ps[pp, P_LIVE] == 1:
+                        ps[pp, P_LIVE] = 0
+                        deleted.append(pp)
+        elif k == PARTITION:
+            if t < 0 or ts[t, T_LIVE] == 0 or p < 0:
+                at = _open(out, TOPIC_EXISTS, S_DEFAULT, i, -1, -1)
+                out.append(2)
+                _close(out, at)
+                continue
+            nm = ts[t, T_NAME]
+            has_b = ps[p, P_LIVE] == 1
+            for f in range(P_FIELDS):
+                b[f] = ps[p, f]
+            _record_state(a, ints, lists, i)
+            snap = snapshot[i] or g[G_ZK] == 1  # not a creation by this controller
+            if has_b:
+                if a[P_LE] < b[P_LE] or a[P_PE] < b[P_PE]:
+                    at = _open(out, EPOCH_MONOTONIC, S_DEFAULT, i, p, nm)
+                    out.append(0)
+                    out.append(a[P_LE])
+                    out.append(a[P_PE])
+                    out.append(b[P_LE])
+                    out.append(b[P_PE])
+                    _close(out, at)
+            elif not snap:
+                if a[P_LE] != 0 or a[P_PE] != 0:
+                    at = _open(out, EPOCH_MONOTONIC, S_DEFAULT, i, p, nm)
+                    out.append(1)
+                    out.append(a[P_LE])
+                    out.append(a[P_PE])
+                    _close(out, at)
+                if a[P_LRS] == RECOVERING:
+                    at = _open(out, LRS_ENTRY, S_DEFAULT, i, p, nm)
+                    out.append(0)
+                    _close(out, at)
+            _check_state(out, tape, g, a, W_ALL, max(ints[i, 4], 0), i, p, nm)
+            if not has_b and not snap:
+                _check_isr_expand(out, tape, g, bs, broker_ids, b, a, False, NO_LEADER, i, p, nm)
+            nt, ntk, reeval_row = _touch(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, part_id, tch, nt,
+                                         tkeys, ntk, batch_no, reeval_row, p, i, has_b, b, a, ints[i, 0],
+                                         lists[i, 2 * LI], lists[i, 2 * LI + 1], ints[i, 3])
+            if nt == tch.shape[0]:
+                tch = _grow(tch)
+            for f in range(P_LISTS + 12):
+                ps[p, f] = a[f]
+            if lists[i, 2 * LE + 1] > 0 or lists[i, 2 * LI + 1] == 0:
+                g[G_EVIDENCE] = 1
+        elif k == CHANGE:
+            if p < 0 or ps[p, P_LIVE] == 0:
+                at = _open(out, TOPIC_EXISTS, S_DEFAULT, i, -1, -1)
+                out.append(3)
+                out.append(1 if t >= 0 and ts[t, T_LIVE] == 1 else 0)
+                out.append(_name_now(ts, t) if t >= 0 else -1)
+                _close(out, at)
+                continue
+            nm = ts[t, T_NAME] if ts[t, T_LIVE] == 1 else -1
+            for f in range(P_FIELDS):
+                b[f] = ps[p, f]
+            w = _merged_state(a, b, ints, lists, i)
+            rl = ints[i, 0]
+            ri_s, ri_n = lists[i, 2 * LI], lists[i, 2 * LI + 1]
+            rlrs = ints[i, 3]
+            if w == 0:
+                at = _open(out, RECORD_NOOP, S_DEFAULT, i, p, nm)
+                _close(out, at)
+            _check_state(out, tape, g, a, w, max(ints[i, 4], 0), i, p, nm)
+            _check_change(out, tape, g, b, a, w, rl, ri_s, ri_n, rlrs, i, p, nm)
+            _check_isr_expand(out, tape, g, bs, broker_ids, b, a, True, rl, i, p, nm)
+            _check_election(out, tape, ps, ts, g, bs, broker_ids, tcfg_unc, bcfg_unc, unclean_true, b, rl, ri_s, ri_n,
+                            rlrs, t, i, p, nm)
+            nt, ntk, reeval_row = _touch(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, part_id, tch, nt,
+                                         tkeys, ntk, batch_no, reeval_row, p, i, True, b, a, rl, ri_s, ri_n, rlrs)
+            if nt == tch.shape[0]:
+                tch = _grow(tch)
+            for f in range(P_LISTS + 12):
+                ps[p, f] = a[f]
+            if lists[i, 2 * LE + 1] > 0 or lists[i, 2 * LI + 1] == 0:
+                g[G_EVIDENCE] = 1
+        elif k == CLEAR_ELR:
+            nm = name[i]
+            if nm >= 0 and name_live[nm] < 0:
+                at = _open(out, TOPIC_EXISTS, S_DEFAULT, i, -1, NO_KEY)
+                out.append(1)
+                _close(out, at)
+                continue
+            only = name_live[nm] if nm >= 0 else -1
+            for pp in range(n_parts):
+                tt = part_topic[pp]
+                if ps[pp, P_LIVE] == 0 or ts[tt, T_LIVE] == 0 or (only >= 0 and tt != only):
+                    continue
+                if ps[pp, P_LISTS + 2 * LE + 1] == 0 and ps[pp, P_LISTS + 2 * LK + 1] == 0:
+                    continue
+                for f in range(P_FIELDS):
+                    b[f] = ps[pp, f]
+                    a[f] = ps[pp, f]
+                a[P_LISTS + 2 * LE + 1] = 0
+                a[P_LISTS + 2 * LK + 1] = 0
+                a[P_PE] = b[P_PE] + 1
+                nt, ntk, reeval_row = _touch(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, part_id, tch,
+                                             nt, tkeys, ntk, batch_no, reeval_row, pp, i, True, b, a, LEADER_UNCHANGED,
+                                             0, -1, -1)
+                if nt == tch.shape[0]:
+                    tch = _grow(tch)
+                for f in range(P_LISTS + 12):
+                    ps[pp, f] = a[f]
+        elif k == CONFIG:
+            key = cfg[i, 0]
+            if key == CFG_MIN_ISR and reeval_row < 0:
+                reeval_row = i
+            slot = cfg[i, 2]
+            if key != 0 and slot >= 0:
+                if cfg[i, 1] == TOPIC_RESOURCE:
+                    if key == CFG_MIN_ISR:
+                        tcfg_min[slot] = cfg[i, 3]
+                    else:
+                        tcfg_unc[slot] = cfg[i, 4]
+                elif cfg[i, 1] == BROKER_RESOURCE:
+                    if key == CFG_MIN_ISR:
+                        bcfg_min[slot] = cfg[i, 3]
+                    else:
+                        bcfg_unc[slot] = cfg[i, 4]
+        elif k == FEATURE:
+            if cfg[i, 0] == FEAT_MV:
+                g[G_MV] = cfg[i, 3]
+                g[G_MV_PRESENT] = 1
+            elif cfg[i, 0] == FEAT_ELR:
+                g[G_ELRF_PRESENT] = 1
+                g[G_ELRF_LEVEL] = cfg[i, 3]
+        elif k == LEADER_CHANGE:
+            lid = cfg[i, 3]
+            if lid != g[G_CTRL_ID] and reeval_row < 0:  # the controller's node config takes part in m (§1.7)
+                reeval_row = i
+            g[G_CTRL_ID] = lid
+            g[G_CTRL_SLOT] = -1
+            for s in range(len(broker_slot_ids)):
+                if broker_slot_ids[s] == lid:
+                    g[G_CTRL_SLOT] = s
+        elif k == ZK_MIGRATION:
+            g[G_ZK] = ints[i, 5]
+        elif k == REGISTER:
+            x = broker[i]
+            if x >= 0 and bs[x, B_REG] == 1 and bs[x, B_INC] == bints[i, 2]:
+                # an amended registration keeps epoch, fencing and controlled shutdown (§1.5-2)
+                if bs[x, B_CS] == 1 and bints[i, 4] == 0:
+                    at = _open(out, CS_STICKY, S_DEFAULT, i, -1, NO_KEY)
+                    out.append(1)
+                    out.append(bints[i, 0])
+                    _close(out, at)
+            elif x >= 0:
+                regs.append(x)
+                regs.append(i)
+                if g[G_MV] >= MV_4_0_IV1:
+                    stamp += 1
+                    _register_unclean_batch(out, tape, ps, ts, g, tch, nt, part_topic, bints[i, 0], i, stamp)
+            if x >= 0:
+                bs[x, B_REG] = 1
+                bs[x, B_EPOCH] = bints[i, 1]
+                bs[x, B_INC] = bints[i, 2]
+                bs[x, B_FENCED] = bints[i, 3]
+                bs[x, B_CS] = bints[i, 4]
+        elif k == REG_CHANGE or k == FENCE or k == UNFENCE or k == UNREGISTER:
+            _epoch_match(out, bs, bints, broker, i)
+            x = broker[i]
+            registered = x >= 0 and bs[x, B_REG] == 1
+            if k == REG_CHANGE:
+                cs = bints[i, 4]
+                if cs != 0 and cs != 1:
+                    at = _open(out, CS_STICKY, S_DEFAULT, i, -1, NO_KEY)
+                    out.append(0)
+                    out.append(bints[i, 0])
+                    out.append(cs)
+                    _close(out, at)
+                if bints[i, 3] == 1:
+                    fences.append(x)
+                    fences.append(i)
+                    fences.append(0)
+                if cs == 1:
+                    fences.append(x)
+                    fences.append(i)
+                    fences.append(1)
+                if registered:
+                    if bints[i, 3] == 1:
+                        bs[x, B_FENCED] = 1
+                    elif bints[i, 3] == -1:
+                        bs[x, B_FENCED] = 0
+                    if cs == 1:
+                        bs[x, B_CS] = 1
+            elif k == FENCE:
+                fences.append(x)
+                fences.append(i)
+                fences.append(0)
+                if registered:
+                    bs[x, B_FENCED] = 1
+            elif k == UNFENCE:
+                if registered:
+                    bs[x, B_FENCED] = 0
+            else:
+                if registered:
+                    bs[x, B_REG] = 0
+    if batch_no >= 0:
+        _after_batch(out, tape, ps, ts, g, bs, broker_ids, tcfg_min, bcfg_min, topic_p0, part_topic, tch, nt, tkeys,
+                     ntk, fences, regs, deleted, pool, offsets, batch_no, reeval_row, stamp)
+    _finish(out, tape, ps, ts, g, bs, broker_ids, part_topic, pool)
+    stream = np.empty(len(out), np.int64)
+    for j in range(len(out)):
+        stream[j] = out[j]
+    return stream
+
+
+@njit(cache=True)
+def _touch(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, part_id, tch, nt, tkeys, ntk, batch_no,
+           reeval_row, p, row, has_b, b, a, rl, ri_s, ri_n, rlrs):
+    """Record one partition record of the batch (InvariantChecker._touch); returns (nt, ntk, reeval_row)."""
+    t = part_topic[p]
+    if ts[t, T_MB_STAMP] != batch_no:  # m before the batch touched the topic
+        ts[t, T_MB] = _min_isr(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, t)
+        ts[t, T_MB_STAMP] = batch_no
+    _set_touch(tch, nt, p, row, has_b, b, a, rl, ri_s, ri_n, rlrs)
+    if ps[p, P_TSTAMP] != batch_no:
+        ps[p, P_TSTAMP] = batch_no
+        tkeys[ntk] = p
+        ntk += 1
+    ps[p, P_LAST_T] = nt
+    # m of every partition of the topic is capped by partition 0's replica count (§1.7)
+    if part_id[p] == 0 and has_b and reeval_row < 0:
+        ua = np.empty(6, np.int64)
+        ub = np.empty(6, np.int64)
+        for q, k in enumerate((LR, LAD, LRM)):
+            ua[2 * q] = b[P_LISTS + 2 * k]
+            ua[2 * q + 1] = b[P_LISTS + 2 * k + 1]
+            ub[2 * q] = a[P_LISTS + 2 * k]
+            ub[2 * q + 1] = a[P_LISTS + 2 * k + 1]
+        if not (_union_in(tape, ua, ub) and _union_in(tape, ub, ua)):
+            reeval_row = row
+    return nt + 1, ntk, reeval_row

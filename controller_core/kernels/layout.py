@@ -1,0 +1,251 @@
+"""Bronze rows → the fixed-width arrays the compiled passes read (kernel-design.md, "the layout").
+
+Everything a string or a nullable list would carry becomes an integer here, once per replay:
+
+* topics, partitions, brokers, topic names, incarnations and config values get dense indexes;
+* the six broker-id lists of partition records (replicas, isr, removing, adding, ELR, LastKnownElr) go to
+  one int32 **tape**; a record points at each list with (start, length), length -1 for "unchanged" (null);
+* Kafka's "unchanged" sentinels stay as recorded (leader -2, leaderRecoveryState -1);
+* records are numbered into **batches** exactly as the scalar replay groups them (file, batch base offset).
+
+The few cluster-level fields the typed columns normalise (a BrokerRegistrationChangeRecord's raw
+``fenced`` / ``inControlledShutdown``, ZkMigrationState) are read from those records' JSON: there are
+a handful per broker event, never per partition.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from controller_core.codec.arrowutil import to_numpy
+from controller_core.image import MIN_ISR, UNCLEAN
+
+# record kinds the invariant pass dispatches on
+(OTHER, TOPIC, REMOVE_TOPIC, PARTITION, CHANGE, CLEAR_ELR, CONFIG, FEATURE, LEADER_CHANGE, ZK_MIGRATION, REGISTER,
+ REG_CHANGE, FENCE, UNFENCE, UNREGISTER) = range(15)
+KINDS = {
+    "TOPIC_RECORD": TOPIC, "REMOVE_TOPIC_RECORD": REMOVE_TOPIC, "PARTITION_RECORD": PARTITION,
+    "PARTITION_CHANGE_RECORD": CHANGE, "CLEAR_ELR_RECORD": CLEAR_ELR, "CONFIG_RECORD": CONFIG,
+    "FEATURE_LEVEL_RECORD": FEATURE, "LEADER_CHANGE": LEADER_CHANGE, "ZK_MIGRATION_STATE_RECORD": ZK_MIGRATION,
+    "REGISTER_BROKER_RECORD": REGISTER, "BROKER_REGISTRATION_CHANGE_RECORD": REG_CHANGE,
+    "FENCE_BROKER_RECORD": FENCE, "UNFENCE_BROKER_RECORD": UNFENCE, "UNREGISTER_BROKER_RECORD": UNREGISTER,
+}
+# the partition lists, in tape-column order
+LISTS = ("replicas", "isr", "removing_replicas", "adding_replicas", "eligible_leader_replicas", "last_known_elr")
+R, I, RM, AD, E, K = range(6)
+MISSING = np.iinfo(np.int64).min  # an absent integer field (printed as None)
+# config keys the rules resolve
+CFG_OTHER, CFG_MIN_ISR, CFG_UNCLEAN = 0, 1, 2
+FEAT_OTHER, FEAT_MV, FEAT_ELR = 0, 1, 2
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+
+
+@dataclass
+class Layout:
+    """The arrays of one replay (see the module docstring); ``rec`` columns are per bronze row."""
+
+    kind: np.ndarray  # int8
+    batch: np.ndarray  # int64, non-decreasing
+    snapshot: np.ndarray  # bool: read from a *.checkpoint file
+    topic: np.ndarray  # int32 dense topic-id index, -1 none
+    part: np.ndarray  # int32 dense partition index, -1 none
+    name: np.ndarray  # int32 topic-name index (TopicRecord, ClearElr; -1 = none / all topics)
+    ints: np.ndarray  # int64 [n, 6]: leader, leaderEpoch, partitionEpoch, leaderRecoveryState, #directories, aux
+    lists: np.ndarray  # int64 [n, 12]: (start, length) per LISTS entry into ``tape``
+    tape: np.ndarray  # int32
+    broker: np.ndarray  # int32 dense broker index, -1 none
+    bints: np.ndarray  # int64 [n, 5]: broker id, epoch, incarnation, fenced (raw), inControlledShutdown (raw)
+    cfg: np.ndarray  # int64 [n, 5]: key code, resource kind, resource index, min ISR value, value index (-1 null)
+    part_topic: np.ndarray  # int32 per partition
+    part_id: np.ndarray  # int32 per partition
+    topic_p0: np.ndarray  # int32 per topic: its partition 0, -1 none
+    topic_parts: np.ndarray  # int32: partitions grouped by topic (CSR with topic_parts_at)
+    topic_parts_at: np.ndarray  # int64 [topics + 1]
+    broker_ids: np.ndarray  # int64 sorted: the broker ids any broker record names
+    broker_slot_ids: np.ndarray  # int64 per broker config resource: its name as an int (MISSING: "" or not an id)
+    default_slot: int  # the broker config resource "" (cluster default), -1 none
+    unclean_true: np.ndarray  # bool per config value index: the value reads "true"
+    # for describing breaches
+    topic_ids: list  # dense topic index -> topic id
+    names: list  # name index -> topic name
+    values: list  # config value index -> string
+    n_names: int
+    n_bslots: int
+
+
+def _dense(col: pa.ChunkedArray) -> tuple[np.ndarray, list]:
+    """(index per row, -1 for null; the distinct values) of a string column."""
+    enc = col.combine_chunks().dictionary_encode() if len(col) else pa.array([], pa.string()).dictionary_encode()
+    idx = pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int32)
+    return idx, enc.dictionary.to_pylist()
+
+
+def _ints(col, fill) -> np.ndarray:
+    return to_numpy(pc.fill_null(col.cast(pa.int64()), fill), np.int64)
+
+
+def _list_refs(col: pa.ChunkedArray, base: int, with_values: bool = True):
+    """(start, length or -1 for null) per row into the list's flattened values, plus those values."""
+    arr = col.combine_chunks()
+    if isinstance(arr, pa.ChunkedArray):  # an empty table
+        arr = pa.array([], col.type)
+    offsets = arr.offsets.to_numpy().astype(np.int64)
+    values = arr.values.to_numpy(zero_copy_only=False).astype(np.int32) if with_values else None
+    start = offsets[:-1] + base
+    length = np.diff(offsets)
+    length[arr.is_null().to_numpy(zero_copy_only=False)] = -1
+    return start, length, values
+
+
+def _canonical_int(name) -> int:
+    try:
+        v = int(name)
+    except (TypeError, ValueError):
+        return MISSING
+    return v if str(v) == name else MISSING
+
+
+def _min_isr_value(text) -> int:
+    """``int(value or 1)`` as the image resolves min.insync.replicas (an unreadable value counts as 1)."""
+    if not text:
+        return 1
+    try:
+        return int(text)
+    except ValueError:
+        return 1
+
+
+def build(records: pa.Table) -> Layout:
+    """The layout of ``records`` (bronze rows in replay order, skipped record types already removed)."""
+    n = records.num_rows
+    kind = np.zeros(n, np.int8)
+    codes, types = _dense(records.column("record_type"))
+    for i, t in enumerate(types):
+        kind[codes == i] = KINDS.get(t, OTHER)
+
+    files, _ = _dense(records.column("source_file"))
+    bbo = _ints(records.column("batch_base_offset"), -1)
+    new_batch = np.ones(n, bool)
+    if n > 1:
+        new_batch[1:] = (files[1:] != files[:-1]) | (bbo[1:] != bbo[:-1])
+    batch = np.cumsum(new_batch) - 1
+    snapshot = to_numpy(pc.fill_null(pc.ends_with(records.column("source_file"), ".checkpoint"), False), bool)
+
+    topic, topic_ids = _dense(records.column("topic_id"))
+    pid = _ints(records.column("partition_id"), -1)
+    is_part = (kind == PARTITION) | (kind == CHANGE)
+    has_part = is_part & (topic >= 0) & (pid >= 0)
+    keys = topic.astype(np.int64) * (1 << 32) + pid
+    uniq, inv = np.unique(keys[has_part], return_inverse=True)
+    part = np.full(n, -1, np.int32)
+    part[has_part] = inv
+    part_topic = (uniq >> 32).astype(np.int32)
+    part_id = (uniq & 0xFFFFFFFF).astype(np.int32)
+    n_topics = len(topic_ids)
+    topic_p0 = np.full(n_topics, -1, np.int32)
+    zero = np.flatnonzero(part_id == 0)
+    topic_p0[part_topic[zero]] = zero
+    order = np.argsort(part_topic, kind="stable").astype(np.int32)
+    topic_parts_at = np.zeros(n_topics + 1, np.int64)
+    np.add.at(topic_parts_at, part_topic.astype(np.int64) + 1, 1)
+    topic_parts_at = np.cumsum(topic_parts_at)
+
+    # topic names: TopicRecord / ClearElr names and topic config resources, one index space
+    cfg_type = _ints(records.column("config_resource_type"), -1)
+    res_name = records.column("config_resource_name")
+    tnames = pc.if_else(pc.equal(pa.array(cfg_type), TOPIC_RESOURCE), res_name.combine_chunks() if n else
+                        pa.array([], pa.string()), records.column("topic_name").combine_chunks() if n else
+                        pa.array([], pa.string())) if n else pa.array([], pa.string())
+    name, names = _dense(pa.chunked_array([tnames], pa.string()))
+    if "" in names:  # ClearElrRecord's topicName "" means every topic: no name
+        name[(kind == CLEAR_ELR) & (name == names.index(""))] = -1
+
+    ints = np.empty((n, 6), np.int64)
+    is_p = kind == PARTITION
+    ints[:, 0] = np.where(is_p, _ints(records.column("leader"), -1), _ints(records.column("leader"), -2))
+    ints[:, 1] = _ints(records.column("leader_epoch"), -1)
+    ints[:, 2] = _ints(records.column("partition_epoch"), -1)
+    ints[:, 3] = np.where(is_p, _ints(records.column("leader_recovery_state"), 0),
+                          _ints(records.column("leader_recovery_state"), -1))
+    dirs = records.column("directories")
+    ints[:, 4] = _list_refs(dirs, 0, with_values=False)[1]
+    ints[:, 5] = 0
+
+    lists = np.empty((n, 12), np.int64)
+    tape_parts, base = [], 0
+    for k, col in enumerate(LISTS):
+        start, length, values = _list_refs(records.column(col), base)
+        lists[:, 2 * k] = start
+        lists[:, 2 * k + 1] = length
+        tape_parts.append(values)
+        base += len(values)
+    tape = np.concatenate(tape_parts) if tape_parts else np.zeros(0, np.int32)
+
+    # brokers
+    is_broker = (kind >= REGISTER) & (kind <= UNREGISTER)
+    bid = _ints(records.column("broker_id"), MISSING)
+    broker_ids = np.unique(bid[is_broker & (bid != MISSING)])
+    broker = np.full(n, -1, np.int32)
+    hit = is_broker & (bid != MISSING)
+    broker[hit] = np.searchsorted(broker_ids, bid[hit])
+    inc, _ = _dense(records.column("incarnation_id"))
+    bints = np.empty((n, 5), np.int64)
+    bints[:, 0] = bid
+    bints[:, 1] = _ints(records.column("broker_epoch"), MISSING)
+    bints[:, 2] = inc
+    fenced = records.column("fenced")
+    cs = records.column("in_controlled_shutdown")
+    # RegisterBrokerRecord: absent fenced means fenced, absent inControlledShutdown means not (image._register)
+    bints[:, 3] = to_numpy(pc.fill_null(fenced, True), bool).astype(np.int64) if n else 0
+    bints[:, 4] = to_numpy(pc.fill_null(cs, False), bool).astype(np.int64) if n else 0
+    aux = ints[:, 5]
+    raw = np.flatnonzero((kind == REG_CHANGE) | (kind == ZK_MIGRATION))
+    if len(raw):
+        texts = records.column("data_json").take(pa.array(raw)).to_pylist()
+        for i, text in zip(raw, texts):
+            d = json.loads(text) if text else {}
+            if kind[i] == REG_CHANGE:
+                bints[i, 3] = d.get("fenced", 0)
+                bints[i, 4] = d.get("inControlledShutdown", 0)
+            else:
+                aux[i] = 1 if d.get("zkMigrationState") in (1, 3) else 0
+
+    # configs and features
+    cfg = np.zeros((n, 5), np.int64)
+    cfg_name = records.column("config_name")
+    key = np.zeros(n, np.int64)
+    key[to_numpy(pc.fill_null(pc.equal(cfg_name, MIN_ISR), False), bool)] = CFG_MIN_ISR
+    key[to_numpy(pc.fill_null(pc.equal(cfg_name, UNCLEAN), False), bool)] = CFG_UNCLEAN
+    feat = records.column("feature_name")
+    fkey = np.zeros(n, np.int64)
+    fkey[to_numpy(pc.fill_null(pc.equal(feat, "metadata.version"), False), bool)] = FEAT_MV
+    fkey[to_numpy(pc.fill_null(pc.equal(feat, "eligible.leader.replicas.version"), False), bool)] = FEAT_ELR
+    cfg[:, 0] = np.where(kind == FEATURE, fkey, key)
+    cfg[:, 1] = cfg_type
+    bres, bres_names = _dense(pa.chunked_array([pc.if_else(pc.equal(pa.array(cfg_type), BROKER_RESOURCE),
+                                                           res_name.combine_chunks(), pa.scalar(None, pa.string()))
+                                                if n else pa.array([], pa.string())], pa.string()))
+    cfg[:, 2] = np.where(cfg_type == TOPIC_RESOURCE, name, bres)
+    vidx, values = _dense(records.column("config_value"))
+    texts = values
+    mins = np.array([_min_isr_value(t) for t in texts] or [1], np.int64)
+    cfg[:, 3] = np.where(vidx >= 0, mins[np.maximum(vidx, 0)], MISSING)
+    cfg[:, 4] = vidx
+    cfg[kind == FEATURE, 3] = _ints(records.column("feature_level"), 0)[kind == FEATURE]
+    # LeaderChange: the new active controller
+    lc = kind == LEADER_CHANGE
+    cfg[lc, 3] = _ints(records.column("leader_id"), -1)[lc]
+
+    slot_ids = np.array([_canonical_int(s) for s in bres_names] or [0], np.int64)[:len(bres_names)]
+    default = bres_names.index("") if "" in bres_names else -1
+    unclean_true = np.array([t.strip().lower() == "true" for t in values] or [False], bool)
+    return Layout(kind=kind, batch=batch.astype(np.int64), snapshot=snapshot, topic=topic, part=part, name=name,
+                  ints=ints, lists=lists, tape=tape, broker=broker, bints=bints, cfg=cfg, part_topic=part_topic,
+                  part_id=part_id, topic_p0=topic_p0, topic_parts=order, topic_parts_at=topic_parts_at,
+                  broker_ids=broker_ids.astype(np.int64), broker_slot_ids=slot_ids, default_slot=default,
+                  unclean_true=unclean_true, topic_ids=topic_ids, names=names, values=values,
+                  n_names=max(len(names), 1), n_bslots=max(len(bres_names), 1))
