@@ -35,6 +35,17 @@ ELR_FEATURE = "eligible.leader.replicas.version"
 METADATA_VERSION = "metadata.version"
 
 
+def min_isr_value(text: str | None) -> int:
+    """A min.insync.replicas config value as the rules use it: absent or empty means 1, and so does a value
+    that is not a number (the controller refuses to write one; a damaged log must not stop the replay)."""
+    if not text:
+        return 1
+    try:
+        return int(text)
+    except ValueError:
+        return 1
+
+
 def parse_mv(value) -> int:
     """A metadata.version given as a feature level or a name such as "4.0-IV1"."""
     if isinstance(value, int):
@@ -143,7 +154,7 @@ class Cluster:
     def min_isr(self, topic_id: str) -> int:
         """Effective min ISR m: resolved min.insync.replicas capped by partition 0's replica count."""
         name = self.topics.get(topic_id, "")
-        configured = int(self.topic_config(name, MIN_ISR) or 1)
+        configured = min_isr_value(self.topic_config(name, MIN_ISR))
         p0 = self.partitions.get((topic_id, 0))
         if p0 is None:
             return configured

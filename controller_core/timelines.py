@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from controller_core.replay import Rec
-from controller_core.image import MIN_ISR, Cluster, ReplayError
+from controller_core.image import MIN_ISR, Cluster, ReplayError, min_isr_value
 
 TS = pa.timestamp("ms", tz="UTC")
 BROKER_SCHEMA = pa.schema([
@@ -57,7 +57,7 @@ def _broker_row(c: Cluster, rec: Rec) -> dict:
 def _topic_row(c: Cluster, tid: str, name: str, rec: Rec, deleted: bool) -> dict:
     configured = c.topic_config(name, MIN_ISR)
     return {"topic_id": tid, "topic_name": name, "offset": rec.offset, "timestamp": rec.timestamp,
-            "deleted": deleted, "min_insync_replicas": int(configured or 1),
+            "deleted": deleted, "min_insync_replicas": min_isr_value(configured),
             "effective_min_isr": c.min_isr(tid) if not deleted else None,
             "min_isr_resolved_from_log": configured is not None,
             "unclean_leader_election_enable": c.unclean_enabled(tid), "metadata_version": c.metadata_version,

@@ -27,7 +27,7 @@ from numba.typed import List
 
 from controller_core import brokers
 from controller_core.kernels.layout import (
-    BROKER_RESOURCE, CFG_MIN_ISR, CFG_UNCLEAN, CHANGE, CLEAR_ELR, CONFIG, FEAT_ELR, FEAT_MV, FEATURE, FENCE,
+    BROKER_RESOURCE, CFG_MIN_ISR, CHANGE, CLEAR_ELR, CONFIG, FEAT_ELR, FEAT_MV, FEATURE, FENCE,
     LEADER_CHANGE, MISSING, PARTITION, REG_CHANGE, REGISTER, REMOVE_TOPIC, TOPIC, TOPIC_RESOURCE, UNFENCE,
     UNREGISTER, ZK_MIGRATION,
 )
@@ -630,7 +630,7 @@ def _check_windows(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topi
     the state."""
     t = part_topic[p]
     m = _min_isr(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, t)
-    i_s, i_n = ps[p, P_LISTS + 2 * LI], ps[p, P_LISTS + 2 * LI + 1]
+    i_n = ps[p, P_LISTS + 2 * LI + 1]
     if i_n < m:
         if ps[p, P_UNDER] == 0:
             ps[p, P_UNDER] = 1

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from controller_core.codec.arrowutil import to_numpy
-from controller_core.image import MIN_ISR, UNCLEAN
+from controller_core.image import MIN_ISR, UNCLEAN, min_isr_value
 
 # record kinds the invariant pass dispatches on
 (OTHER, TOPIC, REMOVE_TOPIC, PARTITION, CHANGE, CLEAR_ELR, CONFIG, FEATURE, LEADER_CHANGE, ZK_MIGRATION, REGISTER,
@@ -107,16 +107,6 @@ def _canonical_int(name) -> int:
     except (TypeError, ValueError):
         return MISSING
     return v if str(v) == name else MISSING
-
-
-def _min_isr_value(text) -> int:
-    """``int(value or 1)`` as the image resolves min.insync.replicas (an unreadable value counts as 1)."""
-    if not text:
-        return 1
-    try:
-        return int(text)
-    except ValueError:
-        return 1
 
 
 def build(records: pa.Table) -> Layout:
@@ -232,7 +222,7 @@ def build(records: pa.Table) -> Layout:
     cfg[:, 2] = np.where(cfg_type == TOPIC_RESOURCE, name, bres)
     vidx, values = _dense(records.column("config_value"))
     texts = values
-    mins = np.array([_min_isr_value(t) for t in texts] or [1], np.int64)
+    mins = np.array([min_isr_value(t) for t in texts] or [1], np.int64)
     cfg[:, 3] = np.where(vidx >= 0, mins[np.maximum(vidx, 0)], MISSING)
     cfg[:, 4] = vidx
     cfg[kind == FEATURE, 3] = _ints(records.column("feature_level"), 0)[kind == FEATURE]

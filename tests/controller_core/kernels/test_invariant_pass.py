@@ -1,0 +1,155 @@
+"""The compiled invariant pass against the scalar reference on generated logs.
+
+Hypothesis writes small, often illegal, metadata logs -- partitions with duplicate or foreign members,
+fences and controlled shutdowns, re-registrations, ELR and LastKnownElr lists, min ISR and unclean
+configs, ClearElr and topic deletions, metadata.version and ELR feature changes -- and both checkers
+must report the same breaches in the same words.  A second test runs the pass as plain Python
+(``NUMBA_DISABLE_JIT=1``) so its logic stays debuggable with pdb and coverage.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from controller_core.kernels.invariants import check as compiled_check
+from controller_core.replay import SKIP, read_log_dir
+from controller_core.rules.invariants import check_log
+from log_builder import Log, uuid
+
+BROKERS = [0, 1, 2, 3]
+TOPICS = ["a", "b"]
+members = st.lists(st.sampled_from([-1, 0, 1, 2, 3, 4]), max_size=4)
+near_members = st.lists(st.sampled_from(BROKERS), max_size=3, unique=True)
+
+
+def _change(draw, log: Log, elr_fields: bool):
+    fields = {}
+    if draw(st.booleans()):
+        fields["isr"] = draw(st.one_of(near_members, members))
+    if draw(st.booleans()):
+        fields["leader"] = draw(st.sampled_from([-1, 0, 1, 2, 3, 4]))
+    if draw(st.integers(0, 5)) == 0:
+        fields["replicas"] = draw(st.one_of(near_members, members))
+    if draw(st.integers(0, 6)) == 0:
+        fields["adding"] = draw(near_members)
+    if draw(st.integers(0, 6)) == 0:
+        fields["removing"] = draw(near_members)
+    if draw(st.integers(0, 4)) == 0:
+        fields["lrs"] = draw(st.sampled_from([0, 1]))
+    if elr_fields and draw(st.booleans()):
+        fields["elr"] = draw(near_members)
+    if elr_fields and draw(st.integers(0, 3)) == 0:
+        fields["lke"] = draw(st.one_of(near_members, st.just([-1])))
+    return log.change(draw(st.sampled_from(TOPICS)), draw(st.integers(0, 2)), **fields)
+
+
+def _record(draw, log: Log):
+    elr_fields = log.version >= 2
+    kind = draw(st.integers(0, 15))
+    b = draw(st.sampled_from(BROKERS))
+    if kind <= 5:
+        return _change(draw, log, elr_fields)
+    if kind == 6:
+        return log.fence(b) if b in log.epoch else log.register(b)
+    if kind == 7:
+        return log.unfence(b, epoch=draw(st.sampled_from([None, 7])))
+    if kind == 8:
+        return log.shutdown(b, draw(st.sampled_from([1, 1, 0, 2]))) if b in log.epoch else log.register(b)
+    if kind == 9:
+        return log.register(b, new=draw(st.booleans()), fenced=draw(st.booleans()), cs=draw(st.booleans()))
+    if kind == 10:
+        name = draw(st.sampled_from(["min.insync.replicas", "unclean.leader.election.enable"]))
+        value = draw(st.sampled_from(["1", "2", "3", "true", "false", None]))
+        resource = draw(st.sampled_from([(2, "a"), (2, "b"), (4, ""), (4, "0")]))
+        return log.config(name, value, *resource)
+    if kind == 11:
+        extra = {"elr": draw(near_members)} if elr_fields and draw(st.booleans()) else {}
+        replicas = draw(st.one_of(near_members, members))
+        return log.partition(draw(st.sampled_from(TOPICS)), draw(st.integers(0, 2)), replicas,
+                             draw(st.one_of(st.none(), members)), le=draw(st.integers(0, 3)),
+                             pe=draw(st.integers(0, 3)), lrs=draw(st.sampled_from([0, 0, 1])), **extra)
+    if kind == 12:
+        return ("CLEAR_ELR_RECORD", 0, {"topicName": draw(st.sampled_from(["", "a", "zz"]))})
+    if kind == 13:
+        return ("REMOVE_TOPIC_RECORD", 0, {"topicId": uuid("topic-" + draw(st.sampled_from(TOPICS + ["zz"])))})
+    if kind == 14:
+        name = draw(st.sampled_from(TOPICS))
+        return log.topic(name, topic_id=draw(st.sampled_from([None, uuid("again-" + name)])))
+    return log.feature(*draw(st.sampled_from([("metadata.version", 11), ("metadata.version", 25),
+                                              ("eligible.leader.replicas.version", 1),
+                                              ("eligible.leader.replicas.version", 0)])))
+
+
+@st.composite
+def logs(draw) -> Log:
+    mv = draw(st.sampled_from([None, 3, 8, 12, 19, 23, 25, 29]))
+    log = Log(mv, elr=draw(st.booleans()), brokers=draw(st.sampled_from([(0, 1, 2), (1, 2, 3), (0, 1, 2, 3)])))
+    if draw(st.booleans()):
+        log.add(log.config("min.insync.replicas", draw(st.sampled_from(["1", "2", "3"]))))
+    for name in TOPICS:
+        log.create(name, *draw(st.lists(near_members.filter(bool), min_size=1, max_size=3)))
+    for _ in range(draw(st.integers(1, 14))):
+        log.add(*[_record(draw, log) for _ in range(draw(st.integers(1, 4)))])
+    return log
+
+
+def _key(b) -> tuple:
+    return (b.offset, b.rule, b.severity, b.topic, b.partition, b.topic_id, json.dumps(b.recorded, default=str),
+            json.dumps(b.expected, default=str), b.message)
+
+
+def _compiled(path: Path, elr_override=None):
+    records, _ = read_log_dir(path, [])
+    records = records.filter(pc.invert(pc.is_in(records.column("record_type"), pa.array(sorted(SKIP)))))
+    return compiled_check(records, elr_override)
+
+
+def test_compiled_pass_equals_the_scalar_reference(tmp_path):
+    """Breach for breach on generated logs; the logs must reach many rules for the comparison to mean much."""
+    from controller_core.image import Cluster
+
+    seen: set[str] = set()
+    runs = iter(range(10**6))
+
+    @settings(max_examples=300, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(log=logs(), override=st.sampled_from([None, None, True, False]))
+    def agree(log, override):
+        path = log.write(tmp_path / f"log{next(runs)}")
+        scalar = check_log(path, cluster=Cluster(elr_override=override))
+        seen.update(b.rule for b in scalar)
+        assert Counter(map(_key, _compiled(path, override))) == Counter(map(_key, scalar))
+
+    agree()
+    assert len(seen) >= 25, sorted(seen)
+
+
+def test_the_pass_runs_as_plain_python(tmp_path):
+    """NUMBA_DISABLE_JIT=1: the same functions interpreted, same breaches as the compiled run."""
+    log = Log(25, elr=True)
+    log.add(log.config("min.insync.replicas", "2"))
+    log.create("a", [0, 1, 2], [1, 2, 0])
+    log.add(log.fence(0), log.change("a", 0, isr=[1, 2], leader=1))
+    log.add(log.change("a", 1, isr=[1], elr=[2]), log.change("a", 1, isr=[], elr=[1, 2], leader=-1))
+    log.add(log.change("a", 1, isr=[0], leader=0, lrs=1), log.register(0))
+    path = log.write(tmp_path / "log")
+    compiled = sorted(map(_key, _compiled(path)))
+    assert len({k[1] for k in compiled}) >= 4  # the log does break several rules
+    script = ("import json, sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]; "
+              "from test_invariant_pass import _compiled, _key; from pathlib import Path; "
+              "print(json.dumps(sorted(map(_key, _compiled(Path(sys.argv[3]))))))")
+    here = Path(__file__).resolve()
+    env = dict(os.environ, NUMBA_DISABLE_JIT="1")
+    out = subprocess.run([sys.executable, "-c", script, str(here.parent), str(here.parents[2]), str(path)],
+                         env=env, capture_output=True, text=True, timeout=300, cwd=here.parents[3])
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert [tuple(k) for k in json.loads(out.stdout)] == compiled
