@@ -58,11 +58,11 @@ MV_3_2_IV0, MV_3_6_IV0, MV_4_0_IV1 = 3, 12, 23
 # partition state columns: live, leader, epochs, LRS, then (start, length) of each list in the tape
 P_LIVE, P_LEADER, P_LE, P_PE, P_LRS = 0, 1, 2, 3, 4
 P_LISTS = 5  # replicas 5-6, isr 7-8, removing 9-10, adding 11-12, elr 13-14, lke 15-16
-P_UNDER, P_OFFLINE, P_M_AT, P_TSTAMP, P_LAST_T, P_MARK = 17, 18, 19, 20, 21, 22
-P_FIELDS = 23
+P_UNDER, P_OFFLINE, P_M_AT, P_TSTAMP, P_LAST_T, P_MARK, P_EVAL_M = 17, 18, 19, 20, 21, 22, 23
+P_FIELDS = 24
 LR, LI, LRM, LAD, LE, LK = 0, 1, 2, 3, 4, 5
 # topics
-T_LIVE, T_NAME, T_MB, T_MB_STAMP = 0, 1, 2, 3
+T_LIVE, T_NAME, T_MB, T_MB_STAMP, T_M, T_M_STAMP = 0, 1, 2, 3, 4, 5  # T_M: m cached while a batch is closed
 # brokers
 B_REG, B_EPOCH, B_INC, B_FENCED, B_CS, B_PEND_ROW, B_PEND_AT, B_PEND_LEN, B_DONE = range(9)
 B_FIELDS = 9
@@ -625,11 +625,22 @@ def _fence_breach(out, tape, ps, ts, g, part_topic, p, x, row, kind):
 
 
 @njit(cache=True)
-def _check_windows(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, p, row):
+def _closing_min_isr(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, t, batch_no):
+    """m of topic t while batch ``batch_no`` is closed (the image does not change then): computed once
+    per topic, not once per partition -- a min ISR config re-evaluates every partition."""
+    if ts[t, T_M_STAMP] != batch_no:
+        ts[t, T_M] = _min_isr(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, t)
+        ts[t, T_M_STAMP] = batch_no
+    return ts[t, T_M]
+
+
+@njit(cache=True)
+def _check_windows(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, p, row, batch_no):
     """INV-UNDER-MINISR / INV-OFFLINE-NO-CANDIDATE for partition p, reported (at ``row``) when it enters
     the state."""
     t = part_topic[p]
-    m = _min_isr(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, t)
+    m = _closing_min_isr(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, t, batch_no)
+    ps[p, P_EVAL_M] = m
     i_n = ps[p, P_LISTS + 2 * LI + 1]
     if i_n < m:
         if ps[p, P_UNDER] == 0:
@@ -794,15 +805,25 @@ def _after_batch(out, tape, ps, ts, g, bs, broker_ids, tcfg_min, bcfg_min, topic
             ps[p, P_OFFLINE] = 0
     if reeval_row >= 0:  # m may have changed for partitions the batch did not write
         for p in range(ps.shape[0]):
-            if ps[p, P_LIVE] == 1:
-                row = tch[ps[p, P_LAST_T], X_ROW] if ps[p, P_TSTAMP] == batch_no else reeval_row
-                _check_windows(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, p, row)
+            if ps[p, P_LIVE] == 0:
+                continue
+            touched = ps[p, P_TSTAMP] == batch_no
+            if not touched:
+                # An unwritten partition's ISR, leader and ELR are those of its last check: with the same m
+                # that check stands (this skip is what keeps a min ISR config from costing a full sweep).
+                t = part_topic[p]
+                m = ts[t, T_M] if ts[t, T_M_STAMP] == batch_no else _closing_min_isr(
+                    tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, t, batch_no)
+                if m == ps[p, P_EVAL_M]:
+                    continue
+            row = tch[ps[p, P_LAST_T], X_ROW] if touched else reeval_row
+            _check_windows(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, p, row, batch_no)
     else:
         for q in range(ntk):
             p = tkeys[q]
             if ps[p, P_LIVE] == 1:
                 _check_windows(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, p,
-                               tch[ps[p, P_LAST_T], X_ROW])
+                               tch[ps[p, P_LAST_T], X_ROW], batch_no)
     _check_fences(out, tape, ps, ts, g, bs, broker_ids, part_topic, tch, nt, fences, pool, batch_no)
     stamp = _check_unclean_shutdowns(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, broker_ids, tch,
                                      nt, regs, offsets, stamp)
@@ -879,11 +900,13 @@ def check(kind, batch, snapshot, topic, part, name, ints, lists, tape, broker, b
     out = List.empty_list(types.int64)
     ps = np.zeros((n_parts, P_FIELDS), np.int64)
     ps[:, P_M_AT] = MISSING
+    ps[:, P_EVAL_M] = MISSING
     ps[:, P_TSTAMP] = -1
     ps[:, P_MARK] = -1
-    ts = np.zeros((n_topics, 4), np.int64)
+    ts = np.zeros((n_topics, 6), np.int64)
     ts[:, T_NAME] = -1
     ts[:, T_MB_STAMP] = -1
+    ts[:, T_M_STAMP] = -1
     name_live = np.full(n_names, -1, np.int64)
     bs = np.zeros((n_brokers, B_FIELDS), np.int64)
     bs[:, B_PEND_ROW] = -1
