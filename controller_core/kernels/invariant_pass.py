@@ -176,6 +176,19 @@ def _close(out, at):
 
 
 @njit(cache=True)
+def _push2(out, x, y):
+    out.append(x)
+    out.append(y)
+
+
+@njit(cache=True)
+def _push3(out, x, y, z):
+    out.append(x)
+    out.append(y)
+    out.append(z)
+
+
+@njit(cache=True)
 def _put_list(out, tape, s, n):
     out.append(n)
     for j in range(n):
@@ -312,13 +325,11 @@ def _put(out, tape, a, k):
 @njit(cache=True)
 def _check_state(out, tape, g, a, w, ndirs, row, p, nm):
     """Structural rules on the state ``a`` a partition record leaves, for the fields it wrote
-    (InvariantChecker._check_state, in its order)."""
+    (InvariantChecker._check_state, in its order): assignment, directories, ISR, leader here, then ELR state."""
     rs, rn = _ls(a, LR)
     i_s, i_n = _ls(a, LI)
     ms, mn = _ls(a, LRM)
     ds, dn = _ls(a, LAD)
-    es, en = _ls(a, LE)
-    ks, kn = _ls(a, LK)
     L = a[P_LEADER]
     if w & (W_REPLICAS | W_REMOVING | W_ADDING):
         if (_has_dups(tape, rs, rn) or _any_negative(tape, rs, rn) or not _subset(tape, ms, mn, rs, rn)
@@ -349,6 +360,17 @@ def _check_state(out, tape, g, a, w, ndirs, row, p, nm):
         out.append(L)
         _put(out, tape, a, LR)
         _close(out, at)
+    _check_elr_state(out, tape, g, a, w, row, p, nm)
+
+
+@njit(cache=True)
+def _check_elr_state(out, tape, g, a, w, row, p, nm):
+    """ELR, LastKnownElr and leader recovery on the state ``a`` a partition record leaves."""
+    rs, rn = _ls(a, LR)
+    i_s, i_n = _ls(a, LI)
+    es, en = _ls(a, LE)
+    ks, kn = _ls(a, LK)
+    L = a[P_LEADER]
     if w & (W_ELR | W_ISR) and _meets(tape, es, en, i_s, i_n):
         at = _open(out, ELR_DISJOINT, S_DEFAULT, row, p, nm)
         _put(out, tape, a, LI)
@@ -542,8 +564,8 @@ def _epoch_match(out, bs, bints, broker, i):
 
 # ------------------------------------------------------------------------------------------ the batch's touches
 @njit(cache=True)
-def _grow(arr):
-    bigger = np.empty((arr.shape[0] * 2, arr.shape[1]), arr.dtype)
+def _grow(arr, need):
+    bigger = np.empty((max(arr.shape[0] * 2, need), arr.shape[1]), arr.dtype)
     bigger[:arr.shape[0]] = arr
     return bigger
 
@@ -591,6 +613,18 @@ def _mark_last_known_leader(tape, ps, tch, nt, x, stamp):
 
 
 @njit(cache=True)
+def _member_breach(out, tape, ps, ts, part_topic, rule, row, p, x, first, second):
+    """A broker x still in partition p's ISR / ELR: payload x, the rule's two membership flags, ISR, ELR."""
+    at = _open(out, rule, S_DEFAULT, row, p, _name_now(ts, part_topic[p]))
+    out.append(x)
+    out.append(1 if first else 0)
+    out.append(1 if second else 0)
+    _put_state_list(out, tape, ps, p, LI)
+    _put_state_list(out, tape, ps, p, LE)
+    _close(out, at)
+
+
+@njit(cache=True)
 def _register_unclean_batch(out, tape, ps, ts, g, tch, nt, part_topic, x, row, stamp):
     """INV-REGISTER-UNCLEAN-BATCH: a new incarnation registering while still in an ISR / ELR."""
     elr_on = _elr_enabled(g)
@@ -603,13 +637,7 @@ def _register_unclean_batch(out, tape, ps, ts, g, tch, nt, part_topic, x, row, s
                   and not (not elr_on and i_n == 1 and ps[p, P_LEADER] == NO_LEADER))
         in_elr = _has(tape, ps[p, P_LISTS + 2 * LE], ps[p, P_LISTS + 2 * LE + 1], x)
         if in_isr or in_elr:
-            at = _open(out, REGISTER_UNCLEAN, S_DEFAULT, row, p, _name_now(ts, part_topic[p]))
-            out.append(x)
-            out.append(1 if in_isr else 0)
-            out.append(1 if in_elr else 0)
-            _put_state_list(out, tape, ps, p, LI)
-            _put_state_list(out, tape, ps, p, LE)
-            _close(out, at)
+            _member_breach(out, tape, ps, ts, part_topic, REGISTER_UNCLEAN, row, p, x, in_isr, in_elr)
 
 
 # ------------------------------------------------------------------------------------------ after a batch
@@ -783,13 +811,7 @@ def _check_unclean_shutdowns(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0,
             in_isr = (_has(tape, ps[p, P_LISTS + 2 * LI], ps[p, P_LISTS + 2 * LI + 1], bid)
                       and ps[p, P_MARK] != stamp)
             if in_elr or in_isr:
-                at = _open(out, ELR_UNCLEAN_REMOVED, S_DEFAULT, reg_row, p, _name_now(ts, part_topic[p]))
-                out.append(bid)
-                out.append(1 if in_elr else 0)
-                out.append(1 if in_isr else 0)
-                _put_state_list(out, tape, ps, p, LI)
-                _put_state_list(out, tape, ps, p, LE)
-                _close(out, at)
+                _member_breach(out, tape, ps, ts, part_topic, ELR_UNCLEAN_REMOVED, reg_row, p, bid, in_elr, in_isr)
     return stamp
 
 
@@ -890,14 +912,314 @@ def _merged_state(a, b, ints, lists, i):
     return w
 
 
+# ------------------------------------------------------------------------------------------ the pass
+# The pass's state travels in four bundles so the handlers below stay readable:
+#   inp  the layout (read only):  kind, batch, snapshot, topic, part, name, ints, lists, tape, broker, bints,
+#        cfg, offsets, part_topic, part_id, topic_p0, topic_parts, topic_parts_at, broker_ids, broker_slot_ids,
+#        unclean_true
+#   img  the image:               ps, ts, bs, g, name_live, tcfg_min, tcfg_unc, bcfg_min, bcfg_unc
+#   bat  the batch being read:    tch, tkeys, fences, regs, deleted, pool (pool: pending controlled shutdowns)
+#   cur  counters (int64[5]):     touches, touched partitions, re-evaluation row, batch number, mark stamp
+C_NT, C_NTK, C_REEVAL, C_BATCH, C_STAMP = range(5)
+
+
 @njit(cache=True)
-def check(kind, batch, snapshot, topic, part, name, ints, lists, tape, broker, bints, cfg, offsets, part_topic,
-          part_id, topic_p0, topic_parts, topic_parts_at, broker_ids, broker_slot_ids, default_slot, unclean_true,
-          n_names, n_bslots, override):
-    """The pass: every record checked against the state before it, applied, and every batch closed by the
-    batch-level rules.  Returns the breach stream (see the module docstring)."""
-    n, n_parts, n_topics, n_brokers = len(kind), len(part_topic), len(topic_p0), len(broker_ids)
-    out = List.empty_list(types.int64)
+def _reevaluate(cur, row):
+    """m may change for partitions the batch does not write: re-check every partition at its end."""
+    if cur[C_REEVAL] < 0:
+        cur[C_REEVAL] = row
+
+
+@njit(cache=True)
+def _touch(inp, img, bat, cur, p, row, has_b, b, a, rl, ri_s, ri_n, rlrs):
+    """Record one partition record of the batch (InvariantChecker._touch)."""
+    tape, part_topic, part_id, topic_p0 = inp[8], inp[13], inp[14], inp[15]
+    ps, ts, g, tcfg_min, bcfg_min = img[0], img[1], img[3], img[5], img[7]
+    tch, tkeys = bat[0], bat[1]
+    t = part_topic[p]
+    if ts[t, T_MB_STAMP] != cur[C_BATCH]:  # m before the batch touched the topic
+        ts[t, T_MB] = _min_isr(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, t)
+        ts[t, T_MB_STAMP] = cur[C_BATCH]
+    nt = cur[C_NT]
+    _set_touch(tch, nt, p, row, has_b, b, a, rl, ri_s, ri_n, rlrs)
+    if ps[p, P_TSTAMP] != cur[C_BATCH]:
+        ps[p, P_TSTAMP] = cur[C_BATCH]
+        tkeys[cur[C_NTK]] = p
+        cur[C_NTK] += 1
+    ps[p, P_LAST_T] = nt
+    cur[C_NT] = nt + 1
+    # m of every partition of the topic is capped by partition 0's replica count (§1.7)
+    if part_id[p] == 0 and has_b and cur[C_REEVAL] < 0:
+        ua = np.empty(6, np.int64)
+        ub = np.empty(6, np.int64)
+        for q, k in enumerate((LR, LAD, LRM)):
+            ua[2 * q] = b[P_LISTS + 2 * k]
+            ua[2 * q + 1] = b[P_LISTS + 2 * k + 1]
+            ub[2 * q] = a[P_LISTS + 2 * k]
+            ub[2 * q + 1] = a[P_LISTS + 2 * k + 1]
+        if not (_union_in(tape, ua, ub) and _union_in(tape, ub, ua)):
+            cur[C_REEVAL] = row
+
+
+@njit(cache=True)
+def _write(img, p, a, record_lists, i):
+    """Apply the state ``a`` to partition p; an ELR or an emptied ISR is evidence of ELR (§1.8)."""
+    ps, g = img[0], img[3]
+    for f in range(P_LISTS + 12):
+        ps[p, f] = a[f]
+    if record_lists[i, 2 * LE + 1] > 0 or record_lists[i, 2 * LI + 1] == 0:
+        g[G_EVIDENCE] = 1
+
+
+@njit(cache=True)
+def _on_topic(out, inp, img, i):
+    ts, name_live = img[1], img[4]
+    t, nm = inp[3][i], inp[5][i]
+    if nm >= 0 and name_live[nm] >= 0:
+        at = _open(out, TOPIC_UNIQUE, S_DEFAULT, i, -1, NO_KEY)
+        out.append(name_live[nm])
+        _close(out, at)
+    elif t >= 0:
+        ts[t, T_LIVE] = 1
+        ts[t, T_NAME] = nm
+        if nm >= 0:
+            name_live[nm] = t
+
+
+@njit(cache=True)
+def _on_remove_topic(out, inp, img, bat, i):
+    ps, ts, name_live, tcfg_min, tcfg_unc = img[0], img[1], img[4], img[5], img[6]
+    topic_parts, topic_parts_at = inp[16], inp[17]
+    t = inp[3][i]
+    if t < 0 or ts[t, T_LIVE] == 0:
+        at = _open(out, TOPIC_EXISTS, S_DEFAULT, i, -1, NO_KEY)
+        out.append(0)
+        _close(out, at)
+        return
+    ts[t, T_LIVE] = 0
+    nm = ts[t, T_NAME]
+    if nm >= 0:  # the name is free again and its topic configs go with it
+        name_live[nm] = -1
+        tcfg_min[nm] = MISSING
+        tcfg_unc[nm] = -1
+    for q in range(topic_parts_at[t], topic_parts_at[t + 1]):
+        pp = topic_parts[q]
+        if ps[pp, P_LIVE] == 1:
+            ps[pp, P_LIVE] = 0
+            bat[4].append(pp)
+
+
+@njit(cache=True)
+def _on_partition(out, inp, img, bat, cur, i, a, b):
+    """A PartitionRecord: a creation (epochs 0/0, RECOVERED, active ISR) unless it comes from a snapshot or a
+    ZooKeeper import; over an existing partition it may not lower the epochs."""
+    ints, lists, tape, broker_ids = inp[6], inp[7], inp[8], inp[18]
+    ps, ts, bs, g = img[0], img[1], img[2], img[3]
+    t, p = inp[3][i], inp[4][i]
+    if t < 0 or ts[t, T_LIVE] == 0 or p < 0:
+        at = _open(out, TOPIC_EXISTS, S_DEFAULT, i, -1, -1)
+        out.append(2)
+        _close(out, at)
+        return
+    nm = ts[t, T_NAME]
+    has_b = ps[p, P_LIVE] == 1
+    for f in range(P_FIELDS):
+        b[f] = ps[p, f]
+    _record_state(a, ints, lists, i)
+    snap = inp[2][i] or g[G_ZK] == 1  # not a creation by this controller
+    if has_b:
+        if a[P_LE] < b[P_LE] or a[P_PE] < b[P_PE]:
+            at = _open(out, EPOCH_MONOTONIC, S_DEFAULT, i, p, nm)
+            _push3(out, 0, a[P_LE], a[P_PE])
+            _push2(out, b[P_LE], b[P_PE])
+            _close(out, at)
+    elif not snap:
+        if a[P_LE] != 0 or a[P_PE] != 0:
+            at = _open(out, EPOCH_MONOTONIC, S_DEFAULT, i, p, nm)
+            _push3(out, 1, a[P_LE], a[P_PE])
+            _close(out, at)
+        if a[P_LRS] == RECOVERING:
+            at = _open(out, LRS_ENTRY, S_DEFAULT, i, p, nm)
+            out.append(0)
+            _close(out, at)
+    _check_state(out, tape, g, a, W_ALL, max(ints[i, 4], 0), i, p, nm)
+    if not has_b and not snap:
+        _check_isr_expand(out, tape, g, bs, broker_ids, b, a, False, NO_LEADER, i, p, nm)
+    _touch(inp, img, bat, cur, p, i, has_b, b, a, ints[i, 0], lists[i, 2 * LI], lists[i, 2 * LI + 1], ints[i, 3])
+    _write(img, p, a, lists, i)
+
+
+@njit(cache=True)
+def _on_change(out, inp, img, bat, cur, i, a, b):
+    """A PartitionChangeRecord: the state it leaves, the transition it makes, the ISR it grows, the
+    election it records."""
+    ints, lists, tape, broker_ids, unclean_true = inp[6], inp[7], inp[8], inp[18], inp[20]
+    ps, ts, bs, g, tcfg_unc, bcfg_unc = img[0], img[1], img[2], img[3], img[6], img[8]
+    t, p = inp[3][i], inp[4][i]
+    if p < 0 or ps[p, P_LIVE] == 0:
+        at = _open(out, TOPIC_EXISTS, S_DEFAULT, i, -1, -1)
+        out.append(3)
+        out.append(1 if t >= 0 and ts[t, T_LIVE] == 1 else 0)
+        out.append(_name_now(ts, t) if t >= 0 else -1)
+        _close(out, at)
+        return
+    nm = _name_now(ts, t)
+    for f in range(P_FIELDS):
+        b[f] = ps[p, f]
+    w = _merged_state(a, b, ints, lists, i)
+    rl, rlrs = ints[i, 0], ints[i, 3]
+    ri_s, ri_n = lists[i, 2 * LI], lists[i, 2 * LI + 1]
+    if w == 0:
+        _close(out, _open(out, RECORD_NOOP, S_DEFAULT, i, p, nm))
+    _check_state(out, tape, g, a, w, max(ints[i, 4], 0), i, p, nm)
+    _check_change(out, tape, g, b, a, w, rl, ri_s, ri_n, rlrs, i, p, nm)
+    _check_isr_expand(out, tape, g, bs, broker_ids, b, a, True, rl, i, p, nm)
+    _check_election(out, tape, ps, ts, g, bs, broker_ids, tcfg_unc, bcfg_unc, unclean_true, b, rl, ri_s, ri_n, rlrs,
+                    t, i, p, nm)
+    _touch(inp, img, bat, cur, p, i, True, b, a, rl, ri_s, ri_n, rlrs)
+    _write(img, p, a, lists, i)
+
+
+@njit(cache=True)
+def _on_clear_elr(out, inp, img, bat, cur, i, a, b):
+    """A ClearElrRecord: ELR and LastKnownElr emptied in every partition of the topic named (all: no name)."""
+    part_topic = inp[13]
+    ps, ts, name_live = img[0], img[1], img[4]
+    nm = inp[5][i]
+    if nm >= 0 and name_live[nm] < 0:
+        at = _open(out, TOPIC_EXISTS, S_DEFAULT, i, -1, NO_KEY)
+        out.append(1)
+        _close(out, at)
+        return
+    only = name_live[nm] if nm >= 0 else -1
+    for pp in range(ps.shape[0]):
+        tt = part_topic[pp]
+        if ps[pp, P_LIVE] == 0 or ts[tt, T_LIVE] == 0 or (only >= 0 and tt != only):
+            continue
+        if ps[pp, P_LISTS + 2 * LE + 1] == 0 and ps[pp, P_LISTS + 2 * LK + 1] == 0:
+            continue
+        for f in range(P_FIELDS):
+            b[f] = ps[pp, f]
+            a[f] = ps[pp, f]
+        a[P_LISTS + 2 * LE + 1] = 0
+        a[P_LISTS + 2 * LK + 1] = 0
+        a[P_PE] = b[P_PE] + 1
+        _touch(inp, img, bat, cur, pp, i, True, b, a, LEADER_UNCHANGED, 0, -1, -1)
+        for f in range(P_LISTS + 12):
+            ps[pp, f] = a[f]
+
+
+@njit(cache=True)
+def _on_cluster_record(inp, img, cur, i, k):
+    """ConfigRecord, FeatureLevelRecord, LeaderChange, ZkMigrationStateRecord: what m, ELR and the
+    creation rules depend on."""
+    cfg, broker_slot_ids = inp[11], inp[19]
+    g, tcfg_min, tcfg_unc, bcfg_min, bcfg_unc = img[3], img[5], img[6], img[7], img[8]
+    if k == CONFIG:
+        key, kind_of, slot = cfg[i, 0], cfg[i, 1], cfg[i, 2]
+        if key == CFG_MIN_ISR:
+            _reevaluate(cur, i)
+        if key != 0 and slot >= 0 and (kind_of == TOPIC_RESOURCE or kind_of == BROKER_RESOURCE):
+            topic_level = kind_of == TOPIC_RESOURCE
+            if key == CFG_MIN_ISR:
+                (tcfg_min if topic_level else bcfg_min)[slot] = cfg[i, 3]
+            else:
+                (tcfg_unc if topic_level else bcfg_unc)[slot] = cfg[i, 4]
+    elif k == FEATURE:
+        if cfg[i, 0] == FEAT_MV:
+            g[G_MV] = cfg[i, 3]
+            g[G_MV_PRESENT] = 1
+        elif cfg[i, 0] == FEAT_ELR:
+            g[G_ELRF_PRESENT] = 1
+            g[G_ELRF_LEVEL] = cfg[i, 3]
+    elif k == LEADER_CHANGE:
+        lid = cfg[i, 3]
+        if lid != g[G_CTRL_ID]:  # the active controller's node config takes part in m (§1.7)
+            _reevaluate(cur, i)
+        g[G_CTRL_ID] = lid
+        g[G_CTRL_SLOT] = -1
+        for s in range(len(broker_slot_ids)):
+            if broker_slot_ids[s] == lid:
+                g[G_CTRL_SLOT] = s
+    elif k == ZK_MIGRATION:
+        g[G_ZK] = inp[6][i, 5]
+
+
+@njit(cache=True)
+def _on_register(out, inp, img, bat, cur, i):
+    """RegisterBrokerRecord: an amended registration keeps controlled shutdown (§1.5-2); a new incarnation
+    at MV >= 4.0-IV1 must come after the records removing it from ISRs and ELRs."""
+    tape, bints, part_topic = inp[8], inp[10], inp[13]
+    ps, ts, bs, g = img[0], img[1], img[2], img[3]
+    x = inp[9][i]
+    if x < 0:
+        return
+    if bs[x, B_REG] == 1 and bs[x, B_INC] == bints[i, 2]:
+        if bs[x, B_CS] == 1 and bints[i, 4] == 0:
+            at = _open(out, CS_STICKY, S_DEFAULT, i, -1, NO_KEY)
+            out.append(1)
+            out.append(bints[i, 0])
+            _close(out, at)
+    else:
+        bat[3].append(x)
+        bat[3].append(i)
+        if g[G_MV] >= MV_4_0_IV1:
+            cur[C_STAMP] += 1
+            _register_unclean_batch(out, tape, ps, ts, g, bat[0], cur[C_NT], part_topic, bints[i, 0], i,
+                                    cur[C_STAMP])
+    bs[x, B_REG] = 1
+    bs[x, B_EPOCH] = bints[i, 1]
+    bs[x, B_INC] = bints[i, 2]
+    bs[x, B_FENCED] = bints[i, 3]
+    bs[x, B_CS] = bints[i, 4]
+
+
+@njit(cache=True)
+def _on_broker_change(out, inp, img, bat, i, k):
+    """BrokerRegistrationChange / Fence / Unfence / Unregister: the registration epoch they carry, the
+    fences and controlled shutdowns the batch's end checks, and the broker state they set."""
+    bints, broker = inp[10], inp[9]
+    bs, fences = img[2], bat[2]
+    _epoch_match(out, bs, bints, broker, i)
+    x = broker[i]
+    registered = x >= 0 and bs[x, B_REG] == 1
+    if k == REG_CHANGE:
+        fenced, cs = bints[i, 3], bints[i, 4]
+        if cs != 0 and cs != 1:
+            at = _open(out, CS_STICKY, S_DEFAULT, i, -1, NO_KEY)
+            _push3(out, 0, bints[i, 0], cs)
+            _close(out, at)
+        if fenced == 1:
+            _push3(fences, x, i, 0)
+        if cs == 1:
+            _push3(fences, x, i, 1)
+        if registered:
+            if fenced == 1 or fenced == -1:
+                bs[x, B_FENCED] = 1 if fenced == 1 else 0
+            if cs == 1:
+                bs[x, B_CS] = 1
+    elif k == FENCE:
+        _push3(fences, x, i, 0)
+        if registered:
+            bs[x, B_FENCED] = 1
+    elif k == UNFENCE:
+        if registered:
+            bs[x, B_FENCED] = 0
+    elif registered:  # UnregisterBrokerRecord
+        bs[x, B_REG] = 0
+
+
+@njit(cache=True)
+def _close_batch(out, inp, img, bat, cur):
+    tape, offsets, part_topic, topic_p0, broker_ids = inp[8], inp[12], inp[13], inp[15], inp[18]
+    ps, ts, bs, g, tcfg_min, bcfg_min = img[0], img[1], img[2], img[3], img[5], img[7]
+    cur[C_STAMP] = _after_batch(out, tape, ps, ts, g, bs, broker_ids, tcfg_min, bcfg_min, topic_p0, part_topic,
+                                bat[0], cur[C_NT], bat[1], cur[C_NTK], bat[2], bat[3], bat[4], bat[5], offsets,
+                                cur[C_BATCH], cur[C_REEVAL], cur[C_STAMP])
+
+
+@njit(cache=True)
+def _new_image(n_parts, n_topics, n_brokers, n_names, n_bslots, broker_slot_ids, default_slot, override):
     ps = np.zeros((n_parts, P_FIELDS), np.int64)
     ps[:, P_M_AT] = MISSING
     ps[:, P_EVAL_M] = MISSING
@@ -907,14 +1229,9 @@ def check(kind, batch, snapshot, topic, part, name, ints, lists, tape, broker, b
     ts[:, T_NAME] = -1
     ts[:, T_MB_STAMP] = -1
     ts[:, T_M_STAMP] = -1
-    name_live = np.full(n_names, -1, np.int64)
     bs = np.zeros((n_brokers, B_FIELDS), np.int64)
     bs[:, B_PEND_ROW] = -1
     bs[:, B_DONE] = -1
-    tcfg_min = np.full(n_names, MISSING, np.int64)
-    tcfg_unc = np.full(n_names, -1, np.int64)
-    bcfg_min = np.full(n_bslots, MISSING, np.int64)
-    bcfg_unc = np.full(n_bslots, -1, np.int64)
     g = np.zeros(10, np.int64)
     g[G_OVERRIDE] = override
     g[G_CTRL_ID] = -1
@@ -923,290 +1240,64 @@ def check(kind, batch, snapshot, topic, part, name, ints, lists, tape, broker, b
     for s in range(len(broker_slot_ids)):  # the node-level config of controller -1, should anyone write it
         if broker_slot_ids[s] == -1:
             g[G_CTRL_SLOT] = s
-    tkeys = np.empty(max(n_parts, 1), np.int64)
-    tch = np.empty((64, X_FIELDS), np.int64)
-    fences = List.empty_list(types.int64)
-    regs = List.empty_list(types.int64)
-    deleted = List.empty_list(types.int64)
-    pool = List.empty_list(types.int64)
+    return (ps, ts, bs, g, np.full(n_names, -1, np.int64), np.full(n_names, MISSING, np.int64),
+            np.full(n_names, -1, np.int64), np.full(n_bslots, MISSING, np.int64), np.full(n_bslots, -1, np.int64))
+
+
+@njit(cache=True)
+def check(kind, batch, snapshot, topic, part, name, ints, lists, tape, broker, bints, cfg, offsets, part_topic,
+          part_id, topic_p0, topic_parts, topic_parts_at, broker_ids, broker_slot_ids, default_slot, unclean_true,
+          n_names, n_bslots, override):
+    """The pass: every record checked against the state before it, applied, and every batch closed by the
+    batch-level rules.  Returns the breach stream (see the module docstring)."""
+    inp = (kind, batch, snapshot, topic, part, name, ints, lists, tape, broker, bints, cfg, offsets, part_topic,
+           part_id, topic_p0, topic_parts, topic_parts_at, broker_ids, broker_slot_ids, unclean_true)
+    n_parts = len(part_topic)
+    img = _new_image(n_parts, len(topic_p0), len(broker_ids), n_names, n_bslots, broker_slot_ids, default_slot,
+                     override)
+    out = List.empty_list(types.int64)
+    fences, regs = List.empty_list(types.int64), List.empty_list(types.int64)
+    deleted, pool = List.empty_list(types.int64), List.empty_list(types.int64)
+    bat = (np.empty((64, X_FIELDS), np.int64), np.empty(max(n_parts, 1), np.int64), fences, regs, deleted, pool)
+    cur = np.zeros(5, np.int64)
+    cur[C_REEVAL] = -1
+    cur[C_BATCH] = -1
     a = np.zeros(P_FIELDS, np.int64)
     b = np.zeros(P_FIELDS, np.int64)
-    nt = ntk = 0
-    reeval_row = -1
-    batch_no = -1
-    stamp = 0
-    for i in range(n):
-        if batch[i] != batch_no:
-            if batch_no >= 0:
-                stamp = _after_batch(out, tape, ps, ts, g, bs, broker_ids, tcfg_min, bcfg_min, topic_p0, part_topic,
-                                     tch, nt, tkeys, ntk, fences, regs, deleted, pool, offsets, batch_no, reeval_row,
-                                     stamp)
-            batch_no = batch[i]
-            nt = ntk = 0
-            reeval_row = -1
+    for i in range(len(kind)):
+        if batch[i] != cur[C_BATCH]:
+            if cur[C_BATCH] >= 0:
+                _close_batch(out, inp, img, bat, cur)
+            cur[C_BATCH] = batch[i]
+            cur[C_NT] = cur[C_NTK] = 0
+            cur[C_REEVAL] = -1
             fences.clear()
             regs.clear()
             deleted.clear()
         k = kind[i]
-        t = topic[i]
-        p = part[i]
-        if k == TOPIC:
-            nm = name[i]
-            if nm >= 0 and name_live[nm] >= 0:
-                at = _open(out, TOPIC_UNIQUE, S_DEFAULT, i, -1, NO_KEY)
-                out.append(name_live[nm])
-                _close(out, at)
-            elif t >= 0:
-                ts[t, T_LIVE] = 1
-                ts[t, T_NAME] = nm
-                if nm >= 0:
-                    name_live[nm] = t
-        elif k == REMOVE_TOPIC:
-            if t < 0 or ts[t, T_LIVE] == 0:
-                at = _open(out, TOPIC_EXISTS, S_DEFAULT, i, -1, NO_KEY)
-                out.append(0)
-                _close(out, at)
-            else:
-                ts[t, T_LIVE] = 0
-                nm = ts[t, T_NAME]
-                if nm >= 0:
-                    name_live[nm] = -1
-                    tcfg_min[nm] = MISSING
-                    tcfg_unc[nm] = -1
-                for q in range(topic_parts_at[t], topic_parts_at[t + 1]):
-                    pp = topic_parts[q]
-                    if ps[pp, P_LIVE] == 1:
-                        ps[pp, P_LIVE] = 0
-                        deleted.append(pp)
-        elif k == PARTITION:
-            if t < 0 or ts[t, T_LIVE] == 0 or p < 0:
-                at = _open(out, TOPIC_EXISTS, S_DEFAULT, i, -1, -1)
-                out.append(2)
-                _close(out, at)
-                continue
-            nm = ts[t, T_NAME]
-            has_b = ps[p, P_LIVE] == 1
-            for f in range(P_FIELDS):
-                b[f] = ps[p, f]
-            _record_state(a, ints, lists, i)
-            snap = snapshot[i] or g[G_ZK] == 1  # not a creation by this controller
-            if has_b:
-                if a[P_LE] < b[P_LE] or a[P_PE] < b[P_PE]:
-                    at = _open(out, EPOCH_MONOTONIC, S_DEFAULT, i, p, nm)
-                    out.append(0)
-                    out.append(a[P_LE])
-                    out.append(a[P_PE])
-                    out.append(b[P_LE])
-                    out.append(b[P_PE])
-                    _close(out, at)
-            elif not snap:
-                if a[P_LE] != 0 or a[P_PE] != 0:
-                    at = _open(out, EPOCH_MONOTONIC, S_DEFAULT, i, p, nm)
-                    out.append(1)
-                    out.append(a[P_LE])
-                    out.append(a[P_PE])
-                    _close(out, at)
-                if a[P_LRS] == RECOVERING:
-                    at = _open(out, LRS_ENTRY, S_DEFAULT, i, p, nm)
-                    out.append(0)
-                    _close(out, at)
-            _check_state(out, tape, g, a, W_ALL, max(ints[i, 4], 0), i, p, nm)
-            if not has_b and not snap:
-                _check_isr_expand(out, tape, g, bs, broker_ids, b, a, False, NO_LEADER, i, p, nm)
-            nt, ntk, reeval_row = _touch(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, part_id, tch, nt,
-                                         tkeys, ntk, batch_no, reeval_row, p, i, has_b, b, a, ints[i, 0],
-                                         lists[i, 2 * LI], lists[i, 2 * LI + 1], ints[i, 3])
-            if nt == tch.shape[0]:
-                tch = _grow(tch)
-            for f in range(P_LISTS + 12):
-                ps[p, f] = a[f]
-            if lists[i, 2 * LE + 1] > 0 or lists[i, 2 * LI + 1] == 0:
-                g[G_EVIDENCE] = 1
+        need = cur[C_NT] + (n_parts if k == CLEAR_ELR else 1)
+        if need > bat[0].shape[0]:  # room for the touches this record may add
+            bat = (_grow(bat[0], need), bat[1], fences, regs, deleted, pool)
+        if k == PARTITION:
+            _on_partition(out, inp, img, bat, cur, i, a, b)
         elif k == CHANGE:
-            if p < 0 or ps[p, P_LIVE] == 0:
-                at = _open(out, TOPIC_EXISTS, S_DEFAULT, i, -1, -1)
-                out.append(3)
-                out.append(1 if t >= 0 and ts[t, T_LIVE] == 1 else 0)
-                out.append(_name_now(ts, t) if t >= 0 else -1)
-                _close(out, at)
-                continue
-            nm = ts[t, T_NAME] if ts[t, T_LIVE] == 1 else -1
-            for f in range(P_FIELDS):
-                b[f] = ps[p, f]
-            w = _merged_state(a, b, ints, lists, i)
-            rl = ints[i, 0]
-            ri_s, ri_n = lists[i, 2 * LI], lists[i, 2 * LI + 1]
-            rlrs = ints[i, 3]
-            if w == 0:
-                at = _open(out, RECORD_NOOP, S_DEFAULT, i, p, nm)
-                _close(out, at)
-            _check_state(out, tape, g, a, w, max(ints[i, 4], 0), i, p, nm)
-            _check_change(out, tape, g, b, a, w, rl, ri_s, ri_n, rlrs, i, p, nm)
-            _check_isr_expand(out, tape, g, bs, broker_ids, b, a, True, rl, i, p, nm)
-            _check_election(out, tape, ps, ts, g, bs, broker_ids, tcfg_unc, bcfg_unc, unclean_true, b, rl, ri_s, ri_n,
-                            rlrs, t, i, p, nm)
-            nt, ntk, reeval_row = _touch(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, part_id, tch, nt,
-                                         tkeys, ntk, batch_no, reeval_row, p, i, True, b, a, rl, ri_s, ri_n, rlrs)
-            if nt == tch.shape[0]:
-                tch = _grow(tch)
-            for f in range(P_LISTS + 12):
-                ps[p, f] = a[f]
-            if lists[i, 2 * LE + 1] > 0 or lists[i, 2 * LI + 1] == 0:
-                g[G_EVIDENCE] = 1
+            _on_change(out, inp, img, bat, cur, i, a, b)
+        elif k == TOPIC:
+            _on_topic(out, inp, img, i)
+        elif k == REMOVE_TOPIC:
+            _on_remove_topic(out, inp, img, bat, i)
         elif k == CLEAR_ELR:
-            nm = name[i]
-            if nm >= 0 and name_live[nm] < 0:
-                at = _open(out, TOPIC_EXISTS, S_DEFAULT, i, -1, NO_KEY)
-                out.append(1)
-                _close(out, at)
-                continue
-            only = name_live[nm] if nm >= 0 else -1
-            for pp in range(n_parts):
-                tt = part_topic[pp]
-                if ps[pp, P_LIVE] == 0 or ts[tt, T_LIVE] == 0 or (only >= 0 and tt != only):
-                    continue
-                if ps[pp, P_LISTS + 2 * LE + 1] == 0 and ps[pp, P_LISTS + 2 * LK + 1] == 0:
-                    continue
-                for f in range(P_FIELDS):
-                    b[f] = ps[pp, f]
-                    a[f] = ps[pp, f]
-                a[P_LISTS + 2 * LE + 1] = 0
-                a[P_LISTS + 2 * LK + 1] = 0
-                a[P_PE] = b[P_PE] + 1
-                nt, ntk, reeval_row = _touch(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, part_id, tch,
-                                             nt, tkeys, ntk, batch_no, reeval_row, pp, i, True, b, a, LEADER_UNCHANGED,
-                                             0, -1, -1)
-                if nt == tch.shape[0]:
-                    tch = _grow(tch)
-                for f in range(P_LISTS + 12):
-                    ps[pp, f] = a[f]
-        elif k == CONFIG:
-            key = cfg[i, 0]
-            if key == CFG_MIN_ISR and reeval_row < 0:
-                reeval_row = i
-            slot = cfg[i, 2]
-            if key != 0 and slot >= 0:
-                if cfg[i, 1] == TOPIC_RESOURCE:
-                    if key == CFG_MIN_ISR:
-                        tcfg_min[slot] = cfg[i, 3]
-                    else:
-                        tcfg_unc[slot] = cfg[i, 4]
-                elif cfg[i, 1] == BROKER_RESOURCE:
-                    if key == CFG_MIN_ISR:
-                        bcfg_min[slot] = cfg[i, 3]
-                    else:
-                        bcfg_unc[slot] = cfg[i, 4]
-        elif k == FEATURE:
-            if cfg[i, 0] == FEAT_MV:
-                g[G_MV] = cfg[i, 3]
-                g[G_MV_PRESENT] = 1
-            elif cfg[i, 0] == FEAT_ELR:
-                g[G_ELRF_PRESENT] = 1
-                g[G_ELRF_LEVEL] = cfg[i, 3]
-        elif k == LEADER_CHANGE:
-            lid = cfg[i, 3]
-            if lid != g[G_CTRL_ID] and reeval_row < 0:  # the controller's node config takes part in m (§1.7)
-                reeval_row = i
-            g[G_CTRL_ID] = lid
-            g[G_CTRL_SLOT] = -1
-            for s in range(len(broker_slot_ids)):
-                if broker_slot_ids[s] == lid:
-                    g[G_CTRL_SLOT] = s
-        elif k == ZK_MIGRATION:
-            g[G_ZK] = ints[i, 5]
+            _on_clear_elr(out, inp, img, bat, cur, i, a, b)
+        elif k == CONFIG or k == FEATURE or k == LEADER_CHANGE or k == ZK_MIGRATION:
+            _on_cluster_record(inp, img, cur, i, k)
         elif k == REGISTER:
-            x = broker[i]
-            if x >= 0 and bs[x, B_REG] == 1 and bs[x, B_INC] == bints[i, 2]:
-                # an amended registration keeps epoch, fencing and controlled shutdown (§1.5-2)
-                if bs[x, B_CS] == 1 and bints[i, 4] == 0:
-                    at = _open(out, CS_STICKY, S_DEFAULT, i, -1, NO_KEY)
-                    out.append(1)
-                    out.append(bints[i, 0])
-                    _close(out, at)
-            elif x >= 0:
-                regs.append(x)
-                regs.append(i)
-                if g[G_MV] >= MV_4_0_IV1:
-                    stamp += 1
-                    _register_unclean_batch(out, tape, ps, ts, g, tch, nt, part_topic, bints[i, 0], i, stamp)
-            if x >= 0:
-                bs[x, B_REG] = 1
-                bs[x, B_EPOCH] = bints[i, 1]
-                bs[x, B_INC] = bints[i, 2]
-                bs[x, B_FENCED] = bints[i, 3]
-                bs[x, B_CS] = bints[i, 4]
+            _on_register(out, inp, img, bat, cur, i)
         elif k == REG_CHANGE or k == FENCE or k == UNFENCE or k == UNREGISTER:
-            _epoch_match(out, bs, bints, broker, i)
-            x = broker[i]
-            registered = x >= 0 and bs[x, B_REG] == 1
-            if k == REG_CHANGE:
-                cs = bints[i, 4]
-                if cs != 0 and cs != 1:
-                    at = _open(out, CS_STICKY, S_DEFAULT, i, -1, NO_KEY)
-                    out.append(0)
-                    out.append(bints[i, 0])
-                    out.append(cs)
-                    _close(out, at)
-                if bints[i, 3] == 1:
-                    fences.append(x)
-                    fences.append(i)
-                    fences.append(0)
-                if cs == 1:
-                    fences.append(x)
-                    fences.append(i)
-                    fences.append(1)
-                if registered:
-                    if bints[i, 3] == 1:
-                        bs[x, B_FENCED] = 1
-                    elif bints[i, 3] == -1:
-                        bs[x, B_FENCED] = 0
-                    if cs == 1:
-                        bs[x, B_CS] = 1
-            elif k == FENCE:
-                fences.append(x)
-                fences.append(i)
-                fences.append(0)
-                if registered:
-                    bs[x, B_FENCED] = 1
-            elif k == UNFENCE:
-                if registered:
-                    bs[x, B_FENCED] = 0
-            else:
-                if registered:
-                    bs[x, B_REG] = 0
-    if batch_no >= 0:
-        _after_batch(out, tape, ps, ts, g, bs, broker_ids, tcfg_min, bcfg_min, topic_p0, part_topic, tch, nt, tkeys,
-                     ntk, fences, regs, deleted, pool, offsets, batch_no, reeval_row, stamp)
-    _finish(out, tape, ps, ts, g, bs, broker_ids, part_topic, pool)
+            _on_broker_change(out, inp, img, bat, i, k)
+    if cur[C_BATCH] >= 0:
+        _close_batch(out, inp, img, bat, cur)
+    _finish(out, tape, img[0], img[1], img[3], img[2], broker_ids, part_topic, pool)
     stream = np.empty(len(out), np.int64)
     for j in range(len(out)):
         stream[j] = out[j]
     return stream
-
-
-@njit(cache=True)
-def _touch(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, part_id, tch, nt, tkeys, ntk, batch_no,
-           reeval_row, p, row, has_b, b, a, rl, ri_s, ri_n, rlrs):
-    """Record one partition record of the batch (InvariantChecker._touch); returns (nt, ntk, reeval_row)."""
-    t = part_topic[p]
-    if ts[t, T_MB_STAMP] != batch_no:  # m before the batch touched the topic
-        ts[t, T_MB] = _min_isr(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, t)
-        ts[t, T_MB_STAMP] = batch_no
-    _set_touch(tch, nt, p, row, has_b, b, a, rl, ri_s, ri_n, rlrs)
-    if ps[p, P_TSTAMP] != batch_no:
-        ps[p, P_TSTAMP] = batch_no
-        tkeys[ntk] = p
-        ntk += 1
-    ps[p, P_LAST_T] = nt
-    # m of every partition of the topic is capped by partition 0's replica count (§1.7)
-    if part_id[p] == 0 and has_b and reeval_row < 0:
-        ua = np.empty(6, np.int64)
-        ub = np.empty(6, np.int64)
-        for q, k in enumerate((LR, LAD, LRM)):
-            ua[2 * q] = b[P_LISTS + 2 * k]
-            ua[2 * q + 1] = b[P_LISTS + 2 * k + 1]
-            ub[2 * q] = a[P_LISTS + 2 * k]
-            ub[2 * q + 1] = a[P_LISTS + 2 * k + 1]
-        if not (_union_in(tape, ua, ub) and _union_in(tape, ub, ua)):
-            reeval_row = row
-    return nt + 1, ntk, reeval_row
