@@ -722,15 +722,22 @@ def _check_elr_below_min_isr(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0,
 
 
 @njit(cache=True)
+def _pop_pending(bs, x):
+    """(row, pool start, count) of broker x's pending controlled shutdown, now taken off; row -1: none."""
+    row = bs[x, B_PEND_ROW]
+    bs[x, B_PEND_ROW] = -1
+    return row, bs[x, B_PEND_AT], bs[x, B_PEND_LEN]
+
+
+@njit(cache=True)
 def _check_fences(out, tape, ps, ts, g, bs, broker_ids, part_topic, tch, nt, fences, pool, batch_no):
     """INV-FENCE-REMOVES-ISR (InvariantChecker._check_fences): pending controlled shutdowns first, then
     this batch's fences and controlled shutdowns, the last one of each broker winning."""
     elr_on = _elr_enabled(g)
     for x in range(bs.shape[0]):
-        if bs[x, B_PEND_ROW] < 0:
+        row, at, n = _pop_pending(bs, x)
+        if row < 0:
             continue
-        row, at, n = bs[x, B_PEND_ROW], bs[x, B_PEND_AT], bs[x, B_PEND_LEN]
-        bs[x, B_PEND_ROW] = -1
         fenced_now = False
         for f in range(0, len(fences), 3):
             if fences[f] == x:
@@ -864,10 +871,9 @@ def _finish(out, tape, ps, ts, g, bs, broker_ids, part_topic, pool):
     """Controlled shutdowns still waiting for more batches when the log ends."""
     elr_on = _elr_enabled(g)
     for x in range(bs.shape[0]):
-        if bs[x, B_PEND_ROW] < 0:
+        row, at, n = _pop_pending(bs, x)
+        if row < 0:
             continue
-        row, at, n = bs[x, B_PEND_ROW], bs[x, B_PEND_AT], bs[x, B_PEND_LEN]
-        bs[x, B_PEND_ROW] = -1
         if bs[x, B_REG] == 1 and not _active(bs, x):
             for q in range(at, at + n):
                 if _still_in_isr(tape, ps, pool[q], broker_ids[x], elr_on):
