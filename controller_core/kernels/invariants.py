@@ -210,3 +210,11 @@ class _Report:
             bid, in_elr, in_isr = pay.int(), pay.int(), pay.int()
             return say.still_member_after_unclean_shutdown(bid, pay.list(), pay.list(), bool(in_elr), bool(in_isr))
         raise AssertionError(f"rule {rule} has no description")
+
+
+def warm() -> None:
+    """Compile the pass (or load it from numba's cache) on an empty replay, so that the first command a
+    user runs does not pay the compilation (``scripts/bootstrap.sh`` calls this after installing)."""
+    from controller_core.codec.bronze import SCHEMA
+
+    check(SCHEMA.empty_table())
