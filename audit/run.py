@@ -248,17 +248,30 @@ def _ordered_findings(result: AuditResult, min_severity: str,
     return keyed.drop_columns(["_rank", "_topic", "_part"]).to_pylist(), v.num_rows
 
 
-def summary_json(result: AuditResult, cluster: str | None, fail_on: str) -> dict:
+def summary_json(result: AuditResult, cluster: str | None, fail_on: str, limit: int | None = None) -> dict:
+    """The audit as one JSON document.  ``limit``: list only the ``limit`` most severe findings and the
+    recovery candidates of the first ``limit`` leaderless partitions (None: everything).  The counts are
+    always complete; ``findingsTotal`` / ``leaderlessPartitions`` say how much was left out -- at 100 k
+    partitions the full list is hundreds of MB, the gold tables hold it anyway."""
     def iso(x):
         return x.isoformat().replace("+00:00", "Z") if isinstance(x, dt.datetime) else x
 
+    listed, total = _ordered_findings(result, "INFO", limit)
+    cands = result.candidates
+    key = pc.binary_join_element_wise(pc.fill_null(cands.column("topic_id"), ""),
+                                      pc.cast(pc.fill_null(cands.column("partition"), -1), pa.string()), "-")
+    partitions = pc.unique(key)
+    if limit is not None and len(partitions) > limit:
+        cands = cands.filter(pc.is_in(key, partitions.slice(0, limit)))
     return {
         "cluster": cluster, "atOffset": result.at_offset, "atTime": iso(result.at_time),
         "worstSeverity": result.worst(), "failOn": fail_on, "failed": result.fails(fail_on),
         "counts": counts(result),
-        "findings": [{k: iso(v) for k, v in r.items()} for r in _ordered_findings(result, "INFO")[0]],
+        "findingsTotal": total, "findingsListed": len(listed),
+        "findings": [{k: iso(v) for k, v in r.items()} for r in listed],
         "recoveryStrategy": result.strategy,
-        "recoveryCandidates": result.candidates.to_pylist(),
+        "leaderlessPartitions": len(partitions),
+        "recoveryCandidates": cands.to_pylist(),
     }
 
 

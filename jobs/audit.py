@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sys
 
-from jobs.common import add_source_arguments, at_offset_of, config_of
+from jobs.common import CannotRun, add_source_arguments, at_offset_of, config_of
 
 PROG = "kraft-audit audit"
 
@@ -20,8 +20,11 @@ PROG = "kraft-audit audit"
 def add_arguments(p) -> None:
     add_source_arguments(p)
     p.add_argument("--fail-on", choices=["ERROR", "WARN", "INFO"], help="exit 1 at or above this severity")
-    p.add_argument("--json", action="store_true", help="one JSON document: counts, findings, recovery candidates")
-    p.add_argument("--limit", type=int, default=20, help="findings listed in the text summary (default 20)")
+    p.add_argument("--json", action="store_true", help="one JSON document: counts, the most severe findings, "
+                   "recovery candidates (bounded by --limit; --all lists everything)")
+    p.add_argument("--limit", type=int, default=20,
+                   help="findings (and leaderless partitions) listed in the summary (default 20)")
+    p.add_argument("--all", action="store_true", help="list every finding and candidate (--json)")
 
 
 def run(args, out=None, err=None) -> int:
@@ -29,6 +32,8 @@ def run(args, out=None, err=None) -> int:
     from lake import gold
 
     out, err = out or sys.stdout, err or sys.stderr
+    if args.limit < 0:
+        raise CannotRun(f"{args.limit}: a count of findings to list cannot be negative", "--limit")
     config = config_of(args)
     tables, end_offset, end_time, info, lake = gold.load_sources(
         config, args.cluster, args.log_dir, args.log_info, warn=lambda m: print(f"{PROG}: {m}", file=err))
@@ -39,7 +44,8 @@ def run(args, out=None, err=None) -> int:
         gold.write_gold(lake, args.cluster, result)
     name = args.cluster or args.log_dir
     if args.json:
-        out.write(json.dumps(summary_json(result, name, fail_on), default=str, indent=2) + "\n")
+        doc = summary_json(result, name, fail_on, None if args.all else args.limit)
+        out.write(json.dumps(doc, default=str, indent=2) + "\n")
     else:
         out.write(summary_text(result, name, fail_on, args.limit))
     return 1 if result.fails(fail_on) else 0

@@ -41,7 +41,7 @@ def _audit(argv, capsys):
 
 @pytest.mark.parametrize("cluster", sorted(EXPECTED))
 def test_audit_finds_what_each_real_log_holds(cluster, capsys):
-    code, cap = _audit(["--log-dir", str(REALDATA / CLUSTERS[cluster]), "--json"], capsys)
+    code, cap = _audit(["--log-dir", str(REALDATA / CLUSTERS[cluster]), "--json", "--all"], capsys)
     doc = json.loads(cap.out)
     got = {(c["severity"], c["code"]): c["findings"] for c in doc["counts"] if c["severity"] != "INFO"}
     assert got == EXPECTED[cluster]
@@ -63,7 +63,7 @@ def test_fail_on_and_text_summary(capsys):
 
 def test_audit_as_of_an_offset_sees_only_the_past(capsys):
     log = str(REALDATA / CLUSTERS["induswargods"])
-    code, cap = _audit(["--log-dir", log, "--json", "--at-offset", "3598"], capsys)
+    code, cap = _audit(["--log-dir", log, "--json", "--all", "--at-offset", "3598"], capsys)
     doc = json.loads(cap.out)
     assert doc["atOffset"] == 3598
     codes = {c["code"] for c in doc["counts"]}
@@ -130,7 +130,7 @@ def test_log_info_ingest_is_idempotent_and_quarantines_bad_files(ogs_log_info, t
 def test_recovery_with_log_info_at_a_leaderless_point(ogs_log_info, capsys):
     # at offset 26200 rxx-topic-1 is leaderless; the replies were read off disk later (epochs 0 and 6 vs
     # the partition's): strict checking refuses them all, and balanced recovery names who is missing
-    argv = ["--log-dir", str(OGS / "kafka-1"), "--json", "--at-offset", "26200", "--log-info", str(ogs_log_info[0]),
+    argv = ["--log-dir", str(OGS / "kafka-1"), "--json", "--all", "--at-offset", "26200", "--log-info", str(ogs_log_info[0]),
             "--log-info", str(ogs_log_info[1]), "--log-info", str(ogs_log_info[2])]
     _, cap = _audit(argv, capsys)
     cands = [c for c in json.loads(cap.out)["recoveryCandidates"] if c["topic"] == "rxx-topic" and c["partition"] == 1]

@@ -95,9 +95,9 @@ def test_describe_from_the_lake_equals_describe_from_the_log(silver, capsys, at)
 def test_audit_from_the_lake_equals_the_audit_of_the_log_directory(silver, capsys):
     lake, _ = silver
     for cluster in ("induswargods", "vasifvortex"):
-        code = cli.main(["audit", "--cluster", cluster, "--lake", str(lake.root), "--json"])
+        code = cli.main(["audit", "--cluster", cluster, "--lake", str(lake.root), "--json", "--all"])
         from_lake = json.loads(capsys.readouterr().out)
-        code2 = cli.main(["audit", "--log-dir", str(REALDATA / CLUSTERS[cluster]), "--json"])
+        code2 = cli.main(["audit", "--log-dir", str(REALDATA / CLUSTERS[cluster]), "--json", "--all"])
         from_log = json.loads(capsys.readouterr().out)
         assert code == code2
         assert from_lake["counts"] == from_log["counts"] and from_lake["counts"]

@@ -33,7 +33,7 @@ def _truth(d):
 
 
 def _audit(argv, capsys):
-    code = cli.main(["audit", *argv, "--json"])
+    code = cli.main(["audit", *argv, "--json", "--all"])
     return code, json.loads(capsys.readouterr().out)
 
 
@@ -89,6 +89,23 @@ def test_recovery_at_t3_balanced_waits_and_aggressive_picks_the_longest_log(scen
     # brokers 1 and 2 both hold the 1000 records acknowledged before T1: the first in replica order wins
     assert (best["broker"], best["log_end_offset"], best["kind"]) == (1, 1000, "unclean_longest_log")
     assert best["estimated_records_lost"] == 0
+
+
+def test_audit_json_is_bounded_unless_everything_is_asked_for(scenarios, capsys):
+    """--json lists the --limit most severe findings (and the candidates of as many leaderless partitions);
+    the counts stay complete and say how much was left out; --all lists everything."""
+    base = ["--log-dir", str(scenarios["fleet-large"])]
+    code_all, full = _audit(base, capsys)
+    code = cli.main(["audit", *base, "--json", "--limit", "3"])
+    short = json.loads(capsys.readouterr().out)
+    assert code == code_all and short["counts"] == full["counts"] and short["failed"] == full["failed"]
+    assert full["findingsTotal"] == full["findingsListed"] == len(full["findings"]) > 3
+    assert short["findingsTotal"] == full["findingsTotal"] and short["findingsListed"] == 3
+    assert short["findings"] == full["findings"][:3]  # the most severe first, the same order
+    parts = {(c["topic_id"], c["partition"]) for c in short["recoveryCandidates"]}
+    assert len(parts) == min(3, full["leaderlessPartitions"])
+    assert short["leaderlessPartitions"] == full["leaderlessPartitions"]
+    assert cli.main(["audit", *base, "--json", "--limit", "-1"]) == 2
 
 
 def test_plan_for_the_recovery_reorders_replicas_then_elects(scenarios, tmp_path, capsys):
