@@ -58,8 +58,8 @@ MV_3_2_IV0, MV_3_6_IV0, MV_4_0_IV1 = 3, 12, 23
 # partition state columns: live, leader, epochs, LRS, then (start, length) of each list in the tape
 P_LIVE, P_LEADER, P_LE, P_PE, P_LRS = 0, 1, 2, 3, 4
 P_LISTS = 5  # replicas 5-6, isr 7-8, removing 9-10, adding 11-12, elr 13-14, lke 15-16
-P_UNDER, P_OFFLINE, P_M_AT, P_TSTAMP, P_LAST_T, P_MARK, P_EVAL_M = 17, 18, 19, 20, 21, 22, 23
-P_FIELDS = 24
+P_UNDER, P_OFFLINE, P_M_AT, P_TSTAMP, P_LAST_T, P_MARK = 17, 18, 19, 20, 21, 22
+P_FIELDS = 23
 LR, LI, LRM, LAD, LE, LK = 0, 1, 2, 3, 4, 5
 # topics
 T_LIVE, T_NAME, T_MB, T_MB_STAMP, T_M, T_M_STAMP = 0, 1, 2, 3, 4, 5  # T_M: m cached while a batch is closed
@@ -663,12 +663,12 @@ def _closing_min_isr(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, t, batch_no)
 
 
 @njit(cache=True)
-def _check_windows(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, p, row, batch_no):
+def _check_windows(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, p, row, batch_no, eval_m):
     """INV-UNDER-MINISR / INV-OFFLINE-NO-CANDIDATE for partition p, reported (at ``row``) when it enters
-    the state."""
+    the state.  ``eval_m[p]``: the m of this check (a later re-evaluation with the same m can skip p)."""
     t = part_topic[p]
     m = _closing_min_isr(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, t, batch_no)
-    ps[p, P_EVAL_M] = m
+    eval_m[p] = m
     i_n = ps[p, P_LISTS + 2 * LI + 1]
     if i_n < m:
         if ps[p, P_UNDER] == 0:
@@ -824,7 +824,7 @@ def _check_unclean_shutdowns(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0,
 
 @njit(cache=True)
 def _after_batch(out, tape, ps, ts, g, bs, broker_ids, tcfg_min, bcfg_min, topic_p0, part_topic, tch, nt, tkeys,
-                 ntk, fences, regs, deleted, pool, offsets, batch_no, reeval_row, stamp):
+                 ntk, fences, regs, deleted, pool, offsets, batch_no, reeval_row, stamp, eval_m):
     """The batch-level rules, in InvariantChecker.after_batch's order.  Returns the next mark stamp."""
     _check_elr_below_min_isr(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, tch, tkeys, ntk)
     for q in range(len(deleted)):
@@ -832,27 +832,23 @@ def _after_batch(out, tape, ps, ts, g, bs, broker_ids, tcfg_min, bcfg_min, topic
         if ps[p, P_LIVE] == 0:
             ps[p, P_UNDER] = 0
             ps[p, P_OFFLINE] = 0
+    for q in range(ntk):
+        p = tkeys[q]
+        if ps[p, P_LIVE] == 1:
+            _check_windows(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, p,
+                           tch[ps[p, P_LAST_T], X_ROW], batch_no, eval_m)
     if reeval_row >= 0:  # m may have changed for partitions the batch did not write
-        for p in range(ps.shape[0]):
-            if ps[p, P_LIVE] == 0:
+        for p in range(len(eval_m)):
+            # An unwritten partition's ISR, leader and ELR are those of its last check: with the same m that
+            # check stands.  eval_m is a compact array so that this sweep, run for every min ISR config, stays
+            # cheap; the partition's own row is read only when m moved.
+            t = part_topic[p]
+            m = ts[t, T_M] if ts[t, T_M_STAMP] == batch_no else _closing_min_isr(
+                tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, t, batch_no)
+            if m == eval_m[p] or ps[p, P_LIVE] == 0 or ps[p, P_TSTAMP] == batch_no:
                 continue
-            touched = ps[p, P_TSTAMP] == batch_no
-            if not touched:
-                # An unwritten partition's ISR, leader and ELR are those of its last check: with the same m
-                # that check stands (this skip is what keeps a min ISR config from costing a full sweep).
-                t = part_topic[p]
-                m = ts[t, T_M] if ts[t, T_M_STAMP] == batch_no else _closing_min_isr(
-                    tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, t, batch_no)
-                if m == ps[p, P_EVAL_M]:
-                    continue
-            row = tch[ps[p, P_LAST_T], X_ROW] if touched else reeval_row
-            _check_windows(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, p, row, batch_no)
-    else:
-        for q in range(ntk):
-            p = tkeys[q]
-            if ps[p, P_LIVE] == 1:
-                _check_windows(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, p,
-                               tch[ps[p, P_LAST_T], X_ROW], batch_no)
+            _check_windows(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, p, reeval_row, batch_no,
+                           eval_m)
     _check_fences(out, tape, ps, ts, g, bs, broker_ids, part_topic, tch, nt, fences, pool, batch_no)
     stamp = _check_unclean_shutdowns(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, broker_ids, tch,
                                      nt, regs, offsets, stamp)
@@ -923,7 +919,7 @@ def _merged_state(a, b, ints, lists, i):
 #   inp  the layout (read only):  kind, batch, snapshot, topic, part, name, ints, lists, tape, broker, bints,
 #        cfg, offsets, part_topic, part_id, topic_p0, topic_parts, topic_parts_at, broker_ids, broker_slot_ids,
 #        unclean_true
-#   img  the image:               ps, ts, bs, g, name_live, tcfg_min, tcfg_unc, bcfg_min, bcfg_unc
+#   img  the image:               ps, ts, bs, g, name_live, tcfg_min, tcfg_unc, bcfg_min, bcfg_unc, eval_m
 #   bat  the batch being read:    tch, tkeys, fences, regs, deleted, pool (pool: pending controlled shutdowns)
 #   cur  counters (int64[5]):     touches, touched partitions, re-evaluation row, batch number, mark stamp
 C_NT, C_NTK, C_REEVAL, C_BATCH, C_STAMP = range(5)
@@ -1221,14 +1217,13 @@ def _close_batch(out, inp, img, bat, cur):
     ps, ts, bs, g, tcfg_min, bcfg_min = img[0], img[1], img[2], img[3], img[5], img[7]
     cur[C_STAMP] = _after_batch(out, tape, ps, ts, g, bs, broker_ids, tcfg_min, bcfg_min, topic_p0, part_topic,
                                 bat[0], cur[C_NT], bat[1], cur[C_NTK], bat[2], bat[3], bat[4], bat[5], offsets,
-                                cur[C_BATCH], cur[C_REEVAL], cur[C_STAMP])
+                                cur[C_BATCH], cur[C_REEVAL], cur[C_STAMP], img[9])
 
 
 @njit(cache=True)
 def _new_image(n_parts, n_topics, n_brokers, n_names, n_bslots, broker_slot_ids, default_slot, override):
     ps = np.zeros((n_parts, P_FIELDS), np.int64)
     ps[:, P_M_AT] = MISSING
-    ps[:, P_EVAL_M] = MISSING
     ps[:, P_TSTAMP] = -1
     ps[:, P_MARK] = -1
     ts = np.zeros((n_topics, 6), np.int64)
@@ -1247,7 +1242,8 @@ def _new_image(n_parts, n_topics, n_brokers, n_names, n_bslots, broker_slot_ids,
         if broker_slot_ids[s] == -1:
             g[G_CTRL_SLOT] = s
     return (ps, ts, bs, g, np.full(n_names, -1, np.int64), np.full(n_names, MISSING, np.int64),
-            np.full(n_names, -1, np.int64), np.full(n_bslots, MISSING, np.int64), np.full(n_bslots, -1, np.int64))
+            np.full(n_names, -1, np.int64), np.full(n_bslots, MISSING, np.int64), np.full(n_bslots, -1, np.int64),
+            np.full(n_parts, MISSING, np.int64))
 
 
 @njit(cache=True)
