@@ -541,12 +541,18 @@ def _drop_rows(chunk: DecodedChunk, keep: np.ndarray) -> None:
 
 # ------------------------------------------------------------------------------------- file level
 def iter_chunks(path: str, label: str | None = None, start: int = 0, end: int | None = None,
-                chunk_bytes: int = DEFAULT_CHUNK_BYTES, first_offset: int | None = None) -> Iterator[DecodedChunk]:
+                chunk_bytes: int = DEFAULT_CHUNK_BYTES, first_offset: int | None = None,
+                fast=None) -> Iterator[DecodedChunk]:
     """Decode the batches of a file that start in [start, end), window by window.
 
     Memory is bounded by about ``chunk_bytes`` (or one batch, if a batch is larger).  ``start`` must
     be a batch boundary: 0, or a position from :func:`split_points`.  ``first_offset``, when known
     (a segment's base offset, 0 for a snapshot), is the offset the first batch must start at.
+
+    ``fast(buf, at_eof, prev_last)``, if given, is tried first on every window that follows a clean
+    one (``end`` must be the file's end): it returns ``(item, stop, last offset)`` -- the item is
+    yielded instead of a chunk -- or None, and the window is decoded here as usual.  So the windows,
+    and everything the decoder reports about a window it gets, are the same with or without it.
     """
     prev_last = None if first_offset is None else first_offset - 1
     label = label or path
@@ -569,6 +575,13 @@ def iter_chunks(path: str, label: str | None = None, start: int = 0, end: int | 
                     fh.seek(pos)
                     buf = fh.read(blen + B.LOG_OVERHEAD)
             at_eof = pos + len(buf) >= size
+            if fast is not None and carry is None and end == size:
+                taken = fast(buf, at_eof, prev_last)
+                if taken is not None:
+                    item, stop, prev_last = taken
+                    yield item
+                    pos += max(stop, 1)
+                    continue
             a = V.padded(buf)
             good, bad, stop = walk_batches(buf, len(buf), at_eof, label, pos, a)
             good = [g for g in good if pos + g < end]
