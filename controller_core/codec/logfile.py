@@ -8,6 +8,8 @@ decoded as usual.  Records that are malformed inside an intact batch are quarant
 """
 from __future__ import annotations
 
+import contextlib
+import mmap
 import os
 import struct
 from dataclasses import dataclass, field
@@ -564,24 +566,23 @@ def iter_chunks(path: str, label: str | None = None, start: int = 0, end: int | 
                                        "is the freshly rolled active segment; a snapshot never is)")])
         return
     carry: Quarantine | None = None  # a garbage span reaching the window's end may go on in the next
-    with open(path, "rb") as fh:
+    with open(path, "rb") as fh, _mapped(fh, fast is not None and end == size) as view:
         pos = start
         while pos < end:
-            fh.seek(pos)
-            buf = fh.read(max(chunk_bytes, B.HEADER_SIZE))
+            buf = _read(fh, view, pos, max(chunk_bytes, B.HEADER_SIZE))
             if len(buf) >= B.LOG_OVERHEAD:  # a window always holds its whole first batch
                 blen = struct.unpack_from(">i", buf, 8)[0]
                 if len(buf) < blen + B.LOG_OVERHEAD <= MAX_BATCH_BYTES:
-                    fh.seek(pos)
-                    buf = fh.read(blen + B.LOG_OVERHEAD)
+                    buf = _read(fh, view, pos, blen + B.LOG_OVERHEAD)
             at_eof = pos + len(buf) >= size
-            if fast is not None and carry is None and end == size:
+            if view is not None and carry is None:
                 taken = fast(buf, at_eof, prev_last)
                 if taken is not None:
                     item, stop, prev_last = taken
                     yield item
                     pos += max(stop, 1)
                     continue
+            buf = bytes(buf)  # the decoder below works on bytes
             a = V.padded(buf)
             good, bad, stop = walk_batches(buf, len(buf), at_eof, label, pos, a)
             good = [g for g in good if pos + g < end]
@@ -611,6 +612,31 @@ def iter_chunks(path: str, label: str | None = None, start: int = 0, end: int | 
 
 
 _SKIPPED = (E.GARBAGE, E.BAD_BATCH_HEADER, E.UNSUPPORTED_MAGIC)
+
+
+@contextlib.contextmanager
+def _mapped(fh, wanted: bool):
+    """A memoryview of the whole file, memory-mapped (for the ``fast`` reader: its windows are views,
+    not copies), or None."""
+    if not wanted:
+        yield None
+        return
+    mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    view = memoryview(mm)
+    try:
+        yield view
+    finally:
+        with contextlib.suppress(BufferError):  # a window still referenced: unmapped when collected
+            view.release()
+            mm.close()
+
+
+def _read(fh, view, pos: int, n: int):
+    """Up to n bytes of the file from pos: a slice of the mapped view, or read."""
+    if view is not None:
+        return view[pos:pos + n]
+    fh.seek(pos)
+    return fh.read(n)
 
 
 def _merge(a: Quarantine, b: Quarantine) -> Quarantine:
