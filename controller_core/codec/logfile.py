@@ -472,11 +472,13 @@ def _record_framing(a: np.ndarray, body: np.ndarray, rend: np.ndarray) -> _Frami
     klen, p, o = V.varint(a, p)
     ok &= o
     kpos = p
-    p = p + np.maximum(klen, 0)
+    # A key or value length running past the record stops at its end: the record is then left to the
+    # scalar reader (p != rend below) instead of reading beyond the buffer.
+    p = np.minimum(p + np.maximum(klen, 0), rend)
     vlen, p, o = V.varint(a, p)
     ok &= o
     vpos = p
-    p = p + np.maximum(vlen, 0)
+    p = np.minimum(p + np.maximum(vlen, 0), rend)
     nhdr, p, o = V.varint(a, p)
     ok &= o & (vlen >= 0)
     # Headers are never written in metadata logs; records that carry them go to the scalar reader.
