@@ -130,41 +130,19 @@ def _find_next_batch(buf, start: int, end: int, at_eof: bool) -> int:
     return -1
 
 
-_LEN = struct.Struct(">i")
-
-
 def _fast_chain(buf, a: np.ndarray, pos: int, end: int, good: list[int]) -> int:
     """Accept the run of intact batches starting at ``pos``; return where the run stops.
 
-    The common case -- a healthy log -- costs one length read per batch in Python plus vectorized
-    header checks and one CRC32C call per batch.  The first batch that is not plainly intact stops
-    the run; :func:`walk_batches` then handles it with full diagnostics.
+    The common case -- a healthy log -- is one compiled pass (:func:`controller_core.codec.walk.intact_run`:
+    header chain, magic bytes, CRC32C).  The first batch that is not plainly intact stops the run;
+    :func:`walk_batches` then handles it with full diagnostics.
     """
-    starts = []
-    unpack = _LEN.unpack_from
-    lo = B.HEADER_SIZE - B.LOG_OVERHEAD
-    while pos + B.HEADER_SIZE <= end:
-        blen = unpack(buf, pos + 8)[0]
-        nxt = pos + B.LOG_OVERHEAD + blen
-        if blen < lo or nxt > end or blen > MAX_BATCH_BYTES:
-            break
-        starts.append(pos)
-        pos = nxt
-    if not starts:
-        return pos
-    sp = np.array(starts, np.int64)
-    size = V.be(a, sp + 8, "int32").astype(np.int64) + B.LOG_OVERHEAD
-    mv = memoryview(buf)
-    crc32c = B.crc32c
-    actual = np.fromiter((crc32c(mv[s + B.CRC_START:s + n]) for s, n in zip(starts, size.tolist())), np.uint32,
-                         count=len(starts))
-    fine = (a[sp + 16] == B.MAGIC_V2) & (actual == V.be(a, sp + 17, "uint32"))
-    if fine.all():
-        good.extend(starts)
-        return pos
-    first_bad = int(np.argmin(fine))
-    good.extend(starts[:first_bad])
-    return starts[first_bad]
+    from controller_core.codec import walk  # numba loads with the first window, not with this module
+
+    out = np.empty((end - pos) // B.HEADER_SIZE + 1, np.int64)
+    n, stop = walk.intact_run(a, pos, end, walk.HAS_SSE42, out)
+    good.extend(out[:n].tolist())
+    return int(stop)
 
 
 def walk_batches(buf, end: int, at_eof: bool, file: str, base: int = 0, a: np.ndarray | None = None):

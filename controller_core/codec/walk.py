@@ -457,6 +457,36 @@ def _plain_record(a, p, bend, prog):
     return code, version, vpos, vlen, _zigzag(off), _zigzag(ts), rend
 
 
+@njit(cache=True, nogil=True)
+def intact_run(a, pos, end, hw, out):
+    """The run of intact batches of a[0:end] starting at ``pos``, as ``logfile._fast_chain`` defines
+    it for the full decoder: batches follow each other while each header fits and declares a sane
+    length that ends by ``end``; the run stops before the first of them whose magic byte or CRC32C is
+    wrong.  Writes the batch positions into ``out`` and returns (count, where the run stops: the bad
+    batch, or the end of the chain)."""
+    m = 0
+    while pos + HEADER_SIZE <= end:
+        blen = _be32(a, pos + 8)
+        nxt = pos + LOG_OVERHEAD + blen
+        if blen < HEADER_SIZE - LOG_OVERHEAD or nxt > end or blen > MAX_BATCH_BYTES:
+            break
+        out[m] = pos
+        m += 1
+        pos = nxt
+    first = m  # the first batch of the chain with a wrong magic byte or CRC
+    for j in range(m):
+        p = out[j]
+        if a[p + 16] != 2 or (not hw and crc32c_table(a, p + CRC_START, p + LOG_OVERHEAD + _be32(a, p + 8))
+                              != (_be32(a, p + 17) & 0xFFFFFFFF)):
+            first = j
+            break
+    if hw:
+        bad = first_bad_crc(a, out, first)
+        if bad >= 0:
+            first = bad
+    return first, (pos if first == m else out[first])
+
+
 # ------------------------------------------------------------------------------- body programs
 # A message body is checked by a small program derived from its schema declaration, one program per
 # (record type, version), all in one int32 array.  A struct is a run of field ops ending in OP_TAGS
