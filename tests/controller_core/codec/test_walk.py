@@ -311,3 +311,34 @@ def test_crc_valid_damage_inside_records_gives_the_same_summary(tmp_path, seed):
     path = tmp_path / "00000000000000000000.log"
     path.write_bytes(b"".join(bytes(b) for b in batches))
     assert _summary(path, True, first_offset=0) == _summary(path, False, first_offset=0)
+
+
+def _intact_run_reference(buf: bytes, pos: int, end: int) -> tuple[list[int], int]:
+    """The definition, in plain Python: follow plausible headers, stop before the first wrong magic
+    byte or CRC32C."""
+    run = []
+    while pos + 61 <= end:
+        blen = struct.unpack_from(">i", buf, pos + 8)[0]
+        if blen < 49 or pos + 12 + blen > end or blen > (1 << 30):
+            break
+        run.append(pos)
+        pos += 12 + blen
+    for j, p in enumerate(run):
+        size = 12 + struct.unpack_from(">i", buf, p + 8)[0]
+        if buf[p + 16] != 2 or crc32c(buf[p + 21:p + size]) != struct.unpack_from(">I", buf, p + 17)[0]:
+            return run[:j], p
+    return run, pos
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_intact_run_follows_its_definition_on_damaged_bytes(seed):
+    """The full decoder's run of intact batches (logfile._fast_chain) is the compiled intact_run."""
+    rng = random.Random(seed)
+    raw = _damage(SMALL.read_bytes() + MAVILA.read_bytes()[:20000], rng)
+    a = np.frombuffer(raw, np.uint8)
+    starts = [0] + [h.position for h, _ in iter_batches_scalar(SMALL.read_bytes())][1:6]
+    for start in starts:
+        for hw in {False, W.HAS_SSE42}:
+            out = np.empty(len(raw) // 61 + 1, np.int64)
+            n, stop = W.intact_run(a, start, len(raw), hw, out)
+            assert (out[:n].tolist(), int(stop)) == _intact_run_reference(raw, start, len(raw))
