@@ -218,38 +218,30 @@ def walk_batches(buf, end: int, at_eof: bool, file: str, base: int = 0, a: np.nd
 
 
 # ----------------------------------------------------------------------------------- record walk
-LOCKSTEP_MIN = 128  # below this many batches still walking, a plain Python loop is cheaper
-
-
 def _record_positions(buf, a: np.ndarray, batches: list[int], file: str, base: int, bad: list[Quarantine]):
-    """Find every record of the given batches: (start, body start, end, batch index) arrays.
+    """Find every record of the given batches: (start, body start, end, batch index) arrays, and the
+    positions of the batches kept.
 
-    Records of one batch form a chain (each starts where the previous ends), but the chains of
-    different batches are independent, so the k-th record of every batch is found in one vectorized
-    step; only the last few long batches finish in a Python loop.
+    Records of one batch form a chain (each starts where the previous ends); the chains are walked by
+    one compiled pass (:func:`controller_core.codec.walk.record_chains`).  Compressed batches and
+    batches whose records do not add up to their length are quarantined.
     """
+    from controller_core.codec import walk  # numba loads with the first window, not with this module
+
     bpos = np.array(batches, np.int64)
     bend = bpos + B.LOG_OVERHEAD + V.be(a, bpos + 8, "int32").astype(np.int64)
     attrs = V.be(a, bpos + 21, "int16")
     count = V.be(a, bpos + 57, "int32").astype(np.int64)
     broken = _compressed(attrs, bpos, bend, file, base, bad) | (count < 0)
-    cur = bpos + B.HEADER_SIZE
-    found, k, active = _lockstep_chains(a, cur, bend, count, broken)
-    tail_starts, tail_owner = _straggler_starts(buf, active, k, cur, bend, count, broken)
-    if tail_starts:
-        ts = np.array(tail_starts, np.int64)
-        to = np.array(tail_owner, np.int64)
-        ln, q, ok = V.uvarint(a, ts)
-        e = q + V.zigzag(ln)
-        broken[to[~ok | (e < q) | (e > bend[to])]] = True
-        found.append((ts, q, e, to))
-    # the records must fill their batch exactly
-    broken |= (cur != bend) & (count >= 0)
+    # every record takes at least one byte of its batch
+    room = int(np.minimum(np.maximum(count, 0), bend - bpos - B.HEADER_SIZE)[~broken].sum())
+    rpos, rbody, rend, rown = (np.empty(room, np.int64) for _ in range(4))
+    n = walk.record_chains(a, bpos, bend, count, broken, rpos, rbody, rend, rown)
     for i in np.flatnonzero(broken & ((attrs & B.ATTR_COMPRESSION_MASK) == 0)).tolist():
         bad.append(Quarantine(file, base + int(bpos[i]), int(bend[i] - bpos[i]), E.MALFORMED_RECORD,
                               f"{file} at byte {base + int(bpos[i])}: the records of this batch do not add up to "
                               f"its length (recordsCount {int(count[i])})"))
-    return _kept_records(found, bpos, broken)
+    return rpos[:n], rbody[:n], rend[:n], rown[:n], bpos[~broken]
 
 
 def _compressed(attrs: np.ndarray, bpos: np.ndarray, bend: np.ndarray, file: str, base: int,
@@ -263,77 +255,6 @@ def _compressed(attrs: np.ndarray, bpos: np.ndarray, bend: np.ndarray, file: str
                               f"{file} at byte {base + int(bpos[i])}: batch is {codec}-compressed; KRaft metadata "
                               "logs are written uncompressed and kraft-audit does not decompress them"))
     return broken
-
-
-def _lockstep_chains(a: np.ndarray, cur: np.ndarray, bend: np.ndarray, count: np.ndarray, broken: np.ndarray):
-    """Walk the record chains of all batches together, the k-th record of every batch per step, while
-    enough batches are still walking.  Returns ([(starts, bodies, ends, batch)], steps taken, the batches
-    left to walk); ``cur`` is advanced and ``broken`` marked in place."""
-    found = []
-    k = 0
-    active = np.flatnonzero((count > 0) & ~broken)
-    while len(active) >= LOCKSTEP_MIN:
-        p = cur[active]
-        ln, q, ok = V.uvarint(a, p)
-        e = q + V.zigzag(ln)
-        fine = ok & (e >= q) & (e <= bend[active])
-        broken[active[~fine]] = True
-        act = active[fine]
-        found.append((p[fine], q[fine], e[fine], act))
-        cur[act] = e[fine]
-        k += 1
-        active = act[count[act] > k]
-    return found, k, active
-
-
-def _straggler_starts(buf, active: np.ndarray, k: int, cur: np.ndarray, bend: np.ndarray, count: np.ndarray,
-                      broken: np.ndarray) -> tuple[list[int], list[int]]:
-    """The rest of the chains of the few long batches still walking (as in snapshots), in plain Python,
-    collecting only record starts and their batch; lengths and bodies are re-read vectorized."""
-    tail_starts: list[int] = []
-    tail_owner: list[int] = []
-    for i in active.tolist():
-        p, end_i = int(cur[i]), int(bend[i])
-        n0 = len(tail_starts)
-        append = tail_starts.append
-        for _ in range(int(count[i]) - k):
-            if p >= end_i:
-                broken[i] = True
-                break
-            append(p)
-            b = buf[p]
-            if b < 0x80:
-                p += 1 + ((b >> 1) ^ -(b & 1))
-                continue
-            b2 = buf[p + 1] if p + 1 < end_i else 0x80
-            if b2 < 0x80:
-                ln = (b & 0x7F) | (b2 << 7)
-                p += 2 + ((ln >> 1) ^ -(ln & 1))
-                continue
-            try:
-                ln, q = B.read_uvarint(buf, p, end_i)
-            except DecodeError:
-                broken[i] = True
-                break
-            p = q + ((ln >> 1) ^ -(ln & 1))
-        tail_owner.extend([i] * (len(tail_starts) - n0))
-        cur[i] = p
-    return tail_starts, tail_owner
-
-
-def _kept_records(found: list, bpos: np.ndarray, broken: np.ndarray):
-    """The records of the intact batches in file order, with batches renumbered densely over those kept."""
-    if not found:
-        z = np.zeros(0, np.int64)
-        return z, z, z, z, bpos[~broken]
-    rpos, rbody, rend, rown = (np.concatenate(x) for x in zip(*found))
-    keep = ~broken[rown]
-    order = np.argsort(rpos[keep], kind="stable")  # file order
-    rpos, rbody, rend, rown = (x[keep][order] for x in (rpos, rbody, rend, rown))
-    kept = np.flatnonzero(~broken)
-    remap = np.full(len(bpos), -1, np.int64)
-    remap[kept] = np.arange(len(kept))
-    return rpos, rbody, rend, remap[rown], bpos[kept]
 
 
 def check_offsets(a: np.ndarray, batches: list[int], prev_last: int | None, file: str, base: int,

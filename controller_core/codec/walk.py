@@ -487,6 +487,46 @@ def intact_run(a, pos, end, hw, out):
     return first, (pos if first == m else out[first])
 
 
+@njit(cache=True, nogil=True)
+def record_chains(a, bpos, bend, count, broken, rstart, rbody, rend, rown):
+    """The record chains of the batches at ``bpos`` (ending at ``bend``, holding ``count`` records), as
+    ``logfile._record_positions`` defines them for the full decoder: from the end of the header, each
+    record is a length varint and that many bytes, and the records must fill the batch exactly.  A
+    batch whose chain breaks is marked in ``broken`` (batches already marked are skipped).  Writes each
+    record of the other batches, in file order: its start, the start of its body (after the length),
+    its end and the index of its batch among the unbroken ones; returns how many."""
+    nrec = 0
+    kept = 0
+    for i in range(len(bpos)):
+        if broken[i]:
+            continue
+        first = nrec
+        p = bpos[i] + HEADER_SIZE
+        end = bend[i]
+        for _ in range(count[i]):
+            if p >= end:
+                broken[i] = True
+                break
+            ln, q = _uvarint(a, p, end, 5)
+            e = q + _zigzag(ln)
+            if q < 0 or e < q or e > end:
+                broken[i] = True
+                break
+            rstart[nrec] = p
+            rbody[nrec] = q
+            rend[nrec] = e
+            rown[nrec] = kept
+            nrec += 1
+            p = e
+        if not broken[i] and p != end:
+            broken[i] = True
+        if broken[i]:
+            nrec = first
+        else:
+            kept += 1
+    return nrec
+
+
 # ------------------------------------------------------------------------------- body programs
 # A message body is checked by a small program derived from its schema declaration, one program per
 # (record type, version), all in one int32 array.  A struct is a run of field ops ending in OP_TAGS
