@@ -1,4 +1,4 @@
-"""Compiled batch walk: the hot loop of ``decode --summary`` (and the record positions of a segment).
+"""Compiled batch walk: the hot loops of ``decode --summary`` and of the full decoder's batch walk.
 
 One pass over a window of a log file (a NumPy uint8 view of its bytes) that does, for every record
 batch, what :func:`controller_core.codec.logfile.walk_batches` and ``decode_window`` do for an
@@ -17,10 +17,15 @@ so every quarantine entry and error message stays exactly what that path prints.
 deliberately stricter than the Python path's (e.g. strings must be ASCII instead of UTF-8): a false
 "irregular" only costs speed, a false "regular" would change output.
 
+The full decoder (``logfile.py``) uses two of the pieces on their own: :func:`intact_run` (the run of
+batches whose headers chain and whose magic and CRC32C are right) and :func:`record_chains` (where
+each record of those batches starts and ends); its diagnostics stay in Python.
+
 Everything here is ``@njit(cache=True, nogil=True)`` over integers and arrays only; with
 ``NUMBA_DISABLE_JIT=1`` the same functions run as plain Python (slowly), which is how a test keeps
 the logic debuggable.  CRC32C uses the CPU's SSE4.2 ``crc32`` instruction when the host has it and a
-slicing-by-8 table otherwise (both give the ``crc32c`` package's result).
+slicing-by-8 table otherwise (both give the ``crc32c`` package's result).  Measurements behind the
+shape of the code: benchmarks/README.md.
 """
 from __future__ import annotations
 
