@@ -185,8 +185,8 @@ def summary_main(args) -> int:
     # start-up: compile with an empty cache, then the first output line with the cache filled
     tiny = str(realdata / "vasifvortex-pre3.3-fence/kafka1/__cluster_metadata-0/00000000000000000000.log")
     with tempfile.TemporaryDirectory() as cache:
-        cold = _wall(tiny, {"NUMBA_CACHE_DIR": cache})
-        warm = min(_wall(tiny, {"NUMBA_CACHE_DIR": cache}) for _ in range(3))
+        cold = _wall(tiny, NUMBA_CACHE_DIR=cache)
+        warm = min(_wall(tiny, NUMBA_CACHE_DIR=cache) for _ in range(3))
     print(f"start-up, decode --summary of a {os.path.getsize(tiny):,}-byte log, interpreter start included: "
           f"{cold:.2f} s with an empty numba cache (compiling), {warm:.2f} s cached", flush=True)
     return 0
@@ -209,7 +209,7 @@ def _heartbeat_fleet():
     return out, json.loads(stats_file.read_text())
 
 
-def _wall(path: str, env_extra: dict) -> float:
+def _wall(path: str, **env_extra: str) -> float:
     """Seconds from starting the process to its exit (the output is one line)."""
     import time
 
