@@ -12,6 +12,7 @@ import contextlib
 import mmap
 import os
 import struct
+import sys
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -130,19 +131,59 @@ def _find_next_batch(buf, start: int, end: int, at_eof: bool) -> int:
     return -1
 
 
+COMPILED_MIN_BYTES = 8 << 20  # smaller windows do not pay for loading numba (~0.3-1 s a process)
+
+
+def _compiled(nbytes: int) -> bool:
+    """Use the compiled walk (codec/walk.py) for a window of ``nbytes``: when numba is loaded already
+    (``decode --summary``, the compiled kernels) or the window is large enough to pay for loading it.
+    Both ways find the same batches and records (tests/controller_core/codec/test_walk.py)."""
+    return nbytes >= COMPILED_MIN_BYTES or "numba" in sys.modules
+
+
+_LEN = struct.Struct(">i")
+
+
 def _fast_chain(buf, a: np.ndarray, pos: int, end: int, good: list[int]) -> int:
     """Accept the run of intact batches starting at ``pos``; return where the run stops.
 
     The common case -- a healthy log -- is one compiled pass (:func:`controller_core.codec.walk.intact_run`:
-    header chain, magic bytes, CRC32C).  The first batch that is not plainly intact stops the run;
-    :func:`walk_batches` then handles it with full diagnostics.
+    header chain, magic bytes, CRC32C), or for a small window one length read per batch in Python plus
+    vectorized header checks and one CRC32C call per batch.  The first batch that is not plainly intact
+    stops the run; :func:`walk_batches` then handles it with full diagnostics.
     """
-    from controller_core.codec import walk  # numba loads with the first window, not with this module
+    if _compiled(end):
+        from controller_core.codec import walk
 
-    out = np.empty((end - pos) // B.HEADER_SIZE + 1, np.int64)
-    n, stop = walk.intact_run(a, pos, end, walk.HAS_SSE42, out)
-    good.extend(out[:n].tolist())
-    return int(stop)
+        out = np.empty((end - pos) // B.HEADER_SIZE + 1, np.int64)
+        n, stop = walk.intact_run(a, pos, end, walk.HAS_SSE42, out)
+        good.extend(out[:n].tolist())
+        return int(stop)
+    starts = []
+    unpack = _LEN.unpack_from
+    lo = B.HEADER_SIZE - B.LOG_OVERHEAD
+    while pos + B.HEADER_SIZE <= end:
+        blen = unpack(buf, pos + 8)[0]
+        nxt = pos + B.LOG_OVERHEAD + blen
+        if blen < lo or nxt > end or blen > MAX_BATCH_BYTES:
+            break
+        starts.append(pos)
+        pos = nxt
+    if not starts:
+        return pos
+    sp = np.array(starts, np.int64)
+    size = V.be(a, sp + 8, "int32").astype(np.int64) + B.LOG_OVERHEAD
+    mv = memoryview(buf)
+    crc32c = B.crc32c
+    actual = np.fromiter((crc32c(mv[s + B.CRC_START:s + n]) for s, n in zip(starts, size.tolist())), np.uint32,
+                         count=len(starts))
+    fine = (a[sp + 16] == B.MAGIC_V2) & (actual == V.be(a, sp + 17, "uint32"))
+    if fine.all():
+        good.extend(starts)
+        return pos
+    first_bad = int(np.argmin(fine))
+    good.extend(starts[:first_bad])
+    return starts[first_bad]
 
 
 def walk_batches(buf, end: int, at_eof: bool, file: str, base: int = 0, a: np.ndarray | None = None):
@@ -218,30 +259,62 @@ def walk_batches(buf, end: int, at_eof: bool, file: str, base: int = 0, a: np.nd
 
 
 # ----------------------------------------------------------------------------------- record walk
+LOCKSTEP_MIN = 128  # below this many batches still walking, a plain Python loop is cheaper
+
+
 def _record_positions(buf, a: np.ndarray, batches: list[int], file: str, base: int, bad: list[Quarantine]):
     """Find every record of the given batches: (start, body start, end, batch index) arrays, and the
-    positions of the batches kept.
+    positions of the batches kept.  Compressed batches and batches whose records do not add up to their
+    length are quarantined.
 
-    Records of one batch form a chain (each starts where the previous ends); the chains are walked by
-    one compiled pass (:func:`controller_core.codec.walk.record_chains`).  Compressed batches and
-    batches whose records do not add up to their length are quarantined.
+    Records of one batch form a chain (each starts where the previous ends).  The chains are walked by
+    one compiled pass (:func:`controller_core.codec.walk.record_chains`), or in a small window, where
+    loading numba would cost more, vectorized: the chains of different batches are independent, so the
+    k-th record of every batch is found in one step; only the last few long batches finish in a Python
+    loop.
     """
-    from controller_core.codec import walk  # numba loads with the first window, not with this module
-
     bpos = np.array(batches, np.int64)
     bend = bpos + B.LOG_OVERHEAD + V.be(a, bpos + 8, "int32").astype(np.int64)
     attrs = V.be(a, bpos + 21, "int16")
     count = V.be(a, bpos + 57, "int32").astype(np.int64)
     broken = _compressed(attrs, bpos, bend, file, base, bad) | (count < 0)
-    # every record takes at least one byte of its batch
-    room = int(np.minimum(np.maximum(count, 0), bend - bpos - B.HEADER_SIZE)[~broken].sum())
-    rpos, rbody, rend, rown = (np.empty(room, np.int64) for _ in range(4))
-    n = walk.record_chains(a, bpos, bend, count, broken, rpos, rbody, rend, rown)
+    if _compiled(len(buf)):
+        rpos, rbody, rend, rown = _compiled_chains(a, bpos, bend, count, broken)
+    else:
+        rpos, rbody, rend, rown = _vectorized_chains(buf, a, bpos, bend, count, broken)
     for i in np.flatnonzero(broken & ((attrs & B.ATTR_COMPRESSION_MASK) == 0)).tolist():
         bad.append(Quarantine(file, base + int(bpos[i]), int(bend[i] - bpos[i]), E.MALFORMED_RECORD,
                               f"{file} at byte {base + int(bpos[i])}: the records of this batch do not add up to "
                               f"its length (recordsCount {int(count[i])})"))
-    return rpos[:n], rbody[:n], rend[:n], rown[:n], bpos[~broken]
+    return rpos, rbody, rend, rown, bpos[~broken]
+
+
+def _compiled_chains(a, bpos, bend, count, broken):
+    from controller_core.codec import walk
+
+    # every record takes at least one byte of its batch
+    room = int(np.minimum(np.maximum(count, 0), bend - bpos - B.HEADER_SIZE)[~broken].sum())
+    rpos, rbody, rend, rown = (np.empty(room, np.int64) for _ in range(4))
+    n = walk.record_chains(a, bpos, bend, count, broken, rpos, rbody, rend, rown)
+    return rpos[:n], rbody[:n], rend[:n], rown[:n]
+
+
+def _vectorized_chains(buf, a, bpos, bend, count, broken):
+    """The record chains (as :func:`_compiled_chains`) with NumPy and a Python loop; ``broken`` is
+    marked in place."""
+    cur = bpos + B.HEADER_SIZE
+    found, k, active = _lockstep_chains(a, cur, bend, count, broken)
+    tail_starts, tail_owner = _straggler_starts(buf, active, k, cur, bend, count, broken)
+    if tail_starts:
+        ts = np.array(tail_starts, np.int64)
+        to = np.array(tail_owner, np.int64)
+        ln, q, ok = V.uvarint(a, ts)
+        e = q + V.zigzag(ln)
+        broken[to[~ok | (e < q) | (e > bend[to])]] = True
+        found.append((ts, q, e, to))
+    # the records must fill their batch exactly
+    broken |= (cur != bend) & (count >= 0)
+    return _kept_records(found, broken)
 
 
 def _compressed(attrs: np.ndarray, bpos: np.ndarray, bend: np.ndarray, file: str, base: int,
@@ -255,6 +328,77 @@ def _compressed(attrs: np.ndarray, bpos: np.ndarray, bend: np.ndarray, file: str
                               f"{file} at byte {base + int(bpos[i])}: batch is {codec}-compressed; KRaft metadata "
                               "logs are written uncompressed and kraft-audit does not decompress them"))
     return broken
+
+
+def _lockstep_chains(a: np.ndarray, cur: np.ndarray, bend: np.ndarray, count: np.ndarray, broken: np.ndarray):
+    """Walk the record chains of all batches together, the k-th record of every batch per step, while
+    enough batches are still walking.  Returns ([(starts, bodies, ends, batch)], steps taken, the batches
+    left to walk); ``cur`` is advanced and ``broken`` marked in place."""
+    found = []
+    k = 0
+    active = np.flatnonzero((count > 0) & ~broken)
+    while len(active) >= LOCKSTEP_MIN:
+        p = cur[active]
+        ln, q, ok = V.uvarint(a, p)
+        e = q + V.zigzag(ln)
+        fine = ok & (e >= q) & (e <= bend[active])
+        broken[active[~fine]] = True
+        act = active[fine]
+        found.append((p[fine], q[fine], e[fine], act))
+        cur[act] = e[fine]
+        k += 1
+        active = act[count[act] > k]
+    return found, k, active
+
+
+def _straggler_starts(buf, active: np.ndarray, k: int, cur: np.ndarray, bend: np.ndarray, count: np.ndarray,
+                      broken: np.ndarray) -> tuple[list[int], list[int]]:
+    """The rest of the chains of the few long batches still walking (as in snapshots), in plain Python,
+    collecting only record starts and their batch; lengths and bodies are re-read vectorized."""
+    tail_starts: list[int] = []
+    tail_owner: list[int] = []
+    for i in active.tolist():
+        p, end_i = int(cur[i]), int(bend[i])
+        n0 = len(tail_starts)
+        append = tail_starts.append
+        for _ in range(int(count[i]) - k):
+            if p >= end_i:
+                broken[i] = True
+                break
+            append(p)
+            b = buf[p]
+            if b < 0x80:
+                p += 1 + ((b >> 1) ^ -(b & 1))
+                continue
+            b2 = buf[p + 1] if p + 1 < end_i else 0x80
+            if b2 < 0x80:
+                ln = (b & 0x7F) | (b2 << 7)
+                p += 2 + ((ln >> 1) ^ -(ln & 1))
+                continue
+            try:
+                ln, q = B.read_uvarint(buf, p, end_i)
+            except DecodeError:
+                broken[i] = True
+                break
+            p = q + ((ln >> 1) ^ -(ln & 1))
+        tail_owner.extend([i] * (len(tail_starts) - n0))
+        cur[i] = p
+    return tail_starts, tail_owner
+
+
+def _kept_records(found: list, broken: np.ndarray):
+    """The records of the intact batches in file order, with batches renumbered densely over those kept."""
+    if not found:
+        z = np.zeros(0, np.int64)
+        return z, z, z, z
+    rpos, rbody, rend, rown = (np.concatenate(x) for x in zip(*found))
+    keep = ~broken[rown]
+    order = np.argsort(rpos[keep], kind="stable")  # file order
+    rpos, rbody, rend, rown = (x[keep][order] for x in (rpos, rbody, rend, rown))
+    kept = np.flatnonzero(~broken)
+    remap = np.full(len(broken), -1, np.int64)
+    remap[kept] = np.arange(len(kept))
+    return rpos, rbody, rend, remap[rown]
 
 
 def check_offsets(a: np.ndarray, batches: list[int], prev_last: int | None, file: str, base: int,
@@ -452,10 +596,11 @@ def iter_chunks(path: str, label: str | None = None, start: int = 0, end: int | 
     be a batch boundary: 0, or a position from :func:`split_points`.  ``first_offset``, when known
     (a segment's base offset, 0 for a snapshot), is the offset the first batch must start at.
 
-    ``fast(buf, at_eof, prev_last)``, if given, is tried first on every window that follows a clean
-    one (``end`` must be the file's end): it returns ``(item, stop, last offset)`` -- the item is
-    yielded instead of a chunk -- or None, and the window is decoded here as usual.  So the windows,
-    and everything the decoder reports about a window it gets, are the same with or without it.
+    ``fast(buf, at_eof, prev_last)``, if given, is tried first on every window (``end`` must be the
+    file's end; the file is then memory-mapped and ``buf`` is a view) unless a garbage span of the
+    window before may go on in it: it returns ``(item, stop, last offset)`` -- the item is yielded
+    instead of a chunk -- or None, and the window is decoded here as usual.  So the windows, and
+    everything the decoder reports about a window it gets, are the same with or without it.
     """
     prev_last = None if first_offset is None else first_offset - 1
     label = label or path
@@ -519,10 +664,13 @@ _SKIPPED = (E.GARBAGE, E.BAD_BATCH_HEADER, E.UNSUPPORTED_MAGIC)
 def _mapped(fh, wanted: bool):
     """A memoryview of the whole file, memory-mapped (for the ``fast`` reader: its windows are views,
     not copies), or None."""
-    if not wanted:
+    try:
+        mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if wanted else None
+    except (OSError, ValueError):  # a file that cannot be mapped is read window by window
+        mm = None
+    if mm is None:
         yield None
         return
-    mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
     view = memoryview(mm)
     try:
         yield view

@@ -342,3 +342,45 @@ def test_intact_run_follows_its_definition_on_damaged_bytes(seed):
             out = np.empty(len(raw) // 61 + 1, np.int64)
             n, stop = W.intact_run(a, start, len(raw), hw, out)
             assert (out[:n].tolist(), int(stop)) == _intact_run_reference(raw, start, len(raw))
+
+
+def _full_decode(path: Path, compiled: bool, monkeypatch, **kw):
+    """Everything the full decoder yields, with the compiled walk forced on or off for every window."""
+    from controller_core.codec import logfile
+
+    monkeypatch.setattr(logfile, "_compiled", lambda nbytes: compiled)
+    out = []
+    for c in iter_chunks(str(path), **kw):
+        out.append((c.batches, c.offset.tolist(), c.position.tolist(), c.type_code.tolist(), c.version.tolist(),
+                    c.timestamp.tolist(), [(q.position, q.length, q.reason, q.message) for q in c.quarantine],
+                    [(g.rdef.type_name, g.version, g.rows.tolist(), {k: v.to_pylist() for k, v in g.columns.items()})
+                     for g in c.groups]))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_full_decoder_is_the_same_with_and_without_the_compiled_walk(tmp_path, monkeypatch, seed):
+    """The full decoder uses the compiled batch run and record chains for large windows (or once numba
+    is loaded) and NumPy/Python otherwise: both give the same chunks, on damaged real logs and on
+    CRC-valid damage inside records."""
+    rng = random.Random(seed)
+    path = tmp_path / "00000000000000000000.log"
+    if seed % 2:
+        path.write_bytes(_damage(MAVILA.read_bytes(), rng))
+    else:
+        batches = [bytearray(b) for b in _mixed_batches()] * 3
+        batches = [bytearray(b) for b in batches]
+        victim = batches[rng.randrange(len(batches))]
+        for _ in range(rng.randint(1, 3)):
+            at = rng.randrange(57, len(victim))
+            victim[at] = rng.choice([0, 1, 2, 0x7F, 0x80, 0xFF, victim[at] ^ (1 << rng.randrange(8))])
+        _recrc(victim)
+        path.write_bytes(b"".join(bytes(b) for b in batches))
+    kw = {"chunk_bytes": rng.choice([2048, 1 << 20]), "first_offset": 0}
+    assert _full_decode(path, True, monkeypatch, **kw) == _full_decode(path, False, monkeypatch, **kw)
+
+
+def test_full_decoder_is_the_same_with_and_without_the_compiled_walk_on_real_and_simulated_logs(fleet, monkeypatch):
+    for path in [REALDATA / "ogs59-3broker-mv3.7/kafka-1/__cluster_metadata-0/00000000000000020475-0000000026.checkpoint",
+                 SMALL] + [lf.path for lf in fleet]:
+        assert _full_decode(path, True, monkeypatch) == _full_decode(path, False, monkeypatch)
