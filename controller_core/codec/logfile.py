@@ -131,28 +131,30 @@ def _find_next_batch(buf, start: int, end: int, at_eof: bool) -> int:
     return -1
 
 
-COMPILED_MIN_BYTES = 8 << 20  # smaller windows do not pay for loading numba (~0.3-1 s a process)
+# Loading numba costs a process 0.3-1 s here; the compiled walk saves ~2 us per batch and ~0.2 us per
+# record of a long batch over the NumPy/Python walk, so it pays for itself from about this file size.
+COMPILED_MIN_FILE_BYTES = 64 << 20
 
 
-def _compiled(nbytes: int) -> bool:
-    """Use the compiled walk (codec/walk.py) for a window of ``nbytes``: when numba is loaded already
-    (``decode --summary``, the compiled kernels) or the window is large enough to pay for loading it.
-    Both ways find the same batches and records (tests/controller_core/codec/test_walk.py)."""
-    return nbytes >= COMPILED_MIN_BYTES or "numba" in sys.modules
+def _use_compiled(file_size: int) -> bool:
+    """Walk a file's batches and record chains with the compiled walk (codec/walk.py): when numba is
+    loaded already (``decode --summary``, the compiled kernels) or the file is large enough to pay for
+    loading it.  Both ways find the same batches and records (tests/controller_core/codec/test_walk.py)."""
+    return file_size >= COMPILED_MIN_FILE_BYTES or "numba" in sys.modules
 
 
 _LEN = struct.Struct(">i")
 
 
-def _fast_chain(buf, a: np.ndarray, pos: int, end: int, good: list[int]) -> int:
+def _fast_chain(buf, a: np.ndarray, pos: int, end: int, good: list[int], compiled: bool = False) -> int:
     """Accept the run of intact batches starting at ``pos``; return where the run stops.
 
     The common case -- a healthy log -- is one compiled pass (:func:`controller_core.codec.walk.intact_run`:
-    header chain, magic bytes, CRC32C), or for a small window one length read per batch in Python plus
+    header chain, magic bytes, CRC32C) if ``compiled``, else one length read per batch in Python plus
     vectorized header checks and one CRC32C call per batch.  The first batch that is not plainly intact
     stops the run; :func:`walk_batches` then handles it with full diagnostics.
     """
-    if _compiled(end):
+    if compiled:
         from controller_core.codec import walk
 
         out = np.empty((end - pos) // B.HEADER_SIZE + 1, np.int64)
@@ -186,7 +188,8 @@ def _fast_chain(buf, a: np.ndarray, pos: int, end: int, good: list[int]) -> int:
     return starts[first_bad]
 
 
-def walk_batches(buf, end: int, at_eof: bool, file: str, base: int = 0, a: np.ndarray | None = None):
+def walk_batches(buf, end: int, at_eof: bool, file: str, base: int = 0, a: np.ndarray | None = None,
+                 compiled: bool = False):
     """Verify the batches in buf[0:end] (file position ``base``).
 
     Returns (valid batch positions, quarantined spans, position where the walk stopped).  When
@@ -210,7 +213,7 @@ def walk_batches(buf, end: int, at_eof: bool, file: str, base: int = 0, a: np.nd
         return nxt
 
     while pos < end:
-        pos = _fast_chain(buf, a, pos, end, good)
+        pos = _fast_chain(buf, a, pos, end, good, compiled)
         remaining = end - pos
         if remaining <= 0:
             break
@@ -262,23 +265,23 @@ def walk_batches(buf, end: int, at_eof: bool, file: str, base: int = 0, a: np.nd
 LOCKSTEP_MIN = 128  # below this many batches still walking, a plain Python loop is cheaper
 
 
-def _record_positions(buf, a: np.ndarray, batches: list[int], file: str, base: int, bad: list[Quarantine]):
+def _record_positions(buf, a: np.ndarray, batches: list[int], file: str, base: int, bad: list[Quarantine],
+                      compiled: bool = False):
     """Find every record of the given batches: (start, body start, end, batch index) arrays, and the
     positions of the batches kept.  Compressed batches and batches whose records do not add up to their
     length are quarantined.
 
     Records of one batch form a chain (each starts where the previous ends).  The chains are walked by
-    one compiled pass (:func:`controller_core.codec.walk.record_chains`), or in a small window, where
-    loading numba would cost more, vectorized: the chains of different batches are independent, so the
-    k-th record of every batch is found in one step; only the last few long batches finish in a Python
-    loop.
+    one compiled pass (:func:`controller_core.codec.walk.record_chains`) if ``compiled``, else
+    vectorized: the chains of different batches are independent, so the k-th record of every batch is
+    found in one step; only the last few long batches finish in a Python loop.
     """
     bpos = np.array(batches, np.int64)
     bend = bpos + B.LOG_OVERHEAD + V.be(a, bpos + 8, "int32").astype(np.int64)
     attrs = V.be(a, bpos + 21, "int16")
     count = V.be(a, bpos + 57, "int32").astype(np.int64)
     broken = _compressed(attrs, bpos, bend, file, base, bad) | (count < 0)
-    if _compiled(len(buf)):
+    if compiled:
         rpos, rbody, rend, rown = _compiled_chains(a, bpos, bend, count, broken)
     else:
         rpos, rbody, rend, rown = _vectorized_chains(buf, a, bpos, bend, count, broken)
@@ -441,13 +444,13 @@ def check_offsets(a: np.ndarray, batches: list[int], prev_last: int | None, file
 
 
 def decode_window(buf, a: np.ndarray, batches: list[int], file: str, base: int, bad: list[Quarantine],
-                  prev_last: int | None = None) -> DecodedChunk:
+                  prev_last: int | None = None, compiled: bool = False) -> DecodedChunk:
     """Decode the given (CRC-valid) batches of a window into a chunk."""
     chunk = DecodedChunk(file=file, quarantine=bad, batches=0)
     batches, chunk.last_offset = check_offsets(a, batches, prev_last, file, base, bad)
     if not batches:
         return chunk
-    rpos, body, rend, rbatch, bpos = _record_positions(buf, a, batches, file, base, bad)
+    rpos, body, rend, rbatch, bpos = _record_positions(buf, a, batches, file, base, bad, compiled)
     chunk.batches = len(bpos)
     if len(bpos) == 0:
         return chunk
@@ -611,6 +614,7 @@ def iter_chunks(path: str, label: str | None = None, start: int = 0, end: int | 
             label, 0, 0, E.EMPTY_FILE, f"{label} at byte 0: the file is empty (a segment is empty only while it "
                                        "is the freshly rolled active segment; a snapshot never is)")])
         return
+    compiled = _use_compiled(size)
     carry: Quarantine | None = None  # a garbage span reaching the window's end may go on in the next
     with open(path, "rb") as fh, _mapped(fh, fast is not None and end == size) as view:
         pos = start
@@ -630,7 +634,7 @@ def iter_chunks(path: str, label: str | None = None, start: int = 0, end: int | 
                     continue
             buf = bytes(buf)  # the decoder below works on bytes
             a = V.padded(buf)
-            good, bad, stop = walk_batches(buf, len(buf), at_eof, label, pos, a)
+            good, bad, stop = walk_batches(buf, len(buf), at_eof, label, pos, a, compiled)
             good = [g for g in good if pos + g < end]
             bad = [q for q in bad if q.position < end]
             if carry is not None:
@@ -649,7 +653,7 @@ def iter_chunks(path: str, label: str | None = None, start: int = 0, end: int | 
                     f"{label} at byte 0: not a Kafka log: no intact record batch anywhere in its {size} bytes "
                     f"(first problem: {first})")])
                 return
-            chunk = decode_window(buf, a, good, label, pos, bad, prev_last)
+            chunk = decode_window(buf, a, good, label, pos, bad, prev_last, compiled)
             prev_last = chunk.last_offset
             yield chunk
             pos += max(stop, 1)

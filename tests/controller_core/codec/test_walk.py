@@ -348,7 +348,7 @@ def _full_decode(path: Path, compiled: bool, monkeypatch, **kw):
     """Everything the full decoder yields, with the compiled walk forced on or off for every window."""
     from controller_core.codec import logfile
 
-    monkeypatch.setattr(logfile, "_compiled", lambda nbytes: compiled)
+    monkeypatch.setattr(logfile, "_use_compiled", lambda file_size: compiled)
     out = []
     for c in iter_chunks(str(path), **kw):
         out.append((c.batches, c.offset.tolist(), c.position.tolist(), c.type_code.tolist(), c.version.tolist(),
@@ -360,7 +360,7 @@ def _full_decode(path: Path, compiled: bool, monkeypatch, **kw):
 
 @pytest.mark.parametrize("seed", range(16))
 def test_full_decoder_is_the_same_with_and_without_the_compiled_walk(tmp_path, monkeypatch, seed):
-    """The full decoder uses the compiled batch run and record chains for large windows (or once numba
+    """The full decoder uses the compiled batch run and record chains for large files (or once numba
     is loaded) and NumPy/Python otherwise: both give the same chunks, on damaged real logs and on
     CRC-valid damage inside records."""
     rng = random.Random(seed)
