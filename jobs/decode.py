@@ -37,6 +37,13 @@ def _lines(table: pa.Table, file: str) -> pa.Array:
         "}")
 
 
+def _add_types(types: dict[str, int], codes: np.ndarray, counts: np.ndarray) -> None:
+    """Add records per type code to the summary's counts per type name."""
+    for code, n in zip(codes.tolist(), counts.tolist()):
+        if n:
+            types[TYPE_NAMES[code]] = types.get(TYPE_NAMES[code], 0) + n
+
+
 def run(paths: list[str], summary: bool = False, strict: bool = False, out=None, err=None) -> int:
     if summary:  # numba loads only for the summary (its compiled functions come from the cache)
         from controller_core.codec.walk import SummaryWalk
@@ -54,8 +61,7 @@ def run(paths: list[str], summary: bool = False, strict: bool = False, out=None,
             if not isinstance(chunk, DecodedChunk):  # a window the walk counted (a WindowSummary)
                 batches += chunk.batches
                 records += chunk.records
-                for code in np.flatnonzero(chunk.counts).tolist():
-                    types[TYPE_NAMES[code]] = types.get(TYPE_NAMES[code], 0) + int(chunk.counts[code])
+                _add_types(types, np.arange(len(chunk.counts)), chunk.counts)
                 continue
             batches += chunk.batches
             records += len(chunk)
@@ -65,9 +71,7 @@ def run(paths: list[str], summary: bool = False, strict: bool = False, out=None,
             if not len(chunk):
                 continue
             if summary:  # record_type is TYPE_NAMES[type_code] (bronze.records_table)
-                codes, counts = np.unique(chunk.type_code, return_counts=True)
-                for code, n in zip(codes.tolist(), counts.tolist()):
-                    types[TYPE_NAMES[code]] = types.get(TYPE_NAMES[code], 0) + n
+                _add_types(types, *np.unique(chunk.type_code, return_counts=True))
             else:
                 text = _lines(records_table(chunk, "", lf.label, lf.kind), name)
                 out.write("\n".join(text.to_pylist()))
