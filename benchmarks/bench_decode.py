@@ -11,6 +11,21 @@ MB/s and the process's peak RSS.  The first file decoded by the scalar reference
 100,000 records) gives the speed-up.  Peak RSS at two sizes shows memory does not grow with the file.
 
     python benchmarks/bench_decode.py [--partitions 100000 1000000] [--events 10] [--mix snapshot changes]
+
+``--summary`` measures ``decode --summary`` (batch walk + CRC32C + per-type counts) instead, on the
+simulated fleet's log segment(s), on each real log of ../shared/realdata made of one-record batches
+and on a heartbeat-heavy simulated segment (NoOp every 2 ms: ~612 k one-record batches): the compiled walk
+(``jobs.decode.run(summary=True)``, codec/walk.py) against the previous summary path
+(every window fully decoded into bronze rows and the types counted from them, as ``decode --summary``
+did before the walk) and the scalar reference reader (pure Python + the crc32c package: the plain
+decoder baseline), each in a fresh process pinned to one core, start-up excluded (best and median of
+``--repeat`` runs in the process on the clock, and records per CPU-second of the best run by CPU time,
+which a shared, loaded box disturbs less; the first call, which loads the cached compiled code, is
+shown apart).
+It also prints the walk's start-up: compile time with an empty numba cache, and the first output line
+of ``decode --summary`` on a tiny log with the cache filled.
+
+    python benchmarks/bench_decode.py --summary [--partitions 100000] [--events 10] [--repeat 7]
 """
 from __future__ import annotations
 
@@ -55,8 +70,71 @@ print(json.dumps({"records": n, "seconds": time.perf_counter() - t0}))
 """
 
 
-def _run(code: str, *args) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+SUMMARY = r"""
+import io, json, sys, time
+from collections import Counter
+paths, how, repeat, limit = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+
+def compiled():
+    from jobs import decode
+    out = io.StringIO()
+    decode.run(paths, summary=True, out=out, err=io.StringIO())
+    return sum(json.loads(line)["records"] for line in out.getvalue().splitlines())
+
+def previous():  # decode --summary before the walk: full decode, bronze rows, value_counts of record_type
+    import pyarrow.compute as pc
+    from controller_core.codec.bronze import records_table
+    from controller_core.codec.logfile import iter_chunks
+    from controller_core.logdir import expand
+    n = 0
+    for lf in expand(paths):
+        types = {}
+        for chunk in iter_chunks(str(lf.path), str(lf.path), first_offset=lf.first_offset):
+            n += len(chunk)
+            if len(chunk):
+                table = records_table(chunk, "", lf.label, lf.kind)
+                for t, k in zip(*pc.value_counts(table.column("record_type")).flatten()):
+                    types[t.as_py()] = types.get(t.as_py(), 0) + k.as_py()
+    return n
+
+def scalar():  # the scalar reference reader (CRC by the crc32c package), first `limit` records of each file
+    from controller_core.codec.batch import iter_batches_scalar
+    n = 0
+    for p in paths:
+        types = Counter()
+        with open(p, "rb") as fh:
+            buf = fh.read()
+        for _, recs in iter_batches_scalar(buf):
+            types.update(r.type for r in recs)
+            n += len(recs)
+            if n >= limit:
+                break
+    return n
+
+run = {"compiled": compiled, "previous": previous, "scalar": scalar}[how]
+t0 = time.perf_counter(); n = run(); first = time.perf_counter() - t0
+times, cpu = [], []
+for _ in range(repeat):
+    t0, c0 = time.perf_counter(), time.process_time()
+    assert run() == n
+    times.append(time.perf_counter() - t0)
+    cpu.append(time.process_time() - c0)
+times.sort()
+print(json.dumps({"records": n, "first": first, "best": times[0], "median": times[len(times) // 2],
+                  "cpu": min(cpu)}))
+"""
+
+STARTUP = r"""
+import sys, time
+t0 = time.perf_counter()
+from jobs.cli import main
+main(["decode", "--summary", sys.argv[1]])
+sys.stderr.write("%f" % (time.perf_counter() - t0))
+"""
+
+
+def _run(code: str, *args, env_extra: dict | None = None) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", **(env_extra or {}))
     # taskset pins the child to one core where available: the figure is a one-core figure
     cmd = [sys.executable, "-c", code, *map(str, args)]
     if os.path.exists("/usr/bin/taskset"):
@@ -65,14 +143,98 @@ def _run(code: str, *args) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
+ONE_RECORD_BATCH_LOGS = [  # real metadata logs that are mostly one-record batches (NoOp heartbeats)
+    "induswargods-elr-mv4.2/kafka-data/__cluster_metadata-0/00000000000000000000.log",
+    "ogs59-3broker-mv3.7/kafka-1/__cluster_metadata-0/00000000000000000000.log",
+    "arthurarutunyan04-2segments-mv4.0/kafka-data/__cluster_metadata-0/00000000000000000000.log",
+    "arthurarutunyan04-2segments-mv4.0/kafka-data/__cluster_metadata-0/00000000000000005151.log",
+    "mavila01-3broker-mv3.9/kafka1/__cluster_metadata-0/00000000000000000000.log",
+]
+
+
+def summary_main(args) -> int:
+    """decode --summary: compiled walk vs the previous path vs the scalar reference reader."""
+    import tempfile
+
+    from benchmarks import inputs
+
+    realdata = ROOT.parent / "shared" / "realdata"
+    cases = []
+    for parts in args.partitions:
+        data, stats = inputs.fleet(parts, args.events)
+        segs = [str(p) for p in inputs.segments(data)]
+        cases.append((f"fleet-{parts} segment", segs, stats["batches"]))
+    data, stats = _heartbeat_fleet()
+    cases.append(("heartbeat segment (2 ms NoOps)", [str(p) for p in inputs.segments(data)], stats["batches"]))
+    for rel in ONE_RECORD_BATCH_LOGS:
+        cases.append((rel.split("/", 1)[0][:24] + "/" + rel.rsplit("/", 1)[1][-9:], [str(realdata / rel)], None))
+    print(f"{'input':<36} {'records':>10} {'MB':>6} {'path':<9} {'best rec/s':>12} {'median':>12} {'rec/CPU-s':>12} "
+          f"{'MB/s':>7} {'1st call s':>10} {'vs scalar':>9}")
+    for name, paths, _ in cases:
+        mb = sum(os.path.getsize(p) for p in paths) / 1e6
+        repeat = {"compiled": args.repeat, "previous": min(args.repeat, 3), "scalar": 1}
+        rows = {how: _run(SUMMARY, json.dumps(paths), how, repeat[how], 300_000) for how in repeat}
+        scalar_rate = rows["scalar"]["records"] / rows["scalar"]["best"]
+        for how, r in rows.items():
+            rate, med = r["records"] / r["best"], r["records"] / r["median"]
+            share = r["records"] / rows["compiled"]["records"]
+            per_cpu = r["records"] / max(r["cpu"], 1e-9)
+            print(f"{name:<36} {r['records']:>10,} {mb * share:>6.1f} {how:<9} {rate:>12,.0f} {med:>12,.0f} "
+                  f"{per_cpu:>12,.0f} {mb * share / r['best']:>7.0f} {r['first']:>10.3f} {rate / scalar_rate:>8.1f}x",
+                  flush=True)
+    # start-up: compile with an empty cache, then the first output line with the cache filled
+    tiny = str(realdata / "vasifvortex-pre3.3-fence/kafka1/__cluster_metadata-0/00000000000000000000.log")
+    with tempfile.TemporaryDirectory() as cache:
+        cold = _wall(tiny, NUMBA_CACHE_DIR=cache)
+        warm = min(_wall(tiny, NUMBA_CACHE_DIR=cache) for _ in range(3))
+    print(f"start-up, decode --summary of a {os.path.getsize(tiny):,}-byte log, interpreter start included: "
+          f"{cold:.2f} s with an empty numba cache (compiling), {warm:.2f} s cached", flush=True)
+    return 0
+
+
+def _heartbeat_fleet():
+    """A large simulated segment of one-record batches, like the real logs: fleet-large at 1,000
+    partitions and 10 events with a NoOp heartbeat every 2 ms (~612 k batches, 45 MB); cached."""
+    from benchmarks import inputs
+    from simulator.fleet import simulate_fleet
+
+    out = inputs.CACHE / "heartbeats-1000-10-2ms-0"
+    stats_file = out / "bench-stats.json"
+    if not stats_file.is_file():
+        import shutil
+
+        shutil.rmtree(out, ignore_errors=True)
+        stats_file.parent.mkdir(parents=True, exist_ok=True)
+        stats_file.write_text(json.dumps(simulate_fleet(out, 1000, 10, 0, heartbeat_interval_ms=2)))
+    return out, json.loads(stats_file.read_text())
+
+
+def _wall(path: str, **env_extra: str) -> float:
+    """Seconds from starting the process to its exit (the output is one line)."""
+    import time
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **env_extra)
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", STARTUP, path], check=True, capture_output=True, env=env)
+    return time.perf_counter() - t0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--partitions", type=int, nargs="+", default=[100_000, 1_000_000],
-                    help="fleet sizes (partitions of the simulated fleet-large scenario)")
+    ap.add_argument("--partitions", type=int, nargs="+", default=None,
+                    help="fleet sizes (partitions of the simulated fleet-large scenario; default 100000 1000000, "
+                         "with --summary 100000)")
     ap.add_argument("--events", type=int, default=10, help="timeline events of the simulated fleet")
     ap.add_argument("--mix", nargs="+", default=["snapshot", "changes"])
-    ap.add_argument("--repeat", type=int, default=3, help="runs per case; best and median are printed")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per case; best and median are printed "
+                                                          "(--summary: runs inside the process, default 7)")
+    ap.add_argument("--summary", action="store_true", help="measure decode --summary (see above)")
     args = ap.parse_args(argv)
+    if args.summary:
+        args.partitions = args.partitions or [100_000]
+        args.repeat = args.repeat if "--repeat" in (argv or sys.argv) else 7
+        return summary_main(args)
+    args.partitions = args.partitions or [100_000, 1_000_000]
     from benchmarks import inputs
 
     print(f"{'mix':<9} {'partitions':>10} {'records':>10} {'MB':>7} {'stage':<7} {'best rec/s':>11} {'median':>11} "

@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import sys
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from controller_core.codec.bronze import records_table
 from controller_core.codec.jsonout import choose, concat
-from controller_core.codec.logfile import iter_chunks
+from controller_core.codec.logfile import TYPE_NAMES, DecodedChunk, iter_chunks
 from controller_core.logdir import expand
 
 
@@ -36,7 +37,16 @@ def _lines(table: pa.Table, file: str) -> pa.Array:
         "}")
 
 
+def _add_types(types: dict[str, int], codes: np.ndarray, counts: np.ndarray) -> None:
+    """Add records per type code to the summary's counts per type name."""
+    for code, n in zip(codes.tolist(), counts.tolist()):
+        if n:
+            types[TYPE_NAMES[code]] = types.get(TYPE_NAMES[code], 0) + n
+
+
 def run(paths: list[str], summary: bool = False, strict: bool = False, out=None, err=None) -> int:
+    if summary:  # numba loads only for the summary (its compiled functions come from the cache)
+        from controller_core.codec.walk import SummaryWalk
     out = out or sys.stdout
     err = err or sys.stderr
     failed = False
@@ -45,7 +55,14 @@ def run(paths: list[str], summary: bool = False, strict: bool = False, out=None,
         batches = records = 0
         types: dict[str, int] = {}
         errors = []
-        for chunk in iter_chunks(str(lf.path), name, first_offset=lf.first_offset):
+        # --summary: the compiled walk counts every window it finds regular; the rest is decoded below
+        fast = SummaryWalk() if summary else None
+        for chunk in iter_chunks(str(lf.path), name, first_offset=lf.first_offset, fast=fast):
+            if not isinstance(chunk, DecodedChunk):  # a window the walk counted (a WindowSummary)
+                batches += chunk.batches
+                records += chunk.records
+                _add_types(types, np.arange(len(chunk.counts)), chunk.counts)
+                continue
             batches += chunk.batches
             records += len(chunk)
             for q in chunk.quarantine:
@@ -53,12 +70,10 @@ def run(paths: list[str], summary: bool = False, strict: bool = False, out=None,
                 print(f"kraft-audit decode: {q.message} [{q.reason}]", file=err)
             if not len(chunk):
                 continue
-            table = records_table(chunk, "", lf.label, lf.kind)
-            if summary:
-                for t, n in zip(*pc.value_counts(table.column("record_type")).flatten()):
-                    types[t.as_py()] = types.get(t.as_py(), 0) + n.as_py()
+            if summary:  # record_type is TYPE_NAMES[type_code] (bronze.records_table)
+                _add_types(types, *np.unique(chunk.type_code, return_counts=True))
             else:
-                text = _lines(table, name)
+                text = _lines(records_table(chunk, "", lf.label, lf.kind), name)
                 out.write("\n".join(text.to_pylist()))
                 out.write("\n")
         failed |= bool(errors)

@@ -8,8 +8,11 @@ decoded as usual.  Records that are malformed inside an intact batch are quarant
 """
 from __future__ import annotations
 
+import contextlib
+import mmap
 import os
 import struct
+import sys
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -128,16 +131,36 @@ def _find_next_batch(buf, start: int, end: int, at_eof: bool) -> int:
     return -1
 
 
+# Loading numba costs a process 0.3-1 s here; the compiled walk saves ~2 us per batch and ~0.2 us per
+# record of a long batch over the NumPy/Python walk, so it pays for itself from about this file size.
+COMPILED_MIN_FILE_BYTES = 64 << 20
+
+
+def _use_compiled(file_size: int) -> bool:
+    """Walk a file's batches and record chains with the compiled walk (codec/walk.py): when numba is
+    loaded already (``decode --summary``, the compiled kernels) or the file is large enough to pay for
+    loading it.  Both ways find the same batches and records (tests/controller_core/codec/test_walk.py)."""
+    return file_size >= COMPILED_MIN_FILE_BYTES or "numba" in sys.modules
+
+
 _LEN = struct.Struct(">i")
 
 
-def _fast_chain(buf, a: np.ndarray, pos: int, end: int, good: list[int]) -> int:
+def _fast_chain(buf, a: np.ndarray, pos: int, end: int, good: list[int], compiled: bool = False) -> int:
     """Accept the run of intact batches starting at ``pos``; return where the run stops.
 
-    The common case -- a healthy log -- costs one length read per batch in Python plus vectorized
-    header checks and one CRC32C call per batch.  The first batch that is not plainly intact stops
-    the run; :func:`walk_batches` then handles it with full diagnostics.
+    The common case -- a healthy log -- is one compiled pass (:func:`controller_core.codec.walk.intact_run`:
+    header chain, magic bytes, CRC32C) if ``compiled``, else one length read per batch in Python plus
+    vectorized header checks and one CRC32C call per batch.  The first batch that is not plainly intact
+    stops the run; :func:`walk_batches` then handles it with full diagnostics.
     """
+    if compiled:
+        from controller_core.codec import walk
+
+        out = np.empty((end - pos) // B.HEADER_SIZE + 1, np.int64)
+        n, stop = walk.intact_run(a, pos, end, walk.HAS_SSE42, out)
+        good.extend(out[:n].tolist())
+        return int(stop)
     starts = []
     unpack = _LEN.unpack_from
     lo = B.HEADER_SIZE - B.LOG_OVERHEAD
@@ -165,7 +188,8 @@ def _fast_chain(buf, a: np.ndarray, pos: int, end: int, good: list[int]) -> int:
     return starts[first_bad]
 
 
-def walk_batches(buf, end: int, at_eof: bool, file: str, base: int = 0, a: np.ndarray | None = None):
+def walk_batches(buf, end: int, at_eof: bool, file: str, base: int = 0, a: np.ndarray | None = None,
+                 compiled: bool = False):
     """Verify the batches in buf[0:end] (file position ``base``).
 
     Returns (valid batch positions, quarantined spans, position where the walk stopped).  When
@@ -189,7 +213,7 @@ def walk_batches(buf, end: int, at_eof: bool, file: str, base: int = 0, a: np.nd
         return nxt
 
     while pos < end:
-        pos = _fast_chain(buf, a, pos, end, good)
+        pos = _fast_chain(buf, a, pos, end, good, compiled)
         remaining = end - pos
         if remaining <= 0:
             break
@@ -241,18 +265,46 @@ def walk_batches(buf, end: int, at_eof: bool, file: str, base: int = 0, a: np.nd
 LOCKSTEP_MIN = 128  # below this many batches still walking, a plain Python loop is cheaper
 
 
-def _record_positions(buf, a: np.ndarray, batches: list[int], file: str, base: int, bad: list[Quarantine]):
-    """Find every record of the given batches: (start, body start, end, batch index) arrays.
+def _record_positions(buf, a: np.ndarray, batches: list[int], file: str, base: int, bad: list[Quarantine],
+                      compiled: bool = False):
+    """Find every record of the given batches: (start, body start, end, batch index) arrays, and the
+    positions of the batches kept.  Compressed batches and batches whose records do not add up to their
+    length are quarantined.
 
-    Records of one batch form a chain (each starts where the previous ends), but the chains of
-    different batches are independent, so the k-th record of every batch is found in one vectorized
-    step; only the last few long batches finish in a Python loop.
+    Records of one batch form a chain (each starts where the previous ends).  The chains are walked by
+    one compiled pass (:func:`controller_core.codec.walk.record_chains`) if ``compiled``, else
+    vectorized: the chains of different batches are independent, so the k-th record of every batch is
+    found in one step; only the last few long batches finish in a Python loop.
     """
     bpos = np.array(batches, np.int64)
     bend = bpos + B.LOG_OVERHEAD + V.be(a, bpos + 8, "int32").astype(np.int64)
     attrs = V.be(a, bpos + 21, "int16")
     count = V.be(a, bpos + 57, "int32").astype(np.int64)
     broken = _compressed(attrs, bpos, bend, file, base, bad) | (count < 0)
+    if compiled:
+        rpos, rbody, rend, rown = _compiled_chains(a, bpos, bend, count, broken)
+    else:
+        rpos, rbody, rend, rown = _vectorized_chains(buf, a, bpos, bend, count, broken)
+    for i in np.flatnonzero(broken & ((attrs & B.ATTR_COMPRESSION_MASK) == 0)).tolist():
+        bad.append(Quarantine(file, base + int(bpos[i]), int(bend[i] - bpos[i]), E.MALFORMED_RECORD,
+                              f"{file} at byte {base + int(bpos[i])}: the records of this batch do not add up to "
+                              f"its length (recordsCount {int(count[i])})"))
+    return rpos, rbody, rend, rown, bpos[~broken]
+
+
+def _compiled_chains(a, bpos, bend, count, broken):
+    from controller_core.codec import walk
+
+    # every record takes at least one byte of its batch
+    room = int(np.minimum(np.maximum(count, 0), bend - bpos - B.HEADER_SIZE)[~broken].sum())
+    rpos, rbody, rend, rown = (np.empty(room, np.int64) for _ in range(4))
+    n = walk.record_chains(a, bpos, bend, count, broken, rpos, rbody, rend, rown)
+    return rpos[:n], rbody[:n], rend[:n], rown[:n]
+
+
+def _vectorized_chains(buf, a, bpos, bend, count, broken):
+    """The record chains (as :func:`_compiled_chains`) with NumPy and a Python loop; ``broken`` is
+    marked in place."""
     cur = bpos + B.HEADER_SIZE
     found, k, active = _lockstep_chains(a, cur, bend, count, broken)
     tail_starts, tail_owner = _straggler_starts(buf, active, k, cur, bend, count, broken)
@@ -265,11 +317,7 @@ def _record_positions(buf, a: np.ndarray, batches: list[int], file: str, base: i
         found.append((ts, q, e, to))
     # the records must fill their batch exactly
     broken |= (cur != bend) & (count >= 0)
-    for i in np.flatnonzero(broken & ((attrs & B.ATTR_COMPRESSION_MASK) == 0)).tolist():
-        bad.append(Quarantine(file, base + int(bpos[i]), int(bend[i] - bpos[i]), E.MALFORMED_RECORD,
-                              f"{file} at byte {base + int(bpos[i])}: the records of this batch do not add up to "
-                              f"its length (recordsCount {int(count[i])})"))
-    return _kept_records(found, bpos, broken)
+    return _kept_records(found, broken)
 
 
 def _compressed(attrs: np.ndarray, bpos: np.ndarray, bend: np.ndarray, file: str, base: int,
@@ -341,19 +389,19 @@ def _straggler_starts(buf, active: np.ndarray, k: int, cur: np.ndarray, bend: np
     return tail_starts, tail_owner
 
 
-def _kept_records(found: list, bpos: np.ndarray, broken: np.ndarray):
+def _kept_records(found: list, broken: np.ndarray):
     """The records of the intact batches in file order, with batches renumbered densely over those kept."""
     if not found:
         z = np.zeros(0, np.int64)
-        return z, z, z, z, bpos[~broken]
+        return z, z, z, z
     rpos, rbody, rend, rown = (np.concatenate(x) for x in zip(*found))
     keep = ~broken[rown]
     order = np.argsort(rpos[keep], kind="stable")  # file order
     rpos, rbody, rend, rown = (x[keep][order] for x in (rpos, rbody, rend, rown))
     kept = np.flatnonzero(~broken)
-    remap = np.full(len(bpos), -1, np.int64)
+    remap = np.full(len(broken), -1, np.int64)
     remap[kept] = np.arange(len(kept))
-    return rpos, rbody, rend, remap[rown], bpos[kept]
+    return rpos, rbody, rend, remap[rown]
 
 
 def check_offsets(a: np.ndarray, batches: list[int], prev_last: int | None, file: str, base: int,
@@ -396,13 +444,13 @@ def check_offsets(a: np.ndarray, batches: list[int], prev_last: int | None, file
 
 
 def decode_window(buf, a: np.ndarray, batches: list[int], file: str, base: int, bad: list[Quarantine],
-                  prev_last: int | None = None) -> DecodedChunk:
+                  prev_last: int | None = None, compiled: bool = False) -> DecodedChunk:
     """Decode the given (CRC-valid) batches of a window into a chunk."""
     chunk = DecodedChunk(file=file, quarantine=bad, batches=0)
     batches, chunk.last_offset = check_offsets(a, batches, prev_last, file, base, bad)
     if not batches:
         return chunk
-    rpos, body, rend, rbatch, bpos = _record_positions(buf, a, batches, file, base, bad)
+    rpos, body, rend, rbatch, bpos = _record_positions(buf, a, batches, file, base, bad, compiled)
     chunk.batches = len(bpos)
     if len(bpos) == 0:
         return chunk
@@ -470,11 +518,13 @@ def _record_framing(a: np.ndarray, body: np.ndarray, rend: np.ndarray) -> _Frami
     klen, p, o = V.varint(a, p)
     ok &= o
     kpos = p
-    p = p + np.maximum(klen, 0)
+    # A key or value length running past the record stops at its end: the record is then left to the
+    # scalar reader (p != rend below) instead of reading beyond the buffer.
+    p = np.minimum(p + np.maximum(klen, 0), rend)
     vlen, p, o = V.varint(a, p)
     ok &= o
     vpos = p
-    p = p + np.maximum(vlen, 0)
+    p = np.minimum(p + np.maximum(vlen, 0), rend)
     nhdr, p, o = V.varint(a, p)
     ok &= o & (vlen >= 0)
     # Headers are never written in metadata logs; records that carry them go to the scalar reader.
@@ -541,12 +591,19 @@ def _drop_rows(chunk: DecodedChunk, keep: np.ndarray) -> None:
 
 # ------------------------------------------------------------------------------------- file level
 def iter_chunks(path: str, label: str | None = None, start: int = 0, end: int | None = None,
-                chunk_bytes: int = DEFAULT_CHUNK_BYTES, first_offset: int | None = None) -> Iterator[DecodedChunk]:
+                chunk_bytes: int = DEFAULT_CHUNK_BYTES, first_offset: int | None = None,
+                fast=None) -> Iterator[DecodedChunk]:
     """Decode the batches of a file that start in [start, end), window by window.
 
     Memory is bounded by about ``chunk_bytes`` (or one batch, if a batch is larger).  ``start`` must
     be a batch boundary: 0, or a position from :func:`split_points`.  ``first_offset``, when known
     (a segment's base offset, 0 for a snapshot), is the offset the first batch must start at.
+
+    ``fast(buf, at_eof, prev_last)``, if given, is tried first on every window (``end`` must be the
+    file's end; the file is then memory-mapped and ``buf`` is a view) unless a garbage span of the
+    window before may go on in it: it returns ``(item, stop, last offset)`` -- the item is yielded
+    instead of a chunk -- or None, and the window is decoded here as usual.  So the windows, and
+    everything the decoder reports about a window it gets, are the same with or without it.
     """
     prev_last = None if first_offset is None else first_offset - 1
     label = label or path
@@ -557,20 +614,27 @@ def iter_chunks(path: str, label: str | None = None, start: int = 0, end: int | 
             label, 0, 0, E.EMPTY_FILE, f"{label} at byte 0: the file is empty (a segment is empty only while it "
                                        "is the freshly rolled active segment; a snapshot never is)")])
         return
+    compiled = _use_compiled(size)
     carry: Quarantine | None = None  # a garbage span reaching the window's end may go on in the next
-    with open(path, "rb") as fh:
+    with open(path, "rb") as fh, _mapped(fh, fast is not None and end == size) as view:
         pos = start
         while pos < end:
-            fh.seek(pos)
-            buf = fh.read(max(chunk_bytes, B.HEADER_SIZE))
+            buf = _read(fh, view, pos, max(chunk_bytes, B.HEADER_SIZE))
             if len(buf) >= B.LOG_OVERHEAD:  # a window always holds its whole first batch
                 blen = struct.unpack_from(">i", buf, 8)[0]
                 if len(buf) < blen + B.LOG_OVERHEAD <= MAX_BATCH_BYTES:
-                    fh.seek(pos)
-                    buf = fh.read(blen + B.LOG_OVERHEAD)
+                    buf = _read(fh, view, pos, blen + B.LOG_OVERHEAD)
             at_eof = pos + len(buf) >= size
+            if view is not None and carry is None:
+                taken = fast(buf, at_eof, prev_last)
+                if taken is not None:
+                    item, stop, prev_last = taken
+                    yield item
+                    pos += max(stop, 1)
+                    continue
+            buf = bytes(buf)  # the decoder below works on bytes
             a = V.padded(buf)
-            good, bad, stop = walk_batches(buf, len(buf), at_eof, label, pos, a)
+            good, bad, stop = walk_batches(buf, len(buf), at_eof, label, pos, a, compiled)
             good = [g for g in good if pos + g < end]
             bad = [q for q in bad if q.position < end]
             if carry is not None:
@@ -589,7 +653,7 @@ def iter_chunks(path: str, label: str | None = None, start: int = 0, end: int | 
                     f"{label} at byte 0: not a Kafka log: no intact record batch anywhere in its {size} bytes "
                     f"(first problem: {first})")])
                 return
-            chunk = decode_window(buf, a, good, label, pos, bad, prev_last)
+            chunk = decode_window(buf, a, good, label, pos, bad, prev_last, compiled)
             prev_last = chunk.last_offset
             yield chunk
             pos += max(stop, 1)
@@ -598,6 +662,34 @@ def iter_chunks(path: str, label: str | None = None, start: int = 0, end: int | 
 
 
 _SKIPPED = (E.GARBAGE, E.BAD_BATCH_HEADER, E.UNSUPPORTED_MAGIC)
+
+
+@contextlib.contextmanager
+def _mapped(fh, wanted: bool):
+    """A memoryview of the whole file, memory-mapped (for the ``fast`` reader: its windows are views,
+    not copies), or None."""
+    try:
+        mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if wanted else None
+    except (OSError, ValueError):  # a file that cannot be mapped is read window by window
+        mm = None
+    if mm is None:
+        yield None
+        return
+    view = memoryview(mm)
+    try:
+        yield view
+    finally:
+        with contextlib.suppress(BufferError):  # a window still referenced: unmapped when collected
+            view.release()
+            mm.close()
+
+
+def _read(fh, view, pos: int, n: int):
+    """Up to n bytes of the file from pos: a slice of the mapped view, or read."""
+    if view is not None:
+        return view[pos:pos + n]
+    fh.seek(pos)
+    return fh.read(n)
 
 
 def _merge(a: Quarantine, b: Quarantine) -> Quarantine:
