@@ -45,6 +45,7 @@ class CannotRun(Exception):
 _CANNOT_RUN_BY_MODULE = {
     "lake.config": ("ConfigError",),
     "lake.gold": ("GoldError",),
+    "lake.delta": ("StagedOutputError",),
     "controller_core.point": ("PointError",),
     "controller_core.rules.whatif": ("WhatIfError",),
     "simulator.scenario": ("ScenarioError",),
