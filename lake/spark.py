@@ -143,8 +143,8 @@ def ship_code(spark: SparkSession) -> str | None:
     The driver's own ``sys.path`` is left as it was."""
     sc = spark.sparkContext
     shipped = getattr(sc, "_kraft_audit_code", None)
-    if shipped is not None:
-        return shipped
+    if shipped is not None:  # "" : nothing to ship
+        return shipped or None
     folder = Path(tempfile.mkdtemp(prefix="kraft-audit-code-"))
     atexit.register(shutil.rmtree, folder, True)  # Spark serves the file from here until the end
     archive = code_zip(folder)
@@ -152,8 +152,8 @@ def ship_code(spark: SparkSession) -> str | None:
         before = list(sys.path)
         sc.addPyFile(str(archive))
         sys.path[:] = before  # addPyFile also puts the zip first on the driver's path: keep ours
-    sc._kraft_audit_code = str(archive) if archive else None
-    return sc._kraft_audit_code
+    sc._kraft_audit_code = str(archive) if archive else ""
+    return sc._kraft_audit_code or None
 
 
 def code_zip(folder: Path) -> Path | None:

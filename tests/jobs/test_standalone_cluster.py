@@ -16,6 +16,8 @@ reference run goes through that session in process.
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -35,8 +37,10 @@ from lake import catalog
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = ROOT / "data" / "last-replica-standing-elr-off"  # simulator output, seed 0 (tests/data)
 CLUSTER = "lrs"
+RECORDS = catalog.METADATA_RECORDS
 # columns that say when a run happened, not what it found
 RUN_COLUMNS = {"replayed_at", "checked_at"}
+JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def _free_port() -> int:
@@ -103,7 +107,8 @@ def standalone(tmp_path_factory):
 
     spark_class = Path(pyspark.__file__).parent / "bin" / "spark-class"
     port, webui = _free_port(), _free_port()
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    # short-lived JVMs: the C1 compiler alone and a serial collector cost a fraction of the CPU
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_DAEMON_JAVA_OPTS": JVM_OPTS}
     env.pop("PYTHONPATH", None)
     blind = _can_unshare()
     procs: list[subprocess.Popen] = []
@@ -144,9 +149,19 @@ def standalone(tmp_path_factory):
             log.close()
 
 
-def _cli(standalone, *argv, timeout=300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "jobs.cli", *map(str, argv)], capture_output=True, text=True,
-                          env=standalone["env"], cwd=standalone["root"], timeout=timeout)
+def _start(standalone, *argv) -> subprocess.Popen:
+    """A ``kraft-audit`` command in its own process (with the cluster's driver environment)."""
+    return subprocess.Popen([sys.executable, "-m", "jobs.cli", *map(str, argv)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=standalone["env"], cwd=standalone["root"])
+
+
+def _finish(proc: subprocess.Popen, timeout=300) -> subprocess.CompletedProcess:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def _rows(lake: str, table: str) -> list[str]:
@@ -158,54 +173,82 @@ def _rows(lake: str, table: str) -> list[str]:
     return sorted(json.dumps(r, sort_keys=True, default=str) for r in t.to_pylist())
 
 
-def test_ingest_replay_audit_quality_on_two_executors_equal_a_local_run(standalone, spark, capsys):
+def _local(*argv) -> tuple[int, str]:
+    """A command on the suite's local session, in process: (exit code, stdout)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = cli.main([str(a) for a in argv])
+    return code, out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def runs(standalone, spark):
+    """Every run of this module, overlapped where they do not compete for the cluster's two cores:
+    ingest -> replay -> audit, quality on the cluster (each command its own process) and the same
+    commands on the suite's local session meanwhile; the ingest into a lake the executors cannot see
+    runs while the cluster's audit and quality (no Spark) read the lake."""
     log = standalone["shared"] / "log"
     shutil.copytree(SCENARIO, log)
     lake, local = standalone["shared"] / "lake", standalone["shared"] / "local-lake"
+    conf = standalone["shared"] / "small.yaml"  # as the suite's session: few shuffle partitions
+    conf.write_text(f"spark:\n  shuffle_partitions: 2\n  conf:\n    spark.driver.extraJavaOptions: {JVM_OPTS}\n"
+                    f"    spark.executor.extraJavaOptions: {JVM_OPTS}\n")
     master = standalone["master"]
+    on_cluster = ("--lake", lake, "--conf", conf, "--master", master)
+    local_args = ("--lake", local, "--conf", conf)
+    out = {"lake": lake, "local": local, "master": master}
 
-    ingest = _cli(standalone, "ingest", "--cluster", CLUSTER, "--log-dir", log, "--lake", lake,
-                  "--log-info", log / "log-info", "--master", master)
-    assert ingest.returncode == 0, ingest.stderr[-3000:]
-    replay = _cli(standalone, "replay", "--cluster", CLUSTER, "--lake", lake, "--master", master)
-    assert replay.returncode == 0, replay.stderr[-3000:]
-    assert f"on {master}" in replay.stdout  # the CLI's --master, not the config's local default
-    audit = _cli(standalone, "audit", "--cluster", CLUSTER, "--lake", lake, "--json")
-    quality = _cli(standalone, "quality", "--cluster", CLUSTER, "--lake", lake)
+    ingest = _start(standalone, "ingest", "--cluster", CLUSTER, "--log-dir", log, "--log-info", log / "log-info",
+                    *on_cluster)
+    out["local_ingest"] = _local("ingest", "--cluster", CLUSTER, "--log-dir", log, "--log-info", log / "log-info",
+                                 *local_args)
+    out["local_replay"] = _local("replay", "--cluster", CLUSTER, *local_args)
+    out["ingest"] = _finish(ingest)
+    replay = _start(standalone, "replay", "--cluster", CLUSTER, *on_cluster)
+    out["local_audit"] = _local("audit", "--cluster", CLUSTER, "--json", *local_args)
+    out["local_quality"] = _local("quality", "--cluster", CLUSTER, *local_args)
+    out["replay"] = _finish(replay)
+    blind = None
+    if standalone["blind"]:
+        out["blind_lake"] = standalone["private"] / "lake"  # the driver's private/, not the executors'
+        blind = _start(standalone, "ingest", "--cluster", CLUSTER, "--log-dir", log, "--lake", out["blind_lake"],
+                       "--master", master)
+    audit = _start(standalone, "audit", "--cluster", CLUSTER, "--lake", lake, "--json")
+    quality = _start(standalone, "quality", "--cluster", CLUSTER, "--lake", lake)
+    out["audit"], out["quality"] = _finish(audit), _finish(quality)
+    out["blind"] = _finish(blind) if blind is not None else None
+    return out
 
-    # the same commands on the suite's local session (in process)
-    assert cli.main(["ingest", "--cluster", CLUSTER, "--log-dir", str(log), "--lake", str(local),
-                     "--log-info", str(log / "log-info")]) == 0
-    assert cli.main(["replay", "--cluster", CLUSTER, "--lake", str(local)]) == 0
-    capsys.readouterr()
-    local_audit = cli.main(["audit", "--cluster", CLUSTER, "--lake", str(local), "--json"])
-    local_findings = json.loads(capsys.readouterr().out)
-    local_quality = cli.main(["quality", "--cluster", CLUSTER, "--lake", str(local)])
-    capsys.readouterr()
 
-    assert (audit.returncode, quality.returncode) == (local_audit, local_quality) == (1, 0), audit.stderr
-    findings = json.loads(audit.stdout)
+def test_ingest_replay_audit_quality_on_two_executors_equal_a_local_run(runs):
+    assert runs["local_ingest"][0] == runs["local_replay"][0] == 0
+    assert runs["ingest"].returncode == 0, runs["ingest"].stderr[-3000:]
+    assert runs["replay"].returncode == 0, runs["replay"].stderr[-3000:]
+    # the CLI's --master, not the config's local default; buckets from the cluster's 2 cores
+    assert f"8 buckets on {runs['master']}" in runs["replay"].stdout
+    audit, quality = runs["audit"], runs["quality"]
+    assert (audit.returncode, quality.returncode) == (runs["local_audit"][0], runs["local_quality"][0]) == (1, 0), \
+        audit.stderr + quality.stdout
+    findings, local_findings = json.loads(audit.stdout), json.loads(runs["local_audit"][1])
     assert findings["findings"] == local_findings["findings"]
     assert {f["code"] for f in findings["findings"]} >= {"DATA_LOSS_LIKELY", "LAST_REPLICA_STANDING"}
+    lake, local = runs["lake"], runs["local"]
     tables = [t.name for t in catalog.TABLES if (Path(local) / t.name).is_dir()]
-    assert {"metadata_records", "partition_state_history", "violations", "data_quality"} <= set(tables)
+    assert {t.name for t in (RECORDS, catalog.PARTITION_STATE_HISTORY, catalog.VIOLATIONS,
+                             catalog.DATA_QUALITY)} <= set(tables)
     for name in tables:
         assert _rows(str(lake), name) == _rows(str(local), name), name
-    assert _rows(str(lake), "metadata_records")  # not an empty success
+    assert _rows(str(lake), RECORDS.name)  # not an empty success
 
 
-def test_executors_that_cannot_see_the_lake_fail_the_ingest_loudly(standalone):
-    if not standalone["blind"]:
+def test_executors_that_cannot_see_the_lake_fail_the_ingest_loudly(runs):
+    res = runs["blind"]
+    if res is None:
         pytest.skip("unshare --mount --map-root-user is not permitted here: no folder the executors cannot see")
-    log = standalone["shared"] / "log-blind"
-    shutil.copytree(SCENARIO, log)
-    lake = standalone["private"] / "lake"  # the driver's private/, not the executors'
-    res = _cli(standalone, "ingest", "--cluster", CLUSTER, "--log-dir", log, "--lake", lake,
-               "--master", standalone["master"])
     assert res.returncode == 2, res.stdout + res.stderr[-3000:]
     # one line of ours (the rest of stderr is the JVM's log)
     ours = [line for line in res.stderr.splitlines() if line.startswith("kraft-audit")]
-    assert len(ours) == 1 and ours[0].startswith("kraft-audit ingest: table metadata_records: the Spark tasks wrote "
+    assert len(ours) == 1 and ours[0].startswith(f"kraft-audit ingest: table {RECORDS.name}: the Spark tasks wrote "
                                                  "76 rows but the driver finds 0"), res.stderr[-3000:]
-    assert str(lake / "_staging") in ours[0] and "Traceback" not in res.stderr
-    assert not (lake / "metadata_records").exists()  # nothing committed
+    assert str(runs["blind_lake"] / "_staging") in ours[0] and "Traceback" not in res.stderr
+    assert not (runs["blind_lake"] / RECORDS.name).exists()  # nothing committed
