@@ -13,6 +13,11 @@ import os
 import sys
 import traceback
 
+if __name__ == "__main__" and sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
+    # run as a file (`spark-submit jobs/cli.py ...`): Python puts jobs/ first on the path, where
+    # jobs/audit.py would hide the audit package
+    del sys.path[0]
+
 from jobs import common
 
 
@@ -32,6 +37,11 @@ def _add_debug(p, default) -> None:
 def _add_log_dir(p):
     p.add_argument("--log-dir", required=True,
                    help="a __cluster_metadata-0 folder, or the data directory holding it and bootstrap.checkpoint")
+
+
+def _add_master(p):
+    p.add_argument("--master", help="Spark master, e.g. spark://host:7077, yarn, k8s://https://host:443 (default: "
+                                    "spark-submit's --master, else spark.master of the config, else local[*])")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -76,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="replay everything again instead of extending the history from the last replay")
     p.add_argument("--lake", help="lake root (default: conf lake, env KRAFT_AUDIT_LAKE)")
     p.add_argument("--conf", help="YAML file overriding conf/defaults.yaml")
+    _add_master(p)
 
     p = sub.add_parser("ingest", help="decode a log directory into the bronze Delta tables (Spark)")
     p.add_argument("--cluster", required=True, help="cluster name: several clusters share one lake")
@@ -85,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strict", action="store_true", help="exit 2 if any input was quarantined")
     p.add_argument("--log-info", action="append", metavar="PATH",
                    help="also ingest GetReplicaLogInfo JSON files (or folders of them) into replica_log_info")
+    _add_master(p)
 
     p = sub.add_parser("audit", help="durability audit: violations, recovery candidates, exit code (no Spark)")
     from jobs import audit

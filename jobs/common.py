@@ -45,6 +45,7 @@ class CannotRun(Exception):
 _CANNOT_RUN_BY_MODULE = {
     "lake.config": ("ConfigError",),
     "lake.gold": ("GoldError",),
+    "lake.delta": ("StagedOutputError",),
     "controller_core.point": ("PointError",),
     "controller_core.rules.whatif": ("WhatIfError",),
     "simulator.scenario": ("ScenarioError",),
@@ -77,7 +78,21 @@ def error_line(command: str, exc: BaseException) -> str:
 
 def internal_error_line(command: str, exc: BaseException, debug: bool = False) -> str:
     hint = "the traceback is above" if debug else "run with --debug for the traceback"
-    return f"kraft-audit {command}: internal error: {type(exc).__name__}: {_one_line(str(exc))} ({hint})"
+    return f"kraft-audit {command}: internal error: {type(exc).__name__}: {_one_line(_raised(str(exc)))} ({hint})"
+
+
+def _raised(text: str) -> str:
+    """What an error message says was raised, without the stack frames it may carry: after a Spark
+    task's Python traceback (PythonException), the first line that is not indented is the exception
+    that stopped the task (anything after it is the JVM's stack trace); a JVM error's frames are
+    indented (``\tat ...``)."""
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.strip() == "Traceback (most recent call last):"]
+    if starts:
+        raised = [line for line in lines[starts[-1] + 1:] if line.strip() and not line[0].isspace()]
+        if raised:
+            return raised[0]
+    return " ".join(line for line in lines if line.strip() and not line[0].isspace())
 
 
 def _one_line(text: str) -> str:

@@ -81,7 +81,7 @@ def ingest(spark, lake: Lake, cluster: str, log_dir: str, split_bytes: int) -> I
 def main(args) -> int:
     overrides = {"lake": args.lake} if args.lake else None
     config = load_config(args.conf, overrides)
-    spark = get_spark(config)
+    spark = get_spark(config, getattr(args, "master", None))
     lake = Lake.from_config(config, spark)
     res = ingest(spark, lake, args.cluster, args.log_dir, int(config["ingest"]["split_bytes"]))
     print(f"kraft-audit ingest: cluster {args.cluster!r} from {args.log_dir} into {lake.root}")

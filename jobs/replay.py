@@ -196,20 +196,21 @@ def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = Tru
 
 def main(args) -> int:
     config = load_config(args.conf, {"lake": args.lake} if args.lake else None)
-    spark = get_spark(config)
+    spark = get_spark(config, getattr(args, "master", None))
     lake = Lake.from_config(config, spark)
     if not lake.exists(RECORDS.name):
         print(f"kraft-audit replay: no {RECORDS.name} table in {lake.root}: run kraft-audit ingest first",
               file=sys.stderr)
         return 2
-    counts = replay(spark, lake, args.cluster, int(config["replay"]["buckets"]), bool(config["replay"]["invariants"]),
+    buckets = config["replay"]["buckets"] or S.default_buckets(spark)
+    counts = replay(spark, lake, args.cluster, int(buckets), bool(config["replay"]["invariants"]),
                     full=bool(getattr(args, "full", False)))
     if counts["mode"] == "up-to-date":
         print(f"kraft-audit replay: cluster {args.cluster!r} in {lake.root} is up to date "
               f"(replayed through offset {counts['last_offset']}); --full replays it all again")
         return 0
     print(f"kraft-audit replay: cluster {args.cluster!r} in {lake.root} ({counts['mode']} replay through offset "
-          f"{counts['last_offset']})")
+          f"{counts['last_offset']}, {buckets} buckets on {spark.sparkContext.master})")
     for name in SILVER:
         print(f"  {name:<26} {counts.get(name, 0):>10} rows")
     if counts.get(DIVERGENCES.name) or counts.get(f"{BREACHES.name}_error"):

@@ -42,6 +42,8 @@ _ENUMS: dict[str, tuple[str, ...]] = {
     "audit.leader_epoch_check": ("strict", "log"),
 }
 _POSITIVE = ("ingest.split_bytes", "spark.shuffle_partitions", "replay.buckets")
+# Integers whose default is null ("derived at run time"): null or an integer.
+_OPTIONAL_INTS = {"replay.buckets"}
 _NON_NEGATIVE = ("audit.long_window_ms", "audit.chunk_rows")
 # Paths: a str or an os.PathLike is accepted (callers pass pathlib paths as overrides).
 _PATHS = {"lake", "spark.warehouse_dir"}
@@ -156,6 +158,9 @@ def _validate(config: dict, defaults: dict, source_of) -> None:
             if not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
                 fail(key, f"must be a non-empty path, got {value!r}")
             _set(config, key, os.fspath(value))
+        elif key in _OPTIONAL_INTS:
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                fail(key, f"must be an integer or null, got {value!r} ({_type_name(value)})")
         elif not _same_type(value, default):
             fail(key, f"must be {_type_name(default)}, got {value!r} ({_type_name(value)})")
     for key, allowed in _ENUMS.items():
@@ -164,7 +169,7 @@ def _validate(config: dict, defaults: dict, source_of) -> None:
             if _get(config, k) not in allowed:
                 fail(k, f"must be one of {', '.join(allowed)}, got {_get(config, k)!r}")
     for key in _POSITIVE:
-        if _get(config, key) <= 0:
+        if _get(config, key) is not None and _get(config, key) <= 0:
             fail(key, f"must be a positive integer, got {_get(config, key)!r}")
     for key in _NON_NEGATIVE:
         if _get(config, key) < 0:
@@ -203,7 +208,7 @@ def _set(config: dict, dotted: str, value) -> None:
 
 
 def _same_type(value, default) -> bool:
-    if default is None:  # "unset" defaults take a string (none but warehouse_dir today)
+    if default is None:  # "unset" defaults take a string (spark.master, spark.warehouse_dir)
         return value is None or isinstance(value, str)
     if isinstance(default, bool) or isinstance(value, bool):  # bool is an int subclass: `split_bytes: yes`
         return isinstance(value, bool) and isinstance(default, bool)

@@ -19,7 +19,10 @@ Rules the delta-rs backend enforces, each learnt the hard way (stack-notes secti
   table at protocol 3/7 (``timestampNtz``), which older readers cannot open; new tables
   are checked to be at reader 1 / writer 2.
 * Spark frames are handed over through a staging parquet directory and streamed into
-  ``write_deltalake`` batch by batch, so the driver never holds the whole frame.
+  ``write_deltalake`` batch by batch, so the driver never holds the whole frame.  The
+  executors write the staging files and the driver reads them: before committing, the rows
+  the driver finds there must be the rows the Spark tasks reported writing (an executor that
+  cannot see the lake writes to its own disk, and the commit would silently lose its rows).
 """
 
 from __future__ import annotations
@@ -59,6 +62,18 @@ class SchemaMismatchError(ValueError):
 
 class ProtocolError(RuntimeError):
     """A table was (or would be) created with an unexpected Delta protocol."""
+
+
+class StagedOutputError(RuntimeError):
+    """The Spark tasks' staged output is not what the driver finds (missing, or another row count):
+    nothing is committed."""
+
+    def __init__(self, what: str, where: str):
+        super().__init__(what)
+        self.what, self.where = what, where
+
+    def __str__(self) -> str:
+        return f"{self.what} ({self.where})"
 
 
 class Lake:
@@ -273,16 +288,17 @@ class Lake:
         source = to_arrow_schema(df.schema, timezone="UTC")
         target, parts, is_new = self._plan(table, source, parts)
 
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
         staging = Path(self.root) / STAGING_DIR / uuid.uuid4().hex
         try:
-            df.write.parquet(str(staging))
-            if any(p.suffix == ".parquet" for p in staging.iterdir()):
-                dataset = pads.dataset(staging, format="parquet")  # skips _SUCCESS, .crc
-                batches: Iterable[pa.RecordBatch] = dataset.to_batches(
-                    batch_size=_STREAM_BATCH_ROWS, batch_readahead=2, fragment_readahead=1
-                )
-            else:
-                batches = ()
+            written = Observation()  # the rows the tasks wrote, counted by the tasks themselves
+            df.observe(written, F.count(F.lit(1)).alias("rows")).write.parquet(str(staging))
+            dataset = _staged(table, staging, int(written.get["rows"]))
+            batches: Iterable[pa.RecordBatch] = () if dataset is None else dataset.to_batches(
+                batch_size=_STREAM_BATCH_ROWS, batch_readahead=2, fragment_readahead=1
+            )
             return self._commit(table, target, parts, is_new, batches, mode, predicate)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
@@ -361,6 +377,23 @@ class Lake:
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def _staged(table: str, staging: Path, reported: int) -> pads.Dataset | None:
+    """The staged parquet files the driver sees (None: no file), checked against the ``reported`` rows
+    the tasks wrote; StagedOutputError when the folder is missing or holds another number of rows."""
+    hint = ("the executors wrote where the driver cannot read: the lake must be on storage the driver "
+            "and every executor share (a shared file system or an object store)")
+    if not staging.is_dir():
+        raise StagedOutputError(f"table {table}: the Spark tasks wrote {reported} rows but their staged output is "
+                                f"missing on the driver; {hint}", str(staging))
+    files = sorted(p for p in staging.iterdir() if p.suffix == ".parquet" and not p.name.startswith((".", "_")))
+    dataset = pads.dataset(files, format="parquet") if files else None
+    seen = dataset.count_rows() if dataset is not None else 0  # parquet footers only
+    if seen != reported:
+        raise StagedOutputError(f"table {table}: the Spark tasks wrote {reported} rows but the driver finds {seen} "
+                                f"in their staged output; {hint}", str(staging))
+    return dataset
 
 
 def _normalize_root(root: str | Path) -> tuple[str, bool]:

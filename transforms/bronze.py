@@ -6,6 +6,9 @@ splits name; no session creation.
 """
 from __future__ import annotations
 
+import os
+import socket
+
 import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -51,6 +54,9 @@ def _decode_partition(batches):
 
     for split in batches:
         for row in split.to_pylist():
+            if not os.path.isfile(row["path"]):  # the driver listed it: this executor does not see it
+                raise FileNotFoundError(f"{row['path']}: not found by the executor on {socket.gethostname()}: "
+                                        "the log directory must be at the same path on the driver and every executor")
             for chunk in iter_chunks(row["path"], row["source_file"], row["start"], row["end"],
                                      first_offset=row["first_offset"]):
                 if len(chunk):

@@ -94,6 +94,17 @@ LIST_COLUMNS = {"replicas": pa.int32(), "isr": pa.int32(), "removing_replicas": 
                 "last_known_elr": pa.int32(), "directories": pa.string()}
 
 
+BUCKETS_PER_CORE = 4
+
+
+def default_buckets(spark) -> int:
+    """The bucket count when the config leaves ``replay.buckets`` unset: four per core of the cluster --
+    Spark's default parallelism (``spark.default.parallelism`` when set, else the cores of the executors
+    registered when the session started) -- so every core stays busy and a slow bucket is a quarter of a
+    core's share, not all of it."""
+    return BUCKETS_PER_CORE * max(1, int(spark.sparkContext.defaultParallelism))
+
+
 def bucketize(rows: DataFrame, buckets: int) -> DataFrame:
     """Partition records to the bucket of their partition; cluster-level records to every bucket.
 

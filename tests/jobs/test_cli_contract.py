@@ -232,3 +232,34 @@ def test_ingest_and_replay_refuse_bad_input_before_spark_starts(argv, names, inp
                          text=True, timeout=120)
     assert (res.returncode, res.stdout) == (2, "[]"), res.stderr
     _assert_one_line(argv[0], res.stderr, _fill(names, inputs))
+
+
+def test_an_error_in_a_spark_task_is_one_line_naming_what_the_task_raised(monkeypatch, capsys):
+    """A Spark task's failure arrives as a PythonException carrying the worker's traceback (or a JVM error
+    with its frames): the line says what was raised, not the frames."""
+    from jobs import verify
+
+    class PythonException(Exception):  # pyspark's needs a JVM to be built; the line needs its name and text
+        pass
+
+    worker = ("An exception was thrown from the Python worker. Please see the stack trace below.\n"
+              "Traceback (most recent call last):\n  File \"/x/pyspark/worker.py\", line 3602, in main\n"
+              "    func = read_udfs(\n           ^^^^^^^^^\n"
+              "FileNotFoundError: /shared/log/0.log: not found by the executor on w1: the log directory must be at "
+              "the same path on the driver and every executor\n\nJVM stacktrace:\n"
+              "org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
+              "\tat org.apache.spark.api.python.BasePythonRunner.handlePythonException(PythonRunner.scala:1)\n")
+
+    def broken(*args, **kwargs):
+        raise PythonException(worker)
+
+    monkeypatch.setattr(verify, "run", broken)
+    assert cli.main(["verify", "--log-dir", str(LOG)]) == 2
+    _assert_one_line("verify", capsys.readouterr().err,
+                     "internal error: PythonException: FileNotFoundError: /shared/log/0.log: not found by the executor "
+                     "on w1: the log directory must be at the same path on the driver and every executor (run with")
+    from jobs.common import _raised
+
+    assert _raised("An error occurred while calling o12.parquet.\n: org.apache.spark.SparkException: Job aborted.\n"
+                   "\tat org.apache.spark.Foo(Foo.scala:1)\n\t... 3 more\n") == (
+        "An error occurred while calling o12.parquet. : org.apache.spark.SparkException: Job aborted.")

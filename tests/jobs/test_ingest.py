@@ -141,3 +141,18 @@ def test_bad_input_is_quarantined_and_good_records_survive(spark, lake, tmp_path
     n = lake.read(RECORDS_TABLE).where(F.col("source_file") == "__cluster_metadata-0/00000000000000000000.log").count()
     assert 3088 - 3 <= n < 3088
     assert lake.read(RECORDS_TABLE).where(F.col("source_file") == "bootstrap.checkpoint").count() == 3
+
+
+def test_a_log_file_an_executor_cannot_see_is_named_not_quarantined(tmp_path):
+    """The driver plans the splits from the files it sees; an executor that does not see one (the log
+    directory is not shared) fails the task naming the path, instead of decoding nothing."""
+    import pyarrow as pa
+
+    from transforms.bronze import _decode_partition
+
+    split = pa.RecordBatch.from_pylist([{"path": str(tmp_path / "gone.log"), "source_file": "gone.log",
+                                         "source_kind": "segment", "start": 0, "end": 10, "cluster": "c",
+                                         "first_offset": 0}])
+    with pytest.raises(FileNotFoundError, match="gone.log: not found by the executor on .*: the log directory "
+                                                "must be at the same path on the driver and every executor"):
+        list(_decode_partition([split]))

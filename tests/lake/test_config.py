@@ -32,7 +32,7 @@ def test_the_shipped_defaults_pass_their_own_validation():
     ("audit:\n  chunk_rows: -10\n", "audit.chunk_rows", "must be >= 0"),
     # the type of each value is the type of its default
     ("ingest:\n  split_bytes: yes\n", "ingest.split_bytes", "must be an integer, got True (a boolean)"),
-    ("replay:\n  buckets: 8.5\n", "replay.buckets", "must be an integer, got 8.5"),
+    ("replay:\n  buckets: 8.5\n", "replay.buckets", "must be an integer or null, got 8.5"),
     ("replay:\n  invariants: 1\n", "replay.invariants", "must be a boolean, got 1"),
     ("spark:\n  driver_memory: 2048\n", "spark.driver_memory", "must be a string, got 2048"),
     ("audit:\n  long_window_ms: 10m\n", "audit.long_window_ms", "must be an integer, got '10m'"),
