@@ -25,6 +25,9 @@ def add_arguments(p) -> None:
     p.add_argument("--limit", type=int, default=20,
                    help="findings (and leaderless partitions) listed in the summary (default 20)")
     p.add_argument("--all", action="store_true", help="list every finding and candidate (--json)")
+    p.add_argument("--fail-on-new", action="store_true",
+                   help="exit 1 only for findings at or above --fail-on that the previous audit of the end of the "
+                        "log (recorded in the lake) did not have: a scheduled audit pages on news only")
 
 
 def run(args, out=None, err=None) -> int:
@@ -38,14 +41,59 @@ def run(args, out=None, err=None) -> int:
     tables, end_offset, end_time, info, lake = gold.load_sources(
         config, args.cluster, args.log_dir, args.log_info, warn=lambda m: print(f"{PROG}: {m}", file=err))
     at = at_offset_of(args, tables)
+    at_end = args.at_offset is None and args.at_time is None
+    if args.fail_on_new and (lake is None or not at_end):
+        raise CannotRun("compares with the previous audit of the end of the log, recorded in the lake: needs "
+                        "--cluster and no --at-offset / --at-time", "--fail-on-new")
     fail_on = args.fail_on or config["audit"]["fail_on"]
     result = audit(tables, config, end_offset, end_time, at_offset=at, log_info=info, strategy=args.strategy)
+    news = None
     if lake is not None:
-        gold.write_gold(lake, args.cluster, result)
+        run = gold.AuditRun(args.cluster, result.at_offset, result.at_time, end_offset, at_end, fail_on, result.strategy,
+                            json.dumps({"audit": config["audit"], "log_info": sorted(set(
+                                info.column("source_file").to_pylist())) if info.num_rows else []},
+                                default=str, sort_keys=True))
+        previous = gold.previous_run(lake, args.cluster)
+        seen = gold.run_findings(lake, args.cluster, previous["run_id"]) if previous else set()
+        news = (previous, gold.new_since(result.violations, seen), run.run_id)
+        gold.write_gold(lake, run, result, previous, news[1].num_rows)
     name = args.cluster or args.log_dir
     if args.json:
         doc = summary_json(result, name, fail_on, None if args.all else args.limit)
+        if news is not None:
+            doc.update(_news_json(news, args.limit if not args.all else None))
         out.write(json.dumps(doc, default=str, indent=2) + "\n")
     else:
         out.write(summary_text(result, name, fail_on, args.limit))
+        if news is not None:
+            out.write(_news_text(news, args.limit))
+    if args.fail_on_new:
+        return 1 if _fails(news[1], fail_on) else 0
     return 1 if result.fails(fail_on) else 0
+
+
+def _fails(violations, fail_on: str) -> bool:
+    from audit.run import RANK
+
+    return any(RANK[s] <= RANK[fail_on] for s in violations.column("severity").to_pylist())
+
+
+def _news_json(news, limit) -> dict:
+    previous, new, run_id = news
+    rows = new.slice(0, limit) if limit is not None else new
+    return {"runId": run_id, "previousRunId": previous["run_id"] if previous else None,
+            "newFindingsTotal": new.num_rows,
+            "newFindings": [{k: r[k] for k in ("severity", "code", "topic", "partition", "first_offset",
+                                               "explanation")} for r in rows.to_pylist()]}
+
+
+def _news_text(news, limit: int) -> str:
+    previous, new, run_id = news
+    since = (f"the previous audit of the end of the log (run {previous['run_id']}, offset {previous['at_offset']})"
+             if previous else "no previous audit of the end of the log")
+    lines = ["", f"Run {run_id}; new since {since}: {new.num_rows} findings"]
+    for r in new.slice(0, limit).to_pylist():
+        lines.append(f"  [{r['severity']}] {r['code']} @{r['first_offset']}: {r['explanation']}")
+    if new.num_rows > limit:
+        lines.append(f"  ... {new.num_rows - limit} more: --json --all, or the violations table of this run")
+    return "\n".join(lines) + "\n"

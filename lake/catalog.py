@@ -117,16 +117,20 @@ def _breaches() -> pa.Schema:
     return _with_cluster(local.BREACH_SCHEMA)
 
 
+RUN_ID = "run_id"  # the audit run a gold row belongs to (audit_runs)
+
+
 def _violations() -> pa.Schema:
     from audit import violations
 
-    return violations.VIOLATION_SCHEMA  # has its cluster column
+    return violations.VIOLATION_SCHEMA.append(pa.field(RUN_ID, pa.string()))  # has its cluster column
 
 
 def _candidates() -> pa.Schema:
     from audit import recovery
 
-    return _with_cluster(recovery.CANDIDATE_SCHEMA.append(pa.field("at_offset", pa.int64())))
+    return _with_cluster(recovery.CANDIDATE_SCHEMA.append(pa.field("at_offset", pa.int64()))
+                         .append(pa.field(RUN_ID, pa.string())))
 
 
 # ------------------------------------------------------------------------- schemas declared here
@@ -134,6 +138,15 @@ DIVERGENCE_SCHEMA = pa.schema([
     ("offset", pa.int64()), ("topic", pa.string()), ("partition", pa.int32()), ("rule", pa.string()),
     ("severity", pa.string()), ("field", pa.string()), ("recorded", pa.string()), ("expected", pa.string()),
     ("trigger", pa.string()), (CLUSTER, pa.string()),
+])
+AUDIT_RUN_SCHEMA = pa.schema([
+    (RUN_ID, pa.string()), ("audited_at", pa.timestamp("us", tz="UTC")), ("at_offset", pa.int64()),
+    ("at_time", pa.timestamp("us", tz="UTC")), ("end_offset", pa.int64()),
+    ("at_end", pa.bool_()),  # the run audited the end of the replayed log (a scheduled audit), not a past point
+    ("fail_on", pa.string()), ("strategy", pa.string()), ("config", pa.string()),  # the audit config, JSON
+    ("findings", pa.int64()), ("worst_severity", pa.string()),
+    ("previous_run_id", pa.string()), ("new_findings", pa.int64()),  # vs the latest end-of-log run before it
+    (CLUSTER, pa.string()),
 ])
 CHECKPOINT_SCHEMA = pa.schema([
     (CLUSTER, pa.string()), ("replayed_at", TS), ("mode", pa.string()),
@@ -183,11 +196,14 @@ REPLAY_CHECKPOINTS = Table(
     "replay_checkpoints", SILVER, (CLUSTER, "replayed_at"),
     "replay run: mode, start offset and snapshot, last offset replayed", lambda: CHECKPOINT_SCHEMA)
 VIOLATIONS = Table(
-    "violations", GOLD, (CLUSTER, "code", "topic_id", "partition", "first_offset"),
-    "durability finding with its window, brokers, evidence and explanation", _violations)
+    "violations", GOLD, (CLUSTER, RUN_ID, "code", "topic_id", "partition", "first_offset"),
+    "durability finding of one audit run with its window, brokers, evidence and explanation", _violations)
 RECOVERY_CANDIDATES = Table(
-    "recovery_candidates", GOLD, (CLUSTER, "topic_id", "partition", "broker"),
-    "replica of a leaderless partition at the audited offset, ranked for recovery", _candidates)
+    "recovery_candidates", GOLD, (CLUSTER, RUN_ID, "topic_id", "partition", "broker"),
+    "replica of a leaderless partition at the audited offset of one audit run, ranked for recovery", _candidates)
+AUDIT_RUNS = Table(
+    "audit_runs", GOLD, (CLUSTER, RUN_ID),
+    "audit run: the point audited, its config, what it found and how much of it was new", lambda: AUDIT_RUN_SCHEMA)
 DATA_QUALITY = Table(
     "data_quality", GOLD, (CLUSTER, "table", "expectation", "kwargs"),
     "Great Expectations expectation result", lambda: QUALITY_SCHEMA)
@@ -195,7 +211,7 @@ DATA_QUALITY = Table(
 TABLES: tuple[Table, ...] = (
     METADATA_RECORDS, QUARANTINE, REPLICA_LOG_INFO, REPLICA_LOG_INFO_QUARANTINE,
     PARTITION_STATE_HISTORY, PARTITION_STATE, BROKER_STATE_HISTORY, TOPIC_CONFIG_HISTORY, DIVERGENCES,
-    INVARIANT_BREACHES, REPLAY_CHECKPOINTS, VIOLATIONS, RECOVERY_CANDIDATES, DATA_QUALITY,
+    INVARIANT_BREACHES, REPLAY_CHECKPOINTS, VIOLATIONS, RECOVERY_CANDIDATES, AUDIT_RUNS, DATA_QUALITY,
 )
 BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
 

@@ -7,6 +7,10 @@ tables are written the same way.  The same audit runs on a log directory (``--lo
 """
 from __future__ import annotations
 
+import datetime as dt
+import hashlib
+import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -117,14 +121,78 @@ def log_info_from_lake(lake, cluster: str) -> pa.Table:
     return t.select(loginfo.LOG_INFO_SCHEMA.names).cast(loginfo.LOG_INFO_SCHEMA)
 
 
-def write_gold(lake, cluster: str, result) -> None:
-    """``violations`` and ``recovery_candidates`` of one cluster, replaced as a whole (idempotent)."""
+# ------------------------------------------------------------------------------------------ audit runs
+FINDING_KEY = ("code", "topic_id", "partition", "first_offset")  # the same finding in two runs
+
+
+@dataclass(frozen=True)
+class AuditRun:
+    """One audit of one cluster: what it audited and with which settings.  The id is derived from them, so
+    auditing the same point with the same settings again replaces that run (re-runs are idempotent)."""
+
+    cluster: str
+    at_offset: int
+    at_time: object
+    end_offset: int
+    at_end: bool  # the end of the replayed log (a scheduled audit), not a past point
+    fail_on: str
+    strategy: str
+    config: str  # the audit section of the config and the log info inputs, JSON
+
+    @property
+    def run_id(self) -> str:
+        text = json.dumps([self.cluster, self.at_offset, self.end_offset, self.at_end, self.fail_on, self.strategy,
+                           self.config])
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _runs(lake, cluster: str) -> pa.Table:
+    if not lake.exists(catalog.AUDIT_RUNS.name):
+        return catalog.AUDIT_RUN_SCHEMA.empty_table()
+    return lake.read_arrow(catalog.AUDIT_RUNS.name, filters=[("cluster", "=", cluster)])
+
+
+def previous_run(lake, cluster: str) -> dict | None:
+    """The latest recorded audit of the end of the log (what "new since the last audit" compares with)."""
+    runs = _runs(lake, cluster)
+    runs = runs.filter(pc.fill_null(runs.column("at_end"), False))
+    if not runs.num_rows:
+        return None
+    return runs.sort_by([("audited_at", "descending")]).slice(0, 1).to_pylist()[0]
+
+
+def run_findings(lake, cluster: str, run_id: str) -> set[tuple]:
+    """The finding keys (:data:`FINDING_KEY`) of one recorded run."""
+    t = lake.read_arrow(catalog.VIOLATIONS.name, columns=list(FINDING_KEY),
+                        filters=[("cluster", "=", cluster), (catalog.RUN_ID, "=", run_id)])
+    return set(zip(*(t.column(c).to_pylist() for c in FINDING_KEY)))
+
+
+def new_since(violations: pa.Table, seen: set[tuple]) -> pa.Table:
+    """The rows of ``violations`` whose finding is not in ``seen``."""
+    keys = zip(*(violations.column(c).to_pylist() for c in FINDING_KEY))
+    return violations.filter(pa.array([k not in seen for k in keys], pa.bool_()))
+
+
+def write_gold(lake, run: AuditRun, result, previous: dict | None, new_findings: int) -> None:
+    """The run's ``violations`` and ``recovery_candidates`` and its ``audit_runs`` row.  Every run is kept; a
+    run with the same id (same point, same settings) is replaced."""
+    cluster, run_id = run.cluster, run.run_id
+    where = {"cluster": cluster, catalog.RUN_ID: run_id}
     v = result.violations
-    v = v.set_column(v.schema.get_field_index("cluster"), "cluster", pa.array([cluster] * v.num_rows, pa.string()))
-    lake.overwrite_arrow(catalog.VIOLATIONS.name, v, partition_by=catalog.VIOLATIONS.partition_by,
-                         where={"cluster": cluster})
+    v = (v.set_column(v.schema.get_field_index("cluster"), "cluster", pa.array([cluster] * v.num_rows, pa.string()))
+         .append_column(catalog.RUN_ID, pa.array([run_id] * v.num_rows, pa.string())))
+    lake.overwrite_arrow(catalog.VIOLATIONS.name, v, partition_by=catalog.VIOLATIONS.partition_by, where=where)
     c = result.candidates
     c = (c.append_column("at_offset", pa.array([result.at_offset] * c.num_rows, pa.int64()))
-         .append_column("cluster", pa.array([cluster] * c.num_rows, pa.string())))
+         .append_column("cluster", pa.array([cluster] * c.num_rows, pa.string()))
+         .append_column(catalog.RUN_ID, pa.array([run_id] * c.num_rows, pa.string())))
     lake.overwrite_arrow(catalog.RECOVERY_CANDIDATES.name, c, partition_by=catalog.RECOVERY_CANDIDATES.partition_by,
-                         where={"cluster": cluster})
+                         where=where)
+    row = {catalog.RUN_ID: run_id, "audited_at": dt.datetime.now(dt.timezone.utc), "at_offset": run.at_offset,
+           "at_time": run.at_time, "end_offset": run.end_offset, "at_end": run.at_end, "fail_on": run.fail_on,
+           "strategy": run.strategy, "config": run.config, "findings": result.violations.num_rows,
+           "worst_severity": result.worst(), "previous_run_id": previous[catalog.RUN_ID] if previous else None,
+           "new_findings": new_findings, "cluster": cluster}
+    lake.overwrite_arrow(catalog.AUDIT_RUNS.name, pa.Table.from_pylist([row], schema=catalog.AUDIT_RUN_SCHEMA),
+                         partition_by=catalog.AUDIT_RUNS.partition_by, where=where)

@@ -102,14 +102,17 @@ def test_audit_from_the_lake_equals_the_audit_of_the_log_directory(silver, capsy
         assert code == code2
         assert from_lake["counts"] == from_log["counts"] and from_lake["counts"]
         assert from_lake["findings"] == from_log["findings"]
-        gold = _rows(lake, catalog.VIOLATIONS.name, cluster)  # the gold table holds exactly the findings
+        # the gold table holds exactly the findings, under the run id the audit printed
+        gold = [r for r in _rows(lake, catalog.VIOLATIONS.name, cluster) if r.run_id == from_lake["runId"]]
         assert sorted((r.code, r.first_offset, r.partition) for r in gold) == sorted(
             (f["code"], f["first_offset"], f["partition"]) for f in from_log["findings"])
-    # re-running replaces the cluster's gold rows
+    # re-running the same audit replaces its run: no row and no run more
     n = len(_rows(lake, catalog.VIOLATIONS.name, "induswargods"))
+    runs = len(_rows(lake, catalog.AUDIT_RUNS.name, "induswargods"))
     cli.main(["audit", "--cluster", "induswargods", "--lake", str(lake.root)])
     capsys.readouterr()
     assert len(_rows(lake, catalog.VIOLATIONS.name, "induswargods")) == n
+    assert len(_rows(lake, catalog.AUDIT_RUNS.name, "induswargods")) == runs
 
 
 def test_quality_checks_pass_on_real_replays_and_catch_a_broken_table(silver, capsys, tmp_path):

@@ -146,6 +146,68 @@ def test_the_pipeline_through_the_lake(spark, scenarios, tmp_path, capsys):
     assert lake_t3["atTime"] == log_t3["atTime"]
 
 
+def _first_batches(path, fraction: float) -> bytes:
+    """The batches of a segment that start before ``fraction`` of it: the log as it was earlier."""
+    from controller_core.codec.batch import iter_batches_scalar
+
+    buf = path.read_bytes()
+    cut = 0
+    for h, _ in iter_batches_scalar(buf):
+        if h.position > len(buf) * fraction:
+            break
+        cut = h.position + h.size
+    return buf[:cut]
+
+
+def test_a_scheduled_audit_pages_only_on_news(spark, scenarios, tmp_path, capsys):
+    """audit, the log grows with a new incident, audit --fail-on-new: exit 1 listing only what is new; the same
+    audit again: nothing new, exit 0.  Every run is kept; an --at-offset audit never becomes the latest."""
+    import shutil
+
+    from lake import catalog, gold
+    from lake.delta import Lake
+
+    src = scenarios["unclean-election"]
+    data = tmp_path / "data"
+    meta = data / "__cluster_metadata-0"
+    meta.mkdir(parents=True)
+    shutil.copy(src / "bootstrap.checkpoint", data)
+    [seg] = sorted((src / "__cluster_metadata-0").glob("*.log"))
+    (meta / seg.name).write_bytes(_first_batches(seg, 0.3))
+    lake = str(tmp_path / "lake")
+    base = ["--cluster", "ue", "--lake", lake]
+
+    def refresh():
+        assert cli.main(["ingest", "--cluster", "ue", "--log-dir", str(data), "--lake", lake]) == 0
+        assert cli.main(["replay", *base]) == 0
+        capsys.readouterr()
+
+    def audit(*extra):
+        code = cli.main(["audit", *base, "--json", "--all", "--fail-on", "INFO", *extra])
+        return code, json.loads(capsys.readouterr().out)
+
+    refresh()
+    _, first = audit()
+    assert first["previousRunId"] is None and first["newFindingsTotal"] == first["findingsTotal"]
+    _, past = audit("--at-offset", "10")  # a past point: recorded, never the one news are measured against
+    shutil.copy(seg, meta / seg.name)  # the log grew
+    refresh()
+    code, second = audit("--fail-on-new")
+    old = {(f["code"], f["topic_id"], f["partition"], f["first_offset"]) for f in first["findings"]}
+    new = [f for f in second["findings"] if (f["code"], f["topic_id"], f["partition"], f["first_offset"]) not in old]
+    assert new and code == 1
+    assert second["previousRunId"] == first["runId"] != past["runId"]
+    assert second["newFindingsTotal"] == len(new)
+    assert sorted((f["code"], f["first_offset"]) for f in second["newFindings"]) == sorted(
+        (f["code"], f["first_offset"]) for f in new)
+    code, third = audit("--fail-on-new")
+    assert code == 0 and third["newFindingsTotal"] == 0 and third["runId"] == second["runId"]
+    runs = Lake(lake, None, backend="delta-rs").read_arrow(catalog.AUDIT_RUNS.name)
+    assert sorted(runs.column("run_id").to_pylist()) == sorted({first["runId"], past["runId"], second["runId"]})
+    assert gold.previous_run(Lake(lake, None, backend="delta-rs"), "ue")["run_id"] == second["runId"]
+    assert cli.main(["audit", "--log-dir", str(data), "--fail-on-new"]) == 2  # nothing recorded to compare with
+
+
 def test_audit_in_topic_chunks_equals_one_pass(scenarios):
     """audit.chunk_rows splits a big cluster's history by topic: the findings must not change."""
     from audit.run import audit

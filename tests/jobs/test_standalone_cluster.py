@@ -39,7 +39,7 @@ SCENARIO = ROOT / "data" / "last-replica-standing-elr-off"  # simulator output, 
 CLUSTER = "lrs"
 RECORDS = catalog.METADATA_RECORDS
 # columns that say when a run happened, not what it found
-RUN_COLUMNS = {"replayed_at", "checked_at"}
+RUN_COLUMNS = {"replayed_at", "checked_at", "audited_at"}
 JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
