@@ -208,6 +208,14 @@ class Lake:
         return self._commit(table, target, parts, is_new, data.to_batches(), "overwrite",
                             None if is_new else predicate)
 
+    def replace_schema(self, table: str, data: pa.Table) -> int:
+        """Rewrite a whole table with ``data`` under ``data``'s schema (a catalog change to an existing table:
+        new columns).  Keeps the table's partitioning."""
+        path = self.path(table)
+        parts = list(DeltaTable(path).metadata().partition_columns)
+        write_deltalake(path, data, mode="overwrite", schema_mode="overwrite", partition_by=parts or None)
+        return DeltaTable(path).version()
+
     def merge_update(self, table: str, source: DataFrame, on: Sequence[str], columns: Sequence[str],
                      where: dict[str, str], condition: str | None = None) -> int:
         """Set ``columns`` of the target rows matching a ``source`` row on ``on`` (within the

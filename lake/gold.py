@@ -174,11 +174,27 @@ def new_since(violations: pa.Table, seen: set[tuple]) -> pa.Table:
     return violations.filter(pa.array([k not in seen for k in keys], pa.bool_()))
 
 
+LEGACY_RUN = "before-audit-runs"  # the run id given to gold rows written before runs were recorded
+
+
+def _add_run_ids(lake, table) -> None:
+    """A gold table written before audit runs existed gets its run_id column (rows: LEGACY_RUN)."""
+    if not lake.exists(table.name):
+        return
+    old = lake.read_arrow(table.name)
+    if catalog.RUN_ID in old.column_names:
+        return
+    old = old.append_column(catalog.RUN_ID, pa.array([LEGACY_RUN] * old.num_rows, pa.string()))
+    lake.replace_schema(table.name, old.select(table.schema.names).cast(table.schema))
+
+
 def write_gold(lake, run: AuditRun, result, previous: dict | None, new_findings: int) -> None:
     """The run's ``violations`` and ``recovery_candidates`` and its ``audit_runs`` row.  Every run is kept; a
     run with the same id (same point, same settings) is replaced."""
     cluster, run_id = run.cluster, run.run_id
     where = {"cluster": cluster, catalog.RUN_ID: run_id}
+    for table in (catalog.VIOLATIONS, catalog.RECOVERY_CANDIDATES):
+        _add_run_ids(lake, table)
     v = result.violations
     v = (v.set_column(v.schema.get_field_index("cluster"), "cluster", pa.array([cluster] * v.num_rows, pa.string()))
          .append_column(catalog.RUN_ID, pa.array([run_id] * v.num_rows, pa.string())))
