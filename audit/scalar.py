@@ -12,6 +12,7 @@ import datetime as dt
 import pyarrow as pa
 
 from audit.frames import as_millis
+from audit.gaps import Gaps, excluded_ms_one, metadata_gaps
 from controller_core import codes as C
 from controller_core.codes import AT_MIN_ISR, LAST_REPLICA_STANDING, OFFLINE, OFFLINE_NO_CANDIDATE, UNDER_MIN_ISR
 from lake import catalog
@@ -48,7 +49,8 @@ def violations_scalar(tables: dict[str, pa.Table], config: dict, end_offset: int
     """The window findings as dicts: code, severity, topic_id, partition, first_offset, last_offset, open,
     duration_ms, brokers (the broker of LAST_REPLICA_STANDING; empty for the other codes)."""
     severities = {**C.default_severities(C.FINDING), **config["audit"]["severities"]}
-    windows = _Windows(severities, int(config["audit"].get("long_window_ms") or 0), as_millis(end_time))
+    gaps = metadata_gaps(tables.get("record_times"), int(config["audit"].get("metadata_gap_ms") or 0))
+    windows = _Windows(severities, int(config["audit"].get("long_window_ms") or 0), as_millis(end_time), gaps)
     settings = _topic_settings(tables[catalog.TOPIC_CONFIG_HISTORY.name])
     current = None
     for row in _history_rows(tables):
@@ -107,8 +109,8 @@ def _conditions(row: dict, m: int, elr_on: bool, lrs_open: bool) -> dict[str, bo
 class _Windows:
     """The windows open on the current partition (code -> window being built) and the finished ones."""
 
-    def __init__(self, severities: dict[str, str], long_ms: int, end_ms: int | None):
-        self.severities, self.long_ms, self.end_ms = severities, long_ms, end_ms
+    def __init__(self, severities: dict[str, str], long_ms: int, end_ms: int | None, gaps: Gaps):
+        self.severities, self.long_ms, self.end_ms, self.gaps = severities, long_ms, end_ms, gaps
         self.open: dict[str, dict] = {}
         self.found: list[dict] = []
 
@@ -134,7 +136,9 @@ class _Windows:
             w["last_offset"], w["open"] = row["offset"], False
             end = _ms(row["valid_from_timestamp"])
         start = w.pop("start_ms")
-        w["duration_ms"] = end - start if start is not None and end is not None else None
+        # time no controller wrote the log is not part of the window (audit/gaps.py)
+        w["duration_ms"] = (end - start - excluded_ms_one(self.gaps, start, end)
+                            if start is not None and end is not None else None)
         w["severity"] = self._severity(code, w["duration_ms"])
         self.found.append(w)
 

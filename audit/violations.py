@@ -29,9 +29,10 @@ import numpy as np
 import pyarrow as pa
 
 from audit import frames as F
+from audit.gaps import Gaps, excluded_ms, metadata_gaps
 from controller_core import codes as C
 from controller_core.codes import (
-    AT_MIN_ISR, DATA_LOSS_LIKELY, ELR_MEMBER_FENCED_LEADER, LAST_REPLICA_STANDING, MIN_ISR_ABOVE_RF,
+    AT_MIN_ISR, DATA_LOSS_LIKELY, ELR_MEMBER_FENCED_LEADER, LAST_REPLICA_STANDING, METADATA_GAP, MIN_ISR_ABOVE_RF,
     MIN_ISR_CHANGE_CLEARED_ELR, OFFLINE, OFFLINE_NO_CANDIDATE, UNCLEAN_CONFIG, UNCLEAN_ELECTION, UNDER_MIN_ISR,
 )
 from controller_core.brokers import active_rows
@@ -89,6 +90,7 @@ class Context:
     long_ms: int
     end_offset: int
     end_ms: int | None
+    gaps: Gaps  # stretches of the log no controller wrote (audit/gaps.py)
 
 
 def _context(tables: dict[str, pa.Table], config: dict, end_offset: int, end_time) -> Context:
@@ -134,7 +136,8 @@ def _context(tables: dict[str, pa.Table], config: dict, end_offset: int, end_tim
                    # the registry's defaults under the config's: a config lacking a code still grades it
                    severities={**C.default_severities(C.FINDING), **audit["severities"]},
                    long_ms=int(audit.get("long_window_ms") or 0), end_offset=int(end_offset),
-                   end_ms=F.as_millis(end_time))
+                   end_ms=F.as_millis(end_time),
+                   gaps=metadata_gaps(tables.get("record_times"), int(audit.get("metadata_gap_ms") or 0)))
 
 
 # ------------------------------------------------------------------------------------------ evidence
@@ -219,12 +222,24 @@ def _window_times(ctx: Context, starts: np.ndarray, close: np.ndarray, code_long
     end = np.where(is_open, ctx.end_ms if ctx.end_ms is not None else 0, last_ms)
     end_ok = np.where(is_open, ctx.end_ms is not None, last_ok)
     dur_ok = first_ok & end_ok
-    duration = np.where(dur_ok, end - first_ms, 0)
+    # the log cannot say what happened while no controller wrote it: that time is not part of the window
+    excluded = np.where(dur_ok, excluded_ms(ctx.gaps, first_ms, end), 0)
+    duration = np.where(dur_ok, end - first_ms - excluded, 0)
     sev = np.full(len(starts), base, dtype=object)
     if code_long and ctx.long_ms > 0:
         sev[dur_ok & (duration >= ctx.long_ms)] = ERROR
     return dict(first_offset=h.offset[starts], last_offset=(h.offset[c], ~is_open), first_time=(first_ms, first_ok),
-                last_time=(last_ms, last_ok), duration_ms=(duration, dur_ok), open=is_open, severity=sev.tolist())
+                last_time=(last_ms, last_ok), duration_ms=(duration, dur_ok), open=is_open, severity=sev.tolist(),
+                excluded_ms=excluded)  # not a column: for the explanation
+
+
+def _dur_of(cols: dict, k: int) -> str:
+    """Window k's duration as text, saying how much metadata-gap time it leaves out."""
+    if not cols["duration_ms"][1][k]:
+        return _dur(None)
+    text = _dur(int(cols["duration_ms"][0][k]))
+    gap = int(cols["excluded_ms"][k])
+    return text + (f", not counting {_dur(gap)} in which no controller wrote the log" if gap else "")
 
 
 # ------------------------------------------------------------------------------- partition windows
@@ -277,9 +292,8 @@ def partition_windows(ctx: Context) -> list[pa.Table]:
         brokers, texts = [], []
         for k, s in enumerate(starts.tolist()):
             last = int(h.offset[close[k]]) if close[k] >= 0 else None
-            dur = int(cols["duration_ms"][0][k]) if cols["duration_ms"][1][k] else None
             b, text = _window_text(code, _tp(ctx, int(h.topic[s]), int(h.partition[s])), after[k], before[k],
-                                   int(ctx.m[s]), int(h.offset[s]), last, _dur(dur))
+                                   int(ctx.m[s]), int(h.offset[s]), last, _dur_of(cols, k))
             brokers.append(b)
             texts.append(text)
         out.append(_table(len(starts), code=code, topic=[ctx.names[t] for t in h.topic[starts]],
@@ -321,10 +335,9 @@ def last_replica(ctx: Context) -> list[pa.Table]:
     for k, s in enumerate(starts.tolist()):
         x = int(h.isr[s, 0])
         last = int(h.offset[close[k]]) if close[k] >= 0 else None
-        dur = int(cols["duration_ms"][0][k]) if cols["duration_ms"][1][k] else None
         until = f"until offset {last}" if last is not None else "and still at the end of the log"
         texts.append(f"{_tp(ctx, int(h.topic[s]), int(h.partition[s]))}: ISR shrank to its leader alone [{x}] at "
-                     f"offset {h.offset[s]} with effective min ISR {ctx.m[s]} and ELR off, {until} ({_dur(dur)}): "
+                     f"offset {h.offset[s]} with effective min ISR {ctx.m[s]} and ELR off, {until} ({_dur_of(cols, k)}): "
                      f"an unclean shutdown of broker {x} now loses committed data (KIP-966 last replica standing).")
         brokers.append([x])
     out = [_table(len(starts), code=code, topic=[ctx.names[t] for t in h.topic[starts]],
@@ -641,8 +654,28 @@ def breaches(ctx: Context) -> list[pa.Table]:
 
 
 # ---------------------------------------------------------------------------------------------- main
+def metadata_gap_findings(ctx: Context) -> list[pa.Table]:
+    """One METADATA_GAP per stretch of the log no controller wrote."""
+    g = ctx.gaps
+    n = len(g)
+    if not n:
+        return []
+    dur = g.end_ms - g.start_ms
+    texts = [f"no metadata record for {_dur(int(d))} between offset {a} and offset {b}: no active controller wrote "
+             f"the log (the cluster was stopped or had no quorum); what happened meanwhile is unknown, and the "
+             f"partition windows across it leave this time out of their durations."
+             for d, a, b in zip(dur.tolist(), g.before_offset.tolist(), g.after_offset.tolist())]
+    ok = np.ones(n, bool)
+    evidence = [_json({"lastOffsetBefore": int(a), "firstOffsetAfter": int(b)})
+                for a, b in zip(g.before_offset.tolist(), g.after_offset.tolist())]
+    return [_table(n, code=METADATA_GAP, first_offset=g.before_offset, last_offset=(g.after_offset, ok),
+                   first_time=(g.start_ms, ok), last_time=(g.end_ms, ok), duration_ms=(dur, ok),
+                   open=np.zeros(n, bool), brokers=[[]] * n, evidence_before=evidence,
+                   severity=[ctx.severities[METADATA_GAP]] * n, explanation=texts)]
+
+
 FINDERS = (partition_windows, last_replica, unclean_elections, elr_fenced_leaders, unclean_config, min_isr_above_rf,
-           cleared_elr, breaches)
+           cleared_elr, breaches, metadata_gap_findings)
 
 
 def violations(tables: dict[str, pa.Table], config: dict, end_offset: int, end_time) -> pa.Table:

@@ -112,6 +112,14 @@ MIN_ISR_ABOVE_RF = _finding(
 MIN_ISR_CHANGE_CLEARED_ELR = _finding(
     "MIN_ISR_CHANGE_CLEARED_ELR", WARN, "a `min.insync.replicas` change cleared ELRs (ClearElrRecord)",
     "§1.7, KIP-966")
+METADATA_GAP = _finding(
+    "METADATA_GAP", WARN, "no record for `audit.metadata_gap_ms` in a log with NoOp heartbeats: no controller "
+    "wrote it (stopped, no quorum); windows leave the time out", "KIP-835")
+
+# KIPs a reference may cite besides the seeds (../shared/seeds): the operational facts the audit relies on
+EXTERNAL_KIPS = {
+    "835": "KRaft controllers append a NoOpRecord every metadata.max.idle.interval.ms (500 ms) from Kafka 3.3",
+}
 
 # ------------------------------------------------------------------- invariants (controller-rules §4)
 # E -> ERROR, W -> WARN, I -> INFO as the §4 table grades them; "E/W" rows default to ERROR.  The checker

@@ -111,7 +111,8 @@ def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool
 
 def from_log_dir(log_dir: str | Path, **kw) -> tuple[Replay, pa.Table]:
     """:func:`run` over a log directory's replay plan; also returns the segment records' times
-    (offset, timestamp; NoOps included): the clock an "as of" point resolves on.  The spans that could
+    (offset, timestamp, record_type; NoOps included): the clock an "as of" point resolves on, and the
+    heartbeats metadata gaps are measured by.  The spans that could
     not be decoded are in ``Replay.quarantine``."""
     quarantine: list = []
     records, start_offset = read_log_dir(log_dir, quarantine)
@@ -119,7 +120,8 @@ def from_log_dir(log_dir: str | Path, **kw) -> tuple[Replay, pa.Table]:
         raise FileNotFoundError(f"{log_dir}: no metadata records to replay")
     seg = pc.equal(records.column("source_kind"), SEGMENT)
     times = pa.table({"offset": records.column("offset").filter(seg),
-                      "timestamp": records.column("timestamp").filter(seg).cast(TS)})
+                      "timestamp": records.column("timestamp").filter(seg).cast(TS),
+                      "record_type": records.column("record_type").filter(seg)})
     out = run(records, **kw)
     out.start_offset = start_offset
     out.quarantine = quarantine

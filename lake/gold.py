@@ -43,7 +43,8 @@ def silver_from_lake(lake, cluster: str) -> tuple[dict[str, pa.Table], int, obje
         raise GoldError(f"cluster {cluster!r} was never replayed into {lake.root}: run kraft-audit replay first")
     last = marks.sort_by([("last_offset", "descending"), ("replayed_at", "descending")]).slice(0, 1).to_pylist()[0]
     tables = {name: _drop_cluster(lake.read_arrow(name, filters=flt)) for name in SILVER_INPUTS}
-    tables["record_times"] = lake.read_arrow(catalog.METADATA_RECORDS.name, columns=["offset", "timestamp"],
+    tables["record_times"] = lake.read_arrow(catalog.METADATA_RECORDS.name, columns=["offset", "timestamp",
+                                                                                    "record_type"],
                                              filters=flt + [("source_kind", "=", "segment")])
     return tables, int(last["last_offset"]), last["last_timestamp"]
 

@@ -16,13 +16,19 @@ from audit.violations import violations
 from lake import catalog
 from lake.config import load_config
 
-CONFIG = load_config(overrides={"audit": {"long_window_ms": 50}})
+CONFIG = load_config(overrides={"audit": {"long_window_ms": 50, "metadata_gap_ms": 25}})
 EPOCH = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
 TOPICS = ["AAAAAAAAAAAAAAAAAAAAAQ", "BBBBBBBBBBBBBBBBBBBBBQ"]
 
 
 @st.composite
 def histories(draw):
+    # every record's time (NoOps included): a steady beat with, sometimes, a stretch nobody wrote
+    gap_at, gap_ms = draw(st.integers(0, 70)), draw(st.sampled_from([0, 0, 30, 200]))
+
+    def at(offset: int) -> dt.datetime:
+        return EPOCH + dt.timedelta(milliseconds=offset * 7 + (gap_ms if offset > gap_at else 0))
+
     rows, topic_rows = [], []
     offset = 0
     for tid in TOPICS:
@@ -40,7 +46,7 @@ def histories(draw):
                 deleted = draw(st.integers(0, 9)) == 0
                 isr = draw(st.lists(st.integers(0, 2), max_size=3, unique=True))
                 leader = draw(st.sampled_from(isr + [-1]))
-                ts = None if draw(st.integers(0, 15)) == 0 else EPOCH + dt.timedelta(milliseconds=offset * 7)
+                ts = None if draw(st.integers(0, 15)) == 0 else at(offset)
                 rows.append({"topic_id": tid, "partition_id": p, "offset": offset, "record_type":
                              "PARTITION_CHANGE_RECORD", "replicas": None if deleted else [0, 1, 2],
                              "isr": None if deleted else isr, "leader": None if deleted else leader,
@@ -48,7 +54,8 @@ def histories(draw):
                              draw(st.lists(st.integers(0, 2), max_size=2, unique=True)),
                              "last_known_elr": None if deleted else [], "deleted": deleted, "orphan": False,
                              "valid_from_timestamp": ts})
-    return rows, topic_rows
+    times = [{"offset": o, "timestamp": at(o), "record_type": "NO_OP_RECORD"} for o in range(0, 80)]
+    return rows, topic_rows, times
 
 
 def key(r) -> tuple:
@@ -59,8 +66,10 @@ def key(r) -> tuple:
 @settings(max_examples=150, deadline=None)
 @given(histories(), st.integers(0, 500))
 def test_vectorized_windows_equal_the_scalar_reference(data, end_ms):
-    rows, topic_rows = data
-    tables = {catalog.PARTITION_STATE_HISTORY.name: pa.Table.from_pylist(rows, schema=HISTORY_DATED_SCHEMA),
+    rows, topic_rows, times = data
+    tables = {"record_times": pa.Table.from_pylist(times, schema=pa.schema([
+                  ("offset", pa.int64()), ("timestamp", pa.timestamp("us", tz="UTC")), ("record_type", pa.string())])),
+              catalog.PARTITION_STATE_HISTORY.name: pa.Table.from_pylist(rows, schema=HISTORY_DATED_SCHEMA),
               catalog.TOPIC_CONFIG_HISTORY.name: pa.Table.from_pylist(topic_rows, schema=timelines.TOPIC_SCHEMA),
               catalog.BROKER_STATE_HISTORY.name: timelines.BROKER_SCHEMA.empty_table()}
     end = EPOCH + dt.timedelta(milliseconds=500 + end_ms)

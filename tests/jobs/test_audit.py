@@ -13,23 +13,27 @@ from realdata_facts import CLUSTERS, REALDATA
 
 # What the audit must find on each real log, above INFO, as {(severity, code): findings}, and why.
 EXPECTED = {
-    # one broker (RF 1) stopped four times: each stop leaves all 60 partitions leaderless. The outages at
-    # offsets 3114, 4246, 6245 and 7037-7091 lasted 19.7-79.6 min (>= audit.long_window_ms: ERROR); the
-    # shorter ones (20 s - 3 min) stay WARN, and 60 windows are still open at the end of the log.
-    "arthurarutunyan04": {("ERROR", "OFFLINE"): 240, ("WARN", "OFFLINE"): 190},
+    # one broker (RF 1, combined mode) stopped four times: each stop leaves all 60 partitions leaderless.
+    # The outages at offsets 3114, 4246, 6245 and 7037-7091 lasted 19.7-79.6 min of wall time, but nearly all
+    # of it is one of the 6 metadata gaps (no controller ran: 2.8 min - 16 days), so no window lasts
+    # audit.long_window_ms of controller time: 430 WARN OFFLINE windows (60 still open at the end), no ERROR.
+    "arthurarutunyan04": {("WARN", "OFFLINE"): 430, ("WARN", "METADATA_GAP"): 6},
     # test-topic-0 (one replica, ELR on): broker 1 fenced at 3594 (ISR -> [], ELR [1]: under min ISR,
     # offline), its unclean restart at 3599 empties the ELR (offline, no candidate), and at 3602 Kafka
     # elects it back as the last known leader, RECOVERING: an unclean election (controller-rules §2.3-3),
     # with unclean.leader.election.enable not set for the topic (INV-UNCLEAN-CONFIG)
-    "induswargods": {("ERROR", "OFFLINE_NO_CANDIDATE"): 1, ("ERROR", "UNCLEAN_ELECTION"): 1,
+    # (and 2 metadata gaps: 3.8 min after offset 183, 18 h after offset 51221)
+    "induswargods": {("ERROR", "OFFLINE_NO_CANDIDATE"): 1, ("ERROR", "UNCLEAN_ELECTION"): 1, ("WARN", "METADATA_GAP"): 2,
                      ("WARN", "INV-OFFLINE-NO-CANDIDATE"): 1, ("WARN", "OFFLINE"): 1, ("WARN", "UNDER_MIN_ISR"): 1,
                      ("WARN", "INV-UNCLEAN-ELECTION"): 1, ("WARN", "INV-UNCLEAN-CONFIG"): 1},
     # broker 1 (the sole ISR member of the 9 partitions) is down at the end of the log: 9 open windows
     "mavila01": {("WARN", "OFFLINE"): 9},
-    # brokers 2 and 3 went down around offsets 26144-26389: 56 partitions offline twice (14.7 s, 3.5 min)
-    "ogs59": {("WARN", "OFFLINE"): 112},
+    # brokers 2 and 3 went down around offsets 26144-26389: 56 partitions offline twice (14.7 s, 3.5 min); the
+    # 3.5 min are a metadata gap (2 of 3 combined nodes down: no quorum), like two earlier stops (48 and 7 min)
+    "ogs59": {("WARN", "OFFLINE"): 112, ("WARN", "METADATA_GAP"): 3},
     # pre-3.3 fences at 66-102: 35 single-replica partitions of the fenced broker offline for 2-6 s;
     # John_Snow sets min.insync.replicas=3 on a replication factor of 1 (silently capped to 1)
+    # (Kafka < 3.3 writes no NoOp heartbeats: its silences of 49 and 6.7 min are no metadata gaps)
     "vasifvortex": {("WARN", "MIN_ISR_ABOVE_RF"): 1, ("WARN", "OFFLINE"): 35},
 }
 
@@ -199,3 +203,44 @@ def test_audit_at_a_time_resolves_to_the_last_record_written_by_then(capsys):
     assert "OFFLINE_NO_CANDIDATE" not in {c["code"] for c in doc["counts"]}
     code, cap = _audit(["--log-dir", log, "--json", "--at-time", "2026-04-06T11:02:18.300Z"], capsys)
     assert json.loads(cap.out)["atOffset"] == 3602  # after the re-election batch (…212 ms)
+
+
+def test_a_metadata_gap_is_one_finding_and_no_window_counts_its_time(tmp_path, capsys):
+    """The cluster is stopped for an hour while a partition is offline: one METADATA_GAP of an hour; the
+    OFFLINE window across it lasts milliseconds of controller time, so it is not raised to ERROR.  A log
+    without NoOp heartbeats (Kafka < 3.3) proves nothing by its silence: no gap there."""
+    from log_builder import Log
+    from simulator.writer import write_log
+
+    log = Log(25)
+    log.create("t", [1, 2, 3])
+    log.add(("NO_OP_RECORD", 0, {}))  # a controller with heartbeats (Kafka >= 3.3): its silence means something
+    [down] = log.add(log.change("t", 0, isr=[1], leader=-1))
+    resume = log.next_offset
+    [up] = log.add(log.change("t", 0, leader=1))
+    log.add(("NO_OP_RECORD", 0, {}))
+    hour = 3_600_000
+    write_log(tmp_path / "d", [recs for _, recs in log.batches],
+              timestamp=lambda base: 1_700_000_000_000 + base + (hour if base >= resume else 0))
+    _, cap = _audit(["--log-dir", str(tmp_path / "d"), "--json", "--all"], capsys)
+    doc = json.loads(cap.out)
+    [gap] = [f for f in doc["findings"] if f["code"] == "METADATA_GAP"]
+    assert (gap["severity"], gap["first_offset"], gap["last_offset"]) == ("WARN", down, resume)
+    assert gap["duration_ms"] >= hour
+    [offline] = [f for f in doc["findings"] if f["code"] == "OFFLINE"]
+    assert (offline["first_offset"], offline["last_offset"]) == (down, up)
+    assert offline["duration_ms"] < 1000 and offline["severity"] == "WARN"  # not an hour-long ERROR
+    assert "(60.0 min) in which no controller wrote the log" in offline["explanation"]
+    # without the gap rule the same window is an hour long and an ERROR (audit.long_window_ms: 10 min)
+    conf = tmp_path / "nogap.yaml"
+    conf.write_text("audit:\n  metadata_gap_ms: 0\n")
+    _, cap = _audit(["--log-dir", str(tmp_path / "d"), "--json", "--all", "--conf", str(conf)], capsys)
+    plain = json.loads(cap.out)
+    [offline] = [f for f in plain["findings"] if f["code"] == "OFFLINE"]
+    assert offline["duration_ms"] >= hour and offline["severity"] == "ERROR"
+    assert not [f for f in plain["findings"] if f["code"] == "METADATA_GAP"]
+    silent = [(i, [r for r in recs if r[0] != "NO_OP_RECORD"]) for i, recs in log.batches]
+    write_log(tmp_path / "old", [recs for _, recs in silent if recs],
+              timestamp=lambda base: 1_700_000_000_000 + base + (hour if base >= resume - 1 else 0))
+    _, cap = _audit(["--log-dir", str(tmp_path / "old"), "--json", "--all"], capsys)
+    assert not [f for f in json.loads(cap.out)["findings"] if f["code"] == "METADATA_GAP"]
