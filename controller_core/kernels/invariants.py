@@ -59,7 +59,6 @@ def _opt(v: int):
 class _Report:
     def __init__(self, records: pa.Table, lay: layout.Layout, offsets: np.ndarray):
         self.records, self.lay, self.offsets = records, lay, offsets
-        self._tids = None
 
     def row_topic_id(self, row: int):
         return self.records.column("topic_id")[row].as_py()
@@ -82,20 +81,33 @@ class _Report:
 
     def breach(self, rule: int, sev: int, row: int, part: int, name: int, pay: _Payload) -> Breach:
         lay = self.lay
-        rid = K.RULES[rule]
-        if part >= 0:
-            topic_id = lay.topic_ids[lay.part_topic[part]]
-            topic, partition = (lay.names[name] if name >= 0 else topic_id), int(lay.part_id[part])
+        if rule == K.TOPIC_EXISTS:
+            topic_id, topic, partition, said = self.unknown_target(row, pay)
         else:
-            topic_id = topic = partition = None
-        said = self.describe(rule, sev, row, pay, topic, partition)
-        if rule == K.TOPIC_EXISTS and name != K.NO_KEY:  # keyed by the record's (topic id, partition)
-            topic_id = self.row_topic_id(row)
-            partition = self.records.column("partition_id")[row].as_py()
-            topic = said[1] if said[1] is not None else topic_id
-            said = said[0]
+            if part >= 0:
+                topic_id = lay.topic_ids[lay.part_topic[part]]
+                topic, partition = (lay.names[name] if name >= 0 else topic_id), int(lay.part_id[part])
+            else:
+                topic_id = topic = partition = None
+            said = self.describe(rule, sev, row, pay, topic, partition)
+        rid = K.RULES[rule]
         severity = K.SEVERITIES[sev] or RULES[rid]
         return Breach(int(self.offsets[row]), rid, severity, topic, partition, *said, topic_id=topic_id)
+
+    def unknown_target(self, row: int, pay: _Payload):
+        """INV-TOPIC-EXISTS: (topic id, topic, partition, description).  A partition or change record is keyed by
+        its own (topic id, partition), the topic shown by name when it is live; the others name no partition."""
+        variant = pay.int()
+        if variant == 0:
+            return None, None, None, say.remove_unknown_topic(self.row_topic_id(row))
+        if variant == 1:
+            return None, None, None, say.clear_elr_unknown_topic(self.records.column("topic_name")[row].as_py() or "")
+        tid, pid = self.row_topic_id(row), self.records.column("partition_id")[row].as_py()
+        if variant == 2:
+            return tid, tid, pid, say.partition_of_unknown_topic(tid, pid)
+        live, nm = pay.int(), pay.int()
+        shown = self.lay.names[nm] if nm >= 0 else tid
+        return tid, shown, pid, say.change_of_unknown_partition(tid, pid, bool(live), shown)
 
     def describe(self, rule: int, sev: int, row: int, pay: _Payload, topic, partition):
         lay = self.lay
@@ -103,18 +115,6 @@ class _Report:
         if rule == K.TOPIC_UNIQUE:
             name = self.records.column("topic_name")[row].as_py()
             return say.topic_unique(name, self.row_topic_id(row), lay.topic_ids[pay.int()])
-        if rule == K.TOPIC_EXISTS:
-            variant = pay.int()
-            if variant == 0:
-                return say.remove_unknown_topic(self.row_topic_id(row))
-            if variant == 1:
-                return say.clear_elr_unknown_topic(self.records.column("topic_name")[row].as_py() or "")
-            tid, pid = self.row_topic_id(row), self.records.column("partition_id")[row].as_py()
-            if variant == 2:
-                return say.partition_of_unknown_topic(tid, pid), None
-            live, nm = pay.int(), pay.int()
-            shown = lay.names[nm] if nm >= 0 else tid
-            return say.change_of_unknown_partition(tid, pid, bool(live), shown), shown
         if rule == K.EPOCH_MONOTONIC:
             if pay.int() == 0:
                 return say.epochs_lowered(pay.int(), pay.int(), pay.int(), pay.int())
