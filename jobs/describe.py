@@ -28,7 +28,11 @@ Differences, on purpose:
   ``none`` as it only knows live brokers); ``--unavailable-partitions`` lists it.
 * ``--elr-partitions`` (non-empty ELR) is an addition; ``Elr``/``LastKnownElr`` are never ``N/A``.
 
-``--json``: an array, one object per partition line (same filters).
+``--json``: an array, one object per partition line (same filters); ``directories`` has one entry per replica,
+MIGRATING (``AAAAAAAAAAAAAAAAAAAAAA``) where the log carries none (MV below 3.7-IV2, controller-rules §1.2-4, B10).
+
+``--lake/--cluster`` prints the same from the replayed tables: partitions and brokers from silver, the Configs line
+from the topics' ConfigRecords in bronze.
 """
 from __future__ import annotations
 
