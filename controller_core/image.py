@@ -100,11 +100,15 @@ class ReplayError(Exception):
     """A record that cannot be applied to the image (the log is invalid at that point)."""
 
 
-def _dirs(dirs, n: int) -> list[str]:
-    """§1.2-4: absent, empty or all-MIGRATING directories mean MIGRATING for every replica."""
+def replica_dirs(dirs, n: int) -> list[str]:
+    """§1.2-4: absent, empty or all-MIGRATING directories mean MIGRATING for every replica (B10: the default
+    directory below MV 3.7-IV2), so a partition always has one directory per replica."""
     if not dirs or all(d == MIGRATING for d in dirs):
         return [MIGRATING] * n
     return list(dirs)
+
+
+_dirs = replica_dirs
 
 
 @dataclass

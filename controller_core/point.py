@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 
 from controller_core import pipeline
 from controller_core.codec.arrowutil import from_numpy, to_numpy
-from controller_core.image import Cluster, Partition
+from controller_core.image import Cluster, Partition, replica_dirs
 from controller_core.logdir import SEGMENT, SNAPSHOT, LogFile, discover
 from controller_core.replay import Plan, iter_file_records, plan, read_plan
 from controller_core.vector import fold
@@ -168,5 +168,5 @@ def with_partitions(image: Cluster, history: pa.Table) -> Cluster:
             r["topic_id"], r["partition_id"], list(r["replicas"]), list(r["isr"]), r["leader"], r["leader_epoch"],
             r["partition_epoch"], list(r["removing_replicas"] or []), list(r["adding_replicas"] or []),
             list(r["eligible_leader_replicas"] or []), list(r["last_known_elr"] or []), r["leader_recovery_state"],
-            list(r["directories"] or []))
+            replica_dirs(r["directories"], len(r["replicas"])))
     return image

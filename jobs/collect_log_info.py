@@ -27,6 +27,40 @@ def add_arguments(p) -> None:
                         "the partitions' current leader epochs")
 
 
+def meta_node_id(data_dir) -> tuple[Path, str | None] | None:
+    """(the file, its ``node.id`` value or None) from the ``meta.properties`` Kafka writes in every log
+    directory (``key=value`` lines, ``#``/``!`` comments; Java properties also allow ``:``), or None when the
+    directory has none."""
+    path = Path(data_dir) / "meta.properties"
+    if not path.is_file():
+        return None
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if cut >= 0 and line[:cut].strip() == "node.id":
+            return path, line[cut + 1:].strip()
+    return path, None
+
+
+def check_node_ids(data_dirs, broker_id: int) -> str | None:
+    """The one-line error for the first data directory whose meta.properties names another node than
+    ``--broker-id`` (or has an unreadable node.id); None when every directory agrees or has no meta.properties."""
+    for d in data_dirs:
+        found = meta_node_id(d)
+        if found is None or found[1] is None:
+            continue
+        path, value = found
+        try:
+            node = int(value)
+        except ValueError:
+            return f"node.id {value!r} is not an integer ({path})"
+        if node != broker_id:
+            return f"--broker-id {broker_id} does not match node.id={node} of the data directory ({path})"
+    return None
+
+
 def from_own_metadata(doc: dict, data_dirs, err) -> None:
     """Fill what only the broker's metadata knows -- its registration epoch, each partition's current
     leader epoch, the metadata offset of the capture -- from the broker's own replica of
@@ -60,6 +94,14 @@ def main(args, out=None, err=None) -> int:
         at = iso_utc(parse_iso(args.at)) if args.at else None
     except ValueError:
         print(f"kraft-audit collect-log-info: --at {args.at!r} is not an ISO 8601 time", file=err)
+        return 2
+    try:
+        mismatch = check_node_ids(args.data_dir, args.broker_id)
+    except OSError as exc:
+        print(f"kraft-audit collect-log-info: cannot read meta.properties: {exc.strerror} ({exc.filename})", file=err)
+        return 2
+    if mismatch:
+        print(f"kraft-audit collect-log-info: {mismatch}", file=err)
         return 2
     try:
         doc = collect(args.data_dir, args.broker_id, args.broker_epoch, at, args.at_offset)

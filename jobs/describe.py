@@ -28,14 +28,18 @@ Differences, on purpose:
   ``none`` as it only knows live brokers); ``--unavailable-partitions`` lists it.
 * ``--elr-partitions`` (non-empty ELR) is an addition; ``Elr``/``LastKnownElr`` are never ``N/A``.
 
-``--json``: an array, one object per partition line (same filters).
+``--json``: an array, one object per partition line (same filters); ``directories`` has one entry per replica,
+MIGRATING (``AAAAAAAAAAAAAAAAAAAAAA``) where the log carries none (MV below 3.7-IV2, controller-rules §1.2-4, B10).
+
+``--lake/--cluster`` prints the same from the replayed tables: partitions and brokers from silver, the Configs line
+from the topics' ConfigRecords in bronze.
 """
 from __future__ import annotations
 
 import json
 import sys
 
-from controller_core.image import MIGRATING, NO_LEADER, Cluster, Partition
+from controller_core.image import NO_LEADER, TOPIC, Cluster, Partition, replica_dirs
 from controller_core.point import Reached, fmt_ms, fmt_us, image_at
 from jobs.common import CannotRun, parse_time
 
@@ -114,7 +118,8 @@ def partition_line(name: str, p: Partition) -> str:
 
 
 def partition_json(name: str, p: Partition) -> dict:
-    dirs = [] if all(d == MIGRATING for d in p.directories) else list(p.directories)
+    # §1.2-4 / B10: a log without directories (MV below 3.7-IV2) means MIGRATING for every replica, as Kafka reports
+    dirs = replica_dirs(p.directories, len(p.replicas))
     return {"topic": name, "topicId": p.topic_id, "partition": p.partition_id, "replicas": list(p.replicas),
             "isr": list(p.isr), "eligibleLeaderReplicas": list(p.elr), "lastKnownElr": list(p.last_known_elr),
             "leader": p.leader, "leaderEpoch": p.leader_epoch, "partitionEpoch": p.partition_epoch,
@@ -139,7 +144,7 @@ def render(c: Cluster, names: list[str], filters: dict[str, bool], as_json: bool
 def from_silver(lake_root: str, cluster_name: str, at_offset: int | None, at_time: int | None):
     """The image at a point from the silver tables of ``kraft-audit replay`` (read with delta-rs): the
     tables cut at the point (:func:`audit.run.truncate`), as the what-if image (:mod:`audit.image_at`).
-    Configs: the topics' min.insync.replicas where the log resolves it (the only config silver keeps)."""
+    Configs: the topics' ConfigRecords from bronze (:func:`topic_configs`), as ``--log-dir`` prints them."""
     from audit.image_at import whatif_spec
     from audit.run import offset_at_time, truncate
     from controller_core.rules.whatif import load_cluster
@@ -164,9 +169,56 @@ def from_silver(lake_root: str, cluster_name: str, at_offset: int | None, at_tim
                                 f"lake {lake_root}")
     cut, _ = truncate(tables, at)
     image = load_cluster(whatif_spec(cut))
-    for (kind, name), kv in image.configs.items():
-        image.configs[(kind, name)] = {k: v for k, v in kv.items() if k == "min.insync.replicas"}
+    # the Configs line: the topics' own ConfigRecords up to the point, as --log-dir prints them (silver keeps only
+    # the resolved settings; bronze holds every ConfigRecord)
+    for key in [k for k in image.configs if k[0] == TOPIC]:
+        del image.configs[key]
+    image.configs.update(topic_configs(lake, cluster_name, at))
     return image, Reached(at, None, None)
+
+
+_CONFIG_TYPES = ("TOPIC_RECORD", "REMOVE_TOPIC_RECORD", "CONFIG_RECORD")
+
+
+def topic_configs(lake, cluster_name: str, at: int) -> dict[tuple[int, str], dict[str, str]]:
+    """{(TOPIC, name): {key: value}} after every topic ConfigRecord of the cluster's bronze records up to offset
+    ``at``: from the segments, seeded by the newest snapshot at or before ``at`` when there is one (the
+    replay's own choice of starting point); a RemoveTopicRecord drops the topic's configs (§1.4)."""
+    from lake import catalog
+
+    cols = ["source_file", "source_kind", "offset", "record_type", "topic_id", "topic_name",
+            "config_resource_type", "config_resource_name", "config_name", "config_value"]
+    rows = lake.read_arrow(catalog.METADATA_RECORDS.name, columns=cols,
+                           filters=[("cluster", "=", cluster_name), ("record_type", "in", list(_CONFIG_TYPES))])
+    rows = rows.to_pylist()
+
+    def snapshot_end(r) -> int:
+        return int(r["source_file"].rsplit("/", 1)[-1].split("-")[0])
+
+    snaps = sorted({snapshot_end(r) for r in rows if r["source_kind"] == "snapshot"})
+    snaps = [e for e in snaps if e <= at + 1]
+    start = snaps[-1] if snaps else 0
+    seed = [r for r in rows if r["source_kind"] == "snapshot" and snapshot_end(r) == start] if snaps else []
+    seen, ordered = set(), []
+    for r in sorted((r for r in rows if r["source_kind"] != "snapshot" and start <= r["offset"] <= at),
+                    key=lambda r: r["offset"]):
+        if r["offset"] not in seen:  # the same offset in two copies of a segment: once
+            seen.add(r["offset"])
+            ordered.append(r)
+    names: dict[str, str] = {}
+    configs: dict[tuple[int, str], dict[str, str]] = {}
+    for r in [*sorted(seed, key=lambda r: r["offset"]), *ordered]:
+        if r["record_type"] == "TOPIC_RECORD":
+            names[r["topic_id"]] = r["topic_name"]
+        elif r["record_type"] == "REMOVE_TOPIC_RECORD":
+            configs.pop((TOPIC, names.pop(r["topic_id"], None)), None)
+        elif r["config_resource_type"] == TOPIC:
+            kv = configs.setdefault((TOPIC, r["config_resource_name"]), {})
+            if r["config_value"] is None:
+                kv.pop(r["config_name"], None)
+            else:
+                kv[r["config_name"]] = r["config_value"]
+    return configs
 
 
 # ------------------------------------------------------------------------------------------ command

@@ -90,8 +90,13 @@ def _row_of(keys: np.ndarray, rows: np.ndarray, q: np.ndarray) -> np.ndarray:
     return out
 
 
+# label codes beyond the recompute's triggers (V.TRIGGER_NAMES): events decided like a fence, named as written
+CONTROLLED_SHUTDOWN, UNREGISTER = len(V.TRIGGER_NAMES), len(V.TRIGGER_NAMES) + 1
+LABEL_NAMES = V.TRIGGER_NAMES + ["controlled_shutdown", "unregister"]
+
+
 def _broker_events(bronze: pa.Table, brokers: pa.Table):
-    """(batch, offset, trigger, broker, side) of the broker records that trigger partition changes, read
+    """(batch, offset, trigger, broker, side, label) of the broker records that trigger partition changes, read
     from the typed bronze columns (``fenced`` / ``in_controlled_shutdown``: the state the record sets,
     null when it leaves it unchanged)."""
     mask = _of_type(bronze.column("record_type"), (
@@ -112,20 +117,22 @@ def _broker_events(bronze: pa.Table, brokers: pa.Table):
         b = bid[i]
         if t == "BROKER_REGISTRATION_CHANGE_RECORD":
             if fenced[i] is True:
-                ev.append((batch[i], off[i], V.FENCE, b, _AFTER))
+                ev.append((batch[i], off[i], V.FENCE, b, _AFTER, V.FENCE))
             elif fenced[i] is False:
-                ev.append((batch[i], off[i], V.UNFENCE, b, _BEFORE))
-            if cs[i]:
-                ev.append((batch[i], off[i], V.FENCE, b, _BEFORE))
-        elif t == "FENCE_BROKER_RECORD" or t == "UNREGISTER_BROKER_RECORD":
-            ev.append((batch[i], off[i], V.FENCE, b, _AFTER))
+                ev.append((batch[i], off[i], V.UNFENCE, b, _BEFORE, V.UNFENCE))
+            if cs[i]:  # decided like a fence (§2.2), labelled as what it is
+                ev.append((batch[i], off[i], V.FENCE, b, _BEFORE, CONTROLLED_SHUTDOWN))
+        elif t == "FENCE_BROKER_RECORD":
+            ev.append((batch[i], off[i], V.FENCE, b, _AFTER, V.FENCE))
+        elif t == "UNREGISTER_BROKER_RECORD":
+            ev.append((batch[i], off[i], V.FENCE, b, _AFTER, UNREGISTER))
         elif t == "UNFENCE_BROKER_RECORD":
-            ev.append((batch[i], off[i], V.UNFENCE, b, _BEFORE))
+            ev.append((batch[i], off[i], V.UNFENCE, b, _BEFORE, V.UNFENCE))
         else:
             j = int(np.searchsorted(keys, b * V.BIG + off[i], side="left")) - 1
             prev = b_inc_o[j] if j >= 0 and b_id_o[j] == b else None
             if prev is not None and prev != inc[i]:
-                ev.append((batch[i], off[i], V.UNCLEAN_SHUTDOWN, b, _AFTER))
+                ev.append((batch[i], off[i], V.UNCLEAN_SHUTDOWN, b, _AFTER, V.UNCLEAN_SHUTDOWN))
     return ev
 
 
@@ -212,7 +219,7 @@ def _primary_trigger(bronze: pa.Table, brokers: pa.Table, before: dict, rec: dic
     """(trigger code per record, -1: two broker events could explain it; the index in ``ev`` of the
     event that gave it, -1: none; the broker events as rows (batch, offset, trigger, broker, side))."""
     events = _broker_events(bronze, brokers)
-    ev = np.zeros((0, 5), np.int64)
+    ev = np.zeros((0, 6), np.int64)
     if events:
         ev = np.array(events, dtype=np.int64)
         ev = ev[np.argsort(ev[:, 0], kind="stable")]
@@ -358,9 +365,15 @@ def _active(brokers: pa.Table, R: np.ndarray, offset: np.ndarray) -> np.ndarray:
 
 
 def _labels(trig: np.ndarray, chosen_ev: np.ndarray, ev: np.ndarray) -> pa.Array:
-    """Trigger labels such as "fence(3)": each distinct (trigger, broker) formatted once."""
-    names = V.TRIGGER_NAMES + ["?"]
+    """Trigger labels such as "fence(3)": each distinct (trigger, broker) formatted once.  A change decided by a
+    broker event is named after the event's record (a controlled shutdown or an unregistration is decided like
+    a fence, but labelled ``controlled_shutdown(b)`` / ``unregister(b)``, as the scalar reference names them)."""
+    names = LABEL_NAMES + ["?"]
     t = np.where(trig >= 0, trig, len(names) - 1).astype(np.int64)
+    if len(ev):
+        k = np.maximum(chosen_ev, 0)
+        from_event = (trig >= 0) & (chosen_ev >= 0) & (trig == ev[k, 2])
+        t = np.where(from_event, ev[k, 5], t)
     brokers = np.unique(ev[:, 3]) if len(ev) else np.zeros(0, np.int64)
     nb = len(brokers) + 1  # code 0: no broker
     ev_code = np.append(np.searchsorted(brokers, ev[:, 3]) + 1, 0)  # per event; the last: no event

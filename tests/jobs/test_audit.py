@@ -244,3 +244,45 @@ def test_a_metadata_gap_is_one_finding_and_no_window_counts_its_time(tmp_path, c
               timestamp=lambda base: 1_700_000_000_000 + base + (hour if base >= resume - 1 else 0))
     _, cap = _audit(["--log-dir", str(tmp_path / "old"), "--json", "--all"], capsys)
     assert not [f for f in json.loads(cap.out)["findings"] if f["code"] == "METADATA_GAP"]
+
+
+def test_collect_log_info_refuses_another_brokers_data_dir(tmp_path, capsys):
+    # ogs59's kafka-1 is broker 1 (its meta.properties: node.id=1): --broker-id 2 is refused, one line naming both
+    out = tmp_path / "o.json"
+    meta = OGS / "kafka-1" / "meta.properties"
+    assert cli.main(["collect-log-info", "--broker-id", "2", "--data-dir", str(OGS / "kafka-1"), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--broker-id 2" in err and "node.id=1" in err and str(meta) in err
+    assert "Traceback" not in err and not out.exists()
+    # the second of two data dirs disagrees: still refused, naming that one
+    sim = tmp_path / "sim"
+    sim.mkdir()
+    (sim / "meta.properties").write_text("#\n#Thu Jan 01 00:00:00 GMT 2026\nversion=1\nnode.id : 7\ncluster.id=x\n")
+    assert cli.main(["collect-log-info", "--broker-id", "1", "--data-dir", str(OGS / "kafka-1"),
+                     "--data-dir", str(sim), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "node.id=7" in err and str(sim / "meta.properties") in err
+    # a node.id that is no number: refused; the matching id: accepted
+    (sim / "meta.properties").write_text("node.id=seven\n")
+    assert cli.main(["collect-log-info", "--broker-id", "7", "--data-dir", str(sim), "-o", str(out)]) == 2
+    assert "'seven'" in capsys.readouterr().err
+    (sim / "meta.properties").write_text("node.id=7\n")
+    assert cli.main(["collect-log-info", "--broker-id", "7", "--data-dir", str(sim), "-o", str(out)]) == 0
+    # no meta.properties: accepted, nothing said about it
+    (sim / "meta.properties").unlink()
+    assert cli.main(["collect-log-info", "--broker-id", "7", "--data-dir", str(sim), "-o", str(out)]) == 0
+    assert "meta.properties" not in capsys.readouterr().err
+
+
+def test_collect_log_info_on_a_simulated_data_dir_checks_its_node_id(tmp_path, capsys):
+    # the simulator writes meta.properties for its data node (default: the first controller)
+    assert cli.main(["simulate", "default-cluster", "-o", str(tmp_path / "d")]) == 0
+    capsys.readouterr()
+    props = dict(line.split("=", 1) for line in (tmp_path / "d" / "meta.properties").read_text().splitlines()
+                 if "=" in line and not line.startswith("#"))
+    node = int(props["node.id"])
+    out = str(tmp_path / "o.json")
+    assert cli.main(["collect-log-info", "--broker-id", str(node), "--data-dir", str(tmp_path / "d"), "-o", out]) == 0
+    capsys.readouterr()
+    assert cli.main(["collect-log-info", "--broker-id", str(node + 1), "--data-dir", str(tmp_path / "d"), "-o", out]) == 2
+    assert f"node.id={node}" in capsys.readouterr().err

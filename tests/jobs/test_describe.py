@@ -73,12 +73,14 @@ def expected_records(rel: str) -> list[dict]:
 def from_partition_record(d: dict, name: str) -> dict:
     """The describe --json object a PartitionRecord stands for (absent fields: their defaults)."""
     dirs = d.get("directories") or []
+    if not dirs or all(x == "AAAAAAAAAAAAAAAAAAAAAA" for x in dirs):  # §1.2-4: MIGRATING per replica
+        dirs = ["AAAAAAAAAAAAAAAAAAAAAA"] * len(d["replicas"])
     return {"topic": name, "topicId": d["topicId"], "partition": d["partitionId"], "replicas": d["replicas"],
             "isr": d["isr"], "eligibleLeaderReplicas": d.get("eligibleLeaderReplicas", []),
             "lastKnownElr": d.get("lastKnownElr", []), "leader": d["leader"], "leaderEpoch": d["leaderEpoch"],
             "partitionEpoch": d["partitionEpoch"], "leaderRecoveryState": d.get("leaderRecoveryState", 0),
             "addingReplicas": d["addingReplicas"], "removingReplicas": d["removingReplicas"],
-            "directories": [] if all(x == "AAAAAAAAAAAAAAAAAAAAAA" for x in dirs) else dirs}
+            "directories": dirs}
 
 
 def snapshot_partitions(records: list[dict]) -> list[dict]:
@@ -189,10 +191,18 @@ def test_effective_min_isr_is_capped_by_the_replica_count(capsys):
     assert [line.split("\t")[2] for line in out.splitlines()] == ["Partition: 0", "Partition: 1", "Partition: 2"]
 
 
-def test_records_without_directories_give_an_empty_list(capsys):
-    # PartitionRecord v0 (pre-3.3) has no directories field; v2 in induswargods carries real ones
+MIGRATING = "AAAAAAAAAAAAAAAAAAAAAA"
+
+
+def test_records_without_directories_are_migrating_per_replica(capsys):
+    # PartitionRecord v0 (pre-3.3) has no directories field: §1.2-4 / B10, Kafka reports MIGRATING for every
+    # replica (never an empty list); v2 in induswargods carries real ones
     rows = describe_json(capsys, "--log-dir", VASIF)
-    assert len(rows) == 54 and all(r["directories"] == [] for r in rows)
+    assert len(rows) == 54 and all(r["directories"] == [MIGRATING] * len(r["replicas"]) for r in rows)
+    # ogs59 is MV 3.7 with records carrying real directories: they are kept as written
+    ogs = describe_json(capsys, "--log-dir", OGS)
+    assert ogs and all(len(r["directories"]) == len(r["replicas"]) and MIGRATING not in r["directories"]
+                       for r in ogs)
     # _schemas-0 by hand: 9 PR leader 3; 83 isr [3,1] leader 1; 102 isr [3] leader -1; 143 leader 3;
     # 144 isr [3,2]; 145 isr [3,2,1]  ->  LE 3, PE 5
     [s] = [r for r in rows if r["topic"] == "_schemas"]
@@ -384,7 +394,7 @@ def test_invalid_record_is_reported_and_skipped_and_reassignment_columns(capsys,
                    "Removing Replicas: 2\tElr: \tLastKnownElr: \n")
     assert describe(capsys, "--log-dir", meta, "--unavailable-partitions")[1].startswith("\tTopic: moving")  # 3 fenced
     [p] = describe_json(capsys, "--log-dir", meta)
-    assert (p["addingReplicas"], p["removingReplicas"], p["directories"]) == ([4], [2], [])
+    assert (p["addingReplicas"], p["removingReplicas"], p["directories"]) == ([4], [2], [MIGRATING] * 4)
 
 
 def test_describe_starts_without_spark_or_pandas():

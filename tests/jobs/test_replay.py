@@ -140,3 +140,22 @@ def test_quality_checks_pass_on_real_replays_and_catch_a_broken_table(silver, ca
     assert any(t == catalog.PARTITION_STATE_HISTORY.name and '"valid_to_offset"' in k for t, _, k in failed)
     assert (catalog.DIVERGENCES.name, "ExpectTableRowCountToEqual", '{"value": 0}') in failed
     assert len(failed) == 4
+
+
+@pytest.mark.parametrize("cluster,at", [("vasifvortex", []), ("induswargods", []), ("induswargods", ["--at-offset", "1503"]),
+                                        ("induswargods", ["--at-offset", "3594"])])
+def test_describe_text_from_the_lake_equals_the_log_configs_and_directories_included(silver, capsys, cluster, at):
+    # the Configs line (the topics' ConfigRecords) and, in --json, MIGRATING directories below MV 3.7 (§1.2-4, B10)
+    lake, _ = silver
+    outs = {}
+    for src in (["--lake", str(lake.root), "--cluster", cluster], ["--log-dir", str(REALDATA / CLUSTERS[cluster])]):
+        for fmt in ([], ["--json"]):
+            assert cli.main(["describe", *src, *fmt, *at]) == 0
+            outs[src[0], bool(fmt)] = capsys.readouterr().out
+    assert outs["--lake", False] == outs["--log-dir", False]
+    assert outs["--lake", True] == outs["--log-dir", True]
+    if cluster == "vasifvortex":  # its topics carry overrides beyond min.insync.replicas
+        assert ("Configs: cleanup.policy=delete,min.insync.replicas=3,retention.ms=604800000"
+                in outs["--lake", False])
+        rows = json.loads(outs["--lake", True])
+        assert rows and all(r["directories"] == ["AAAAAAAAAAAAAAAAAAAAAA"] * len(r["replicas"]) for r in rows)

@@ -150,13 +150,20 @@ def test_vectorized_core_explains_real_logs_like_the_reference(cluster):
     assert rep.partition_changes == ref.partition_changes
     matched = exp.column("matched").to_pylist()
     assert sum(matched) >= 0.95 * len(matched)  # nearly everything on the vectorized path
-    # where both name a trigger, they name the same one
+    # where both name a trigger, they name the same kind (a controlled shutdown is not a fence).  The broker can
+    # differ: in mavila01's batch 3050 (CS of 3, 2, then 1, each followed by its partition changes) the reference
+    # names broker 3 for the changes after the CS of 1 (3071..3079); the vectorized label is the right one
+    if cluster == "mavila01":
+        labels = dict(zip(exp.column("offset").to_pylist(), exp.column("trigger").to_pylist()))
+        assert [labels[o] for o in range(3071, 3080)] == ["controlled_shutdown(1)"] * 9
+        assert [labels[o] for o in range(3061, 3070)] == ["controlled_shutdown(2)"] * 9
+        assert [labels[o] for o in range(3051, 3060)] == ["controlled_shutdown(3)"] * 9
     ref_by_offset = {}
     for off, _, _, trig in ref.explained:
         ref_by_offset[off] = trig
     for off, trig, ok in zip(exp.column("offset").to_pylist(), exp.column("trigger").to_pylist(), matched):
         if ok:
-            assert trig.split("(")[0] == ref_by_offset[off].split("(")[0].replace("controlled_shutdown", "fence")
+            assert trig.split("(")[0] == ref_by_offset[off].split("(")[0]
 
 
 @pytest.mark.parametrize("case", ["out_of_order", "old_mv_bump", "missing_elr"])
