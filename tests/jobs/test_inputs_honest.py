@@ -49,3 +49,28 @@ def test_a_folder_of_random_files_exits_2_naming_it(tmp_path, capsys):
     empty.mkdir()
     assert cli.main(["verify", "--log-dir", str(empty)]) == 2
     _one_line(capsys.readouterr().err, "verify", str(empty))
+
+
+def test_every_log_dir_command_warns_of_a_damaged_log_in_one_line(tmp_path, capsys):
+    from realdata_facts import CLUSTERS
+
+    src = REALDATA / CLUSTERS["vasifvortex"] / "__cluster_metadata-0" / "00000000000000000000.log"
+    meta = tmp_path / "__cluster_metadata-0"
+    meta.mkdir()
+    raw = bytearray(src.read_bytes())
+    raw[3000] ^= 0xFF  # inside a batch: its CRC no longer verifies
+    (meta / src.name).write_bytes(bytes(raw))
+    assert cli.main(["verify", "--log-dir", str(tmp_path)]) == 1
+    capsys.readouterr()
+    for command in ("describe", "audit", "plan"):
+        argv = [command, "--log-dir", str(tmp_path)]
+        if command == "plan":
+            argv += ["--election-type", "preferred", "-o", str(tmp_path / "plan-out")]
+        code = cli.main(argv)
+        err = capsys.readouterr().err
+        lines = [line for line in err.splitlines() if "quarantined" in line]
+        assert len(lines) == 1, (command, code, err)
+        assert lines[0].startswith(f"kraft-audit {command}: warning: "), lines[0]
+        assert f"__cluster_metadata-0/{src.name} at byte" in lines[0], lines[0]
+        assert "Traceback" not in err
+        assert code in (0, 1), (command, code, err)
