@@ -66,7 +66,9 @@ def resolve_log_dir(path: Path) -> tuple[Path, Path]:
     if (path / METADATA_DIR).is_dir():
         return path, path / METADATA_DIR
     m = PARTITION_DIR_RE.match(path.name)
-    if path.is_dir() and m and path.name != METADATA_DIR:
+    if path.is_dir() and m and path.name != METADATA_DIR and any(
+            classify(p) or p.name == "partition.metadata" for p in path.iterdir()):
+        # a broker's <topic>-<partition> folder (not a data dir named like kafka-1: that holds folders)
         raise FileNotFoundError(f"{path}: {path.name} is the partition folder of topic '{m.group(1)}', "
                                 f"not the metadata log {METADATA_DIR}")
     if path.is_dir() and (path.name == METADATA_DIR or any(classify(p) for p in path.iterdir())):

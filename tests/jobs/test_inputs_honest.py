@@ -74,3 +74,13 @@ def test_every_log_dir_command_warns_of_a_damaged_log_in_one_line(tmp_path, caps
         assert f"__cluster_metadata-0/{src.name} at byte" in lines[0], lines[0]
         assert "Traceback" not in err
         assert code in (0, 1), (command, code, err)
+
+
+def test_a_data_dir_named_like_a_partition_is_not_called_one(tmp_path, capsys):
+    data = tmp_path / "kafka-1"
+    data.mkdir()
+    (data / "meta.properties").write_text("node.id=1\n")
+    assert cli.main(["verify", "--log-dir", str(data)]) == 2
+    err = capsys.readouterr().err
+    _one_line(err, "verify", str(data))
+    assert "partition folder" not in err
