@@ -28,6 +28,9 @@ def test_a_snapshot_only_folder_replays_from_the_snapshot(tmp_path, capsys):
     assert "no metadata records" not in err
     assert cli.main(["verify", "--log-dir", str(meta)]) in (0, 1)
     assert "no metadata records" not in capsys.readouterr().err
+    for command in ("describe", "audit"):
+        assert cli.main([command, "--log-dir", str(tmp_path)]) in (0, 1), capsys.readouterr().err
+        assert "no metadata records" not in capsys.readouterr().err
 
 
 def test_a_topic_partition_folder_exits_2_naming_the_topic(tmp_path, capsys):
