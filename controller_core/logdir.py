@@ -14,6 +14,7 @@ from pathlib import Path
 METADATA_DIR = "__cluster_metadata-0"
 BOOTSTRAP = "bootstrap.checkpoint"
 SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
+PARTITION_DIR_RE = re.compile(r"^(.+)-(\d+)$")  # <topic>-<partition> folder of a broker data dir
 SNAPSHOT_RE = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 
 SEGMENT, SNAPSHOT, BOOTSTRAP_KIND = "segment", "snapshot", "bootstrap"
@@ -64,6 +65,12 @@ def resolve_log_dir(path: Path) -> tuple[Path, Path]:
     path = Path(path)
     if (path / METADATA_DIR).is_dir():
         return path, path / METADATA_DIR
+    m = PARTITION_DIR_RE.match(path.name)
+    if path.is_dir() and m and path.name != METADATA_DIR and any(
+            classify(p) or p.name == "partition.metadata" for p in path.iterdir()):
+        # a broker's <topic>-<partition> folder (not a data dir named like kafka-1: that holds folders)
+        raise FileNotFoundError(f"{path}: {path.name} is the partition folder of topic '{m.group(1)}', "
+                                f"not the metadata log {METADATA_DIR}")
     if path.is_dir() and (path.name == METADATA_DIR or any(classify(p) for p in path.iterdir())):
         return path.parent, path
     # say why: a typo (missing), a log file given for its folder (a file), or the wrong folder

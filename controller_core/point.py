@@ -74,7 +74,7 @@ def plan_for(log_dir, at_offset: int | None, at_time: int | None) -> Plan:
     if p.snapshot is None:
         return p
     segments = [f for f in p.files if f.kind == SEGMENT]
-    first = min(s.offset for s in segments)
+    first = min((s.offset for s in segments), default=0)  # no segments: every snapshot is a candidate
     covering = sorted((f for f in discover(Path(log_dir)) if f.kind == SNAPSHOT and f.offset >= first),
                       key=lambda f: f.offset, reverse=True)
     for snap in covering:

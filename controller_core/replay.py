@@ -53,6 +53,10 @@ def choose(files: list[LogFile], where: str = "the log") -> Plan:
     segments = sorted((f for f in files if f.kind == SEGMENT), key=lambda f: f.offset)
     snapshots = [f for f in files if f.kind == SNAPSHOT]
     first = min((s.offset for s in segments), default=None)
+    if first is None and snapshots:
+        # a folder holding only snapshots: the newest one is the whole state
+        snap = max(snapshots, key=lambda s: s.offset)
+        return Plan([snap], snap, snap.offset)
     if first is None or first == 0:
         return Plan(boots + segments, None, 0)
     covering = [s for s in snapshots if s.offset >= first]

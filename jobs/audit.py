@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sys
 
-from jobs.common import CannotRun, add_source_arguments, at_offset_of, config_of
+from jobs.common import CannotRun, add_source_arguments, at_offset_of, config_of, warn_quarantined
 
 PROG = "kraft-audit audit"
 
@@ -38,6 +38,7 @@ def run(args, out=None, err=None) -> int:
     if args.limit < 0:
         raise CannotRun(f"{args.limit}: a count of findings to list cannot be negative", "--limit")
     config = config_of(args)
+    warn_quarantined(PROG, args.log_dir, err)
     tables, end_offset, end_time, info, lake = gold.load_sources(
         config, args.cluster, args.log_dir, args.log_info, warn=lambda m: print(f"{PROG}: {m}", file=err))
     at = at_offset_of(args, tables)

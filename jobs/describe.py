@@ -41,7 +41,7 @@ import sys
 
 from controller_core.image import NO_LEADER, TOPIC, Cluster, Partition, replica_dirs
 from controller_core.point import Reached, fmt_ms, fmt_us, image_at
-from jobs.common import CannotRun, parse_time
+from jobs.common import CannotRun, parse_time, warn_quarantined
 
 PROG = "kraft-audit describe"
 
@@ -238,6 +238,7 @@ def run(args, out=None, err=None) -> int:
     elif not args.log_dir:
         raise DescribeError("give --log-dir DIR (a __cluster_metadata-0 folder or the data directory holding it)")
     else:
+        warn_quarantined(PROG, args.log_dir, err)
         cluster, reached = image_at(args.log_dir, at_offset=args.at_offset, at_time=at_time, err=err, prog=PROG)
     if at_time is not None:
         where = (f"offset {reached.offset}, batch written {fmt_ms(reached.timestamp)}" if reached.offset is not None

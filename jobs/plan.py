@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from jobs.common import add_source_arguments, at_offset_of, config_of
+from jobs.common import add_source_arguments, at_offset_of, config_of, warn_quarantined
 
 PROG = "kraft-audit plan"
 
@@ -32,6 +32,7 @@ def run(args, out=None, err=None) -> int:
 
     out, err = out or sys.stdout, err or sys.stderr
     config = config_of(args)
+    warn_quarantined(PROG, args.log_dir, err)
     tables, end_offset, _, info, _ = gold.load_sources(
         config, args.cluster, args.log_dir, args.log_info, warn=lambda m: print(f"{PROG}: {m}", file=err))
     at = at_offset_of(args, tables)
