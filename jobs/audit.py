@@ -38,9 +38,9 @@ def run(args, out=None, err=None) -> int:
     if args.limit < 0:
         raise CannotRun(f"{args.limit}: a count of findings to list cannot be negative", "--limit")
     config = config_of(args)
-    warn_quarantined(PROG, args.log_dir, err)
     tables, end_offset, end_time, info, lake = gold.load_sources(
         config, args.cluster, args.log_dir, args.log_info, warn=lambda m: print(f"{PROG}: {m}", file=err))
+    warn_quarantined(PROG, args.log_dir, err, tables.get("quarantine"))  # what the replay could not decode
     at = at_offset_of(args, tables)
     at_end = args.at_offset is None and args.at_time is None
     if args.fail_on_new and (lake is None or not at_end):

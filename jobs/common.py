@@ -214,18 +214,20 @@ def check_cluster(root: str, cluster: str) -> list[str] | None:
     return known
 
 
-def warn_quarantined(prog: str, log_dir: str | None, err) -> list:
+def warn_quarantined(prog: str, log_dir: str | None, err, spans: list | None = None) -> list:
     """One stderr line when any byte of a ``--log-dir`` could not be decoded (the command goes on with
-    the records it could read), naming the first damaged file and byte position; the spans, [] if none."""
+    the records it could read), naming the first damaged file and byte position; the spans, [] if none.
+    ``spans``: what the replay already quarantined (else the log's files are read again to find out)."""
     if not log_dir:
         return []
-    from controller_core.codec.logfile import iter_chunks
-    from controller_core.replay import plan
+    if spans is None:
+        from controller_core.codec.logfile import iter_chunks
+        from controller_core.replay import plan
 
-    spans = []
-    for lf in plan(log_dir).files:
-        for chunk in iter_chunks(str(lf.path), lf.label, first_offset=lf.first_offset):
-            spans.extend(chunk.quarantine)
+        spans = []
+        for lf in plan(log_dir).files:
+            for chunk in iter_chunks(str(lf.path), lf.label, first_offset=lf.first_offset):
+                spans.extend(chunk.quarantine)
     if spans:
         more = f" (and {len(spans) - 1} more spans)" if len(spans) > 1 else ""
         print(f"{prog}: warning: the log is damaged, {sum(q.length for q in spans)} bytes quarantined "
