@@ -41,7 +41,7 @@ def silver_tables(log_dir: str | Path, invariants: bool = True) -> dict[str, pa.
     topic_config_history     timelines.TOPIC_SCHEMA (timestamps in us)
     invariant_breaches       offset, topic, partition, rule, severity, recorded, expected, message
     log_end                  end_offset, end_timestamp
-    quarantine               the spans that could not be decoded (controller_core.codec.errors.Quarantine)
+    undecoded_spans          the spans that could not be decoded (controller_core.codec.errors.Quarantine)
     """
     rep, times = pipeline.from_log_dir(log_dir, invariants=invariants)
     if times.num_rows:
@@ -58,7 +58,7 @@ def silver_tables(log_dir: str | Path, invariants: bool = True) -> dict[str, pa.
         catalog.INVARIANT_BREACHES.name: rep.breaches.drop_columns(["topic_id"]),
         "log_end": log_end,
         "record_times": times,
-        "quarantine": rep.quarantine,  # spans of the log that could not be decoded (a list, not a table)
+        "undecoded_spans": rep.quarantine,  # what the replay could not decode (a list of spans, not a table)
     }
 
 
