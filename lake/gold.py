@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from audit import loginfo
 from audit import local
+from controller_core.codes import SEVERITIES
 from lake import catalog
 
 SILVER_INPUTS = tuple(t.name for t in (catalog.PARTITION_STATE_HISTORY, catalog.BROKER_STATE_HISTORY,
@@ -170,9 +171,12 @@ def run_findings(lake, cluster: str, run_id: str) -> set[tuple]:
 
 
 def new_since(violations: pa.Table, seen: set[tuple]) -> pa.Table:
-    """The rows of ``violations`` whose finding is not in ``seen``."""
+    """The rows of ``violations`` whose finding is not in ``seen``, most severe first (then in log order)."""
     keys = zip(*(violations.column(c).to_pylist() for c in FINDING_KEY))
-    return violations.filter(pa.array([k not in seen for k in keys], pa.bool_()))
+    new = violations.filter(pa.array([k not in seen for k in keys], pa.bool_()))
+    rank = pc.fill_null(pc.index_in(new.column("severity"), pa.array(list(SEVERITIES))), len(SEVERITIES))
+    return (new.append_column("_rank", rank).sort_by([("_rank", "ascending"), ("first_offset", "ascending")])
+            .drop_columns(["_rank"]))
 
 
 LEGACY_RUN = "before-audit-runs"  # the run id given to gold rows written before runs were recorded
