@@ -137,14 +137,15 @@ def cut(records: pa.Table, at_offset: int | None, at_time: int | None, snapshot:
 
 
 def image_at(log_dir, at_offset: int | None = None, at_time: int | None = None, err=None,
-             prog: str = "kraft-audit describe") -> tuple[Cluster, Reached]:
+             prog: str = "kraft-audit describe", quarantine: list | None = None) -> tuple[Cluster, Reached]:
     """The cluster image at the point (see the module docstring).  Records the image rejects (a change
-    for an unknown partition, a topic created twice, ...) are reported on ``err`` and skipped."""
+    for an unknown partition, a topic created twice, ...) are reported on ``err`` and skipped.
+    ``quarantine``: if given, receives the spans of the files read that could not be decoded."""
     err = err or sys.stderr
     if at_offset is not None and at_offset < 0:
         raise PointError(f"--at-offset {at_offset}: offsets start at 0")
     p = plan_for(log_dir, at_offset, at_time)
-    records = read_plan(p)
+    records = read_plan(p, quarantine)
     notes: list[str] = []
     if records is None:
         raise PointError(f"{log_dir}: no metadata records to replay")

@@ -40,7 +40,7 @@ def run(args, out=None, err=None) -> int:
     config = config_of(args)
     tables, end_offset, end_time, info, lake = gold.load_sources(
         config, args.cluster, args.log_dir, args.log_info, warn=lambda m: print(f"{PROG}: {m}", file=err))
-    warn_quarantined(PROG, args.log_dir, err, tables.get("undecoded_spans"))  # what the replay could not decode
+    warn_quarantined(PROG, args.log_dir, err, tables.get("undecoded_spans") or [])  # what the replay could not decode
     at = at_offset_of(args, tables)
     at_end = args.at_offset is None and args.at_time is None
     if args.fail_on_new and (lake is None or not at_end):

@@ -214,22 +214,11 @@ def check_cluster(root: str, cluster: str) -> list[str] | None:
     return known
 
 
-def warn_quarantined(prog: str, log_dir: str | None, err, spans: list | None = None) -> list:
-    """One stderr line when any byte of a ``--log-dir`` could not be decoded (the command goes on with
-    the records it could read), naming the first damaged file and byte position; the spans, [] if none.
-    ``spans``: what the replay already quarantined (else the log's files are read again to find out)."""
-    if not log_dir:
-        return []
-    if spans is None:
-        from controller_core.codec.logfile import iter_chunks
-        from controller_core.replay import plan
-
-        spans = []
-        for lf in plan(log_dir).files:
-            for chunk in iter_chunks(str(lf.path), lf.label, first_offset=lf.first_offset):
-                spans.extend(chunk.quarantine)
-    if spans:
+def warn_quarantined(prog: str, log_dir: str | None, err, spans: list) -> None:
+    """One stderr line when any byte a ``--log-dir`` replay read could not be decoded (the command goes on
+    with the records it could read), naming the first damaged file and byte position.  ``spans``: what the
+    replay quarantined (``Replay.quarantine``)."""
+    if log_dir and spans:
         more = f" (and {len(spans) - 1} more spans)" if len(spans) > 1 else ""
         print(f"{prog}: warning: the log is damaged, {sum(q.length for q in spans)} bytes quarantined "
               f"(not replayed): {spans[0].message}{more}", file=err)
-    return spans

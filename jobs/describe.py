@@ -238,8 +238,10 @@ def run(args, out=None, err=None) -> int:
     elif not args.log_dir:
         raise DescribeError("give --log-dir DIR (a __cluster_metadata-0 folder or the data directory holding it)")
     else:
-        warn_quarantined(PROG, args.log_dir, err)
-        cluster, reached = image_at(args.log_dir, at_offset=args.at_offset, at_time=at_time, err=err, prog=PROG)
+        spans: list = []
+        cluster, reached = image_at(args.log_dir, at_offset=args.at_offset, at_time=at_time, err=err, prog=PROG,
+                                    quarantine=spans)
+        warn_quarantined(PROG, args.log_dir, err, spans)  # what this replay could not decode
     if at_time is not None:
         where = (f"offset {reached.offset}, batch written {fmt_ms(reached.timestamp)}" if reached.offset is not None
                  else f"snapshot {reached.snapshot.label}" if reached.snapshot is not None else "no log record")

@@ -34,7 +34,7 @@ def run(args, out=None, err=None) -> int:
     config = config_of(args)
     tables, end_offset, _, info, _ = gold.load_sources(
         config, args.cluster, args.log_dir, args.log_info, warn=lambda m: print(f"{PROG}: {m}", file=err))
-    warn_quarantined(PROG, args.log_dir, err, tables.get("undecoded_spans"))  # what the replay could not decode
+    warn_quarantined(PROG, args.log_dir, err, tables.get("undecoded_spans") or [])  # what the replay could not decode
     at = at_offset_of(args, tables)
     plan = plan_at(tables, end_offset, info, args.election_type, at_offset=at,
                    strategy=args.strategy or config["audit"]["recovery_strategy"],
