@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import sys
 
+import pyarrow.compute as pc
+
 from jobs.common import CannotRun, add_source_arguments, at_offset_of, config_of, warn_quarantined
 
 PROG = "kraft-audit audit"
@@ -51,11 +53,11 @@ def run(args, out=None, err=None) -> int:
     news = None
     if lake is not None:
         run = gold.AuditRun(args.cluster, result.at_offset, result.at_time, end_offset, at_end, fail_on, result.strategy,
-                            json.dumps({"audit": config["audit"], "log_info": sorted(set(
-                                info.column("source_file").to_pylist())) if info.num_rows else []},
-                                default=str, sort_keys=True))
+                            json.dumps({"audit": config["audit"],
+                                        "log_info": sorted(pc.unique(info.column("source_file")).to_pylist())},
+                                       default=str, sort_keys=True))
         previous = gold.previous_run(lake, args.cluster)
-        seen = gold.run_findings(lake, args.cluster, previous["run_id"]) if previous else set()
+        seen = gold.run_findings(lake, args.cluster, previous["run_id"]) if previous else None
         news = (previous, gold.new_since(result.violations, seen), run.run_id)
         gold.write_gold(lake, run, result, previous, news[1].num_rows)
     name = args.cluster or args.log_dir

@@ -45,7 +45,7 @@ class CannotRun(Exception):
 _CANNOT_RUN_BY_MODULE = {
     "lake.config": ("ConfigError",),
     "lake.gold": ("GoldError",),
-    "lake.delta": ("StagedOutputError",),
+    "lake.delta": ("StagedOutputError", "BackendError"),
     "controller_core.point": ("PointError",),
     "controller_core.rules.whatif": ("WhatIfError",),
     "simulator.scenario": ("ScenarioError",),

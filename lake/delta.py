@@ -64,6 +64,11 @@ class ProtocolError(RuntimeError):
     """A table was (or would be) created with an unexpected Delta protocol."""
 
 
+class BackendError(RuntimeError):
+    """The configured Delta backend cannot do what was asked (e.g. stage Spark output for a remote lake
+    without delta-spark): the command cannot run."""
+
+
 class StagedOutputError(RuntimeError):
     """The Spark tasks' staged output is not what the driver finds (missing, or another row count):
     nothing is committed."""
@@ -287,7 +292,7 @@ class Lake:
         from pyspark.sql.pandas.types import to_arrow_schema
 
         if not self._local:
-            raise NotImplementedError(
+            raise BackendError(
                 f"the delta-rs backend stages Spark output on the local filesystem; {self.root!r} "
                 "is not local (use the delta-spark backend for remote lakes)"
             )

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -163,17 +164,27 @@ def previous_run(lake, cluster: str) -> dict | None:
     return runs.sort_by([("audited_at", "descending")]).slice(0, 1).to_pylist()[0]
 
 
-def run_findings(lake, cluster: str, run_id: str) -> set[tuple]:
-    """The finding keys (:data:`FINDING_KEY`) of one recorded run."""
-    t = lake.read_arrow(catalog.VIOLATIONS.name, columns=list(FINDING_KEY),
-                        filters=[("cluster", "=", cluster), (catalog.RUN_ID, "=", run_id)])
-    return set(zip(*(t.column(c).to_pylist() for c in FINDING_KEY)))
+def run_findings(lake, cluster: str, run_id: str) -> pa.Table:
+    """The finding keys (:data:`FINDING_KEY` columns) of one recorded run."""
+    return lake.read_arrow(catalog.VIOLATIONS.name, columns=list(FINDING_KEY),
+                           filters=[("cluster", "=", cluster), (catalog.RUN_ID, "=", run_id)])
 
 
-def new_since(violations: pa.Table, seen: set[tuple]) -> pa.Table:
-    """The rows of ``violations`` whose finding is not in ``seen``, most severe first (then in log order)."""
-    keys = zip(*(violations.column(c).to_pylist() for c in FINDING_KEY))
-    new = violations.filter(pa.array([k not in seen for k in keys], pa.bool_()))
+def _joinable(t: pa.Table) -> pa.Table:
+    """The finding keys with nulls made comparable (a join never matches nulls): topic-level and
+    cluster-level findings have no partition or topic."""
+    return pa.table({"_code": t.column("code"), "_topic": pc.fill_null(t.column("topic_id"), ""),
+                     "_part": pc.fill_null(t.column("partition"), -1), "_first": t.column("first_offset")})
+
+
+def new_since(violations: pa.Table, seen: pa.Table | None) -> pa.Table:
+    """The rows of ``violations`` whose finding is not among the ``seen`` keys (None: nothing seen), most
+    severe first (then in log order)."""
+    new = violations
+    if seen is not None and seen.num_rows and violations.num_rows:
+        keys = _joinable(violations).append_column("_row", pa.array(np.arange(violations.num_rows)))
+        fresh = keys.join(_joinable(seen), ["_code", "_topic", "_part", "_first"], join_type="left anti")
+        new = violations.take(pa.array(np.sort(fresh.column("_row").to_numpy())))
     rank = pc.fill_null(pc.index_in(new.column("severity"), pa.array(list(SEVERITIES))), len(SEVERITIES))
     return (new.append_column("_rank", rank).sort_by([("_rank", "ascending"), ("first_offset", "ascending")])
             .drop_columns(["_rank"]))

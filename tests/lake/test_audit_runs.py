@@ -27,6 +27,12 @@ def test_violations_written_before_audit_runs_get_a_run_id_and_stay(tmp_path):
     lake.overwrite_arrow(catalog.VIOLATIONS.name, run, partition_by=("cluster",), where={"cluster": "c", "run_id": "r1"})
     t = lake.read_arrow(catalog.VIOLATIONS.name)
     assert sorted(t.column(catalog.RUN_ID).to_pylist()) == sorted([gold.LEGACY_RUN] * 2 + ["r1"])
-    assert gold.run_findings(lake, "c", gold.LEGACY_RUN) == {("OFFLINE", None, None, 7), ("OFFLINE", None, None, 9)}
+    seen = gold.run_findings(lake, "c", gold.LEGACY_RUN)
+    assert sorted(seen.column("first_offset").to_pylist()) == [7, 9]
+    # what is new against that run: the null topic / partition of these findings still match
+    now = pa.Table.from_pylist([_finding(), _finding(first_offset=11, severity="WARN"), _finding(first_offset=12)],
+                               schema=VIOLATION_SCHEMA)
+    assert gold.new_since(now, seen).column("first_offset").to_pylist() == [12, 11]  # ERROR before WARN
+    assert gold.new_since(now, None).num_rows == 3
     gold._add_run_ids(lake, catalog.VIOLATIONS)  # already carried over: nothing happens
     assert lake.read_arrow(catalog.VIOLATIONS.name).num_rows == 3
