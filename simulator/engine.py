@@ -31,6 +31,8 @@ MIN_ISR, UNCLEAN_KEY = "min.insync.replicas", "unclean.leader.election.enable"
 SETUP = -1        # incident index of the cluster's creation (brokers, scenario topics)
 HEARTBEAT = -2    # NoOp records belong to no incident
 _MISSING = object()
+BROKER_RECORDS = frozenset({"REGISTER_BROKER_RECORD", "BROKER_REGISTRATION_CHANGE_RECORD", "FENCE_BROKER_RECORD",
+                            "UNFENCE_BROKER_RECORD", "UNREGISTER_BROKER_RECORD"})
 
 
 class Plan:
@@ -121,12 +123,15 @@ class Simulator:
         self.queue: list = []
         self.seq = 0
         self.writer = LogWriter(self.out, sc["segment_bytes"])
-        self.truth = Truth(sc["long_window_ms"], sc["truth_info"])
+        self.truth = Truth(sc["long_window_ms"], sc["truth_info"], metadata_gap_ms=sc["metadata_gap_ms"],
+                           min_window_ms=sc["min_window_ms"], incident_merge_ms=sc["incident_merge_ms"],
+                           clock=lambda: self.now)
         self.raft_epoch = 0
         self.raft_leader = -1
         self.controllers = list(sc["controllers"])
         self.epoch_starts: list[tuple[int, int]] = []
         self.noop_paused_until = 0
+        self.quorum_down_until: int | None = None  # no controller runs until then (cluster_restart, controller_outage)
         self.next_noop = sc["start_ms"] + sc["heartbeat_interval_ms"]
         self.since_snapshot = 0
         self.cluster_id = random_uuid(self.rng)
@@ -244,6 +249,11 @@ class Simulator:
             last_event = max(last_event, ev["at_ms"])
         while self.queue:
             t, _, fn, idx = heapq.heappop(self.queue)
+            if self.quorum_down_until is not None and t <= self.quorum_down_until \
+                    and not getattr(fn, "quorum", False):
+                # no controller: whatever would be written waits for the next one (after its LeaderChange)
+                self.at(self.quorum_down_until, fn, idx)
+                continue
             self.heartbeats_until(t)
             self.now = max(self.now, t)
             self.idx = idx
@@ -261,6 +271,7 @@ class Simulator:
                 self.now = max(self.now, self.next_noop)
                 idx, self.idx = self.idx, HEARTBEAT
                 self.emit([("NO_OP_RECORD", 0, {})])
+                self.truth.beat_seen = True
                 self.idx = idx
             self.next_noop += hb
 
@@ -269,7 +280,10 @@ class Simulator:
         """Write one batch at the current time (strictly after the previous one) and apply it."""
         self.now = max(self.now, self.writer.last_timestamp + 1)
         base = self.writer.append(self.now, self.raft_epoch, records)
+        n = len(records)
+        self.truth.note_batch(self.idx, base, n, self.now)
         touched = []
+        brokers_written = False
         for i, (rtype, _, d) in enumerate(records):
             if rtype == "PARTITION_CHANGE_RECORD":
                 touched.append(self.apply_partition_change(d))
@@ -277,10 +291,13 @@ class Simulator:
             key = self.apply(rtype, d, base + i)
             if key is not None:
                 touched.append(key)
-        n = len(records)
+            elif rtype in BROKER_RECORDS:
+                brokers_written = True
         self.stats["records"] += n
         self.stats["batches"] += 1
-        self.truth.note_batch(self.idx, base, n)
+        if brokers_written:  # before the windows: a window closing as the cluster goes down is attributed to it
+            self.truth.brokers_active(frozenset(b for b, br in self.brokers.items() if br.active), self.now,
+                                      self.idx)
         self.observe(touched)
         self.since_snapshot += n
         if self.since_snapshot >= self.sc["snapshot_every"]:
@@ -626,6 +643,8 @@ class Simulator:
             self.at(t0 + 1000 * i, lambda t=t: self.create_topic(t), SETUP)
 
     def leader_change(self, leader: int) -> None:
+        if self.raft_epoch > 0:  # every election after the log's first (which only says who led at its start)
+            self.truth.controller_election(self.now, self.idx)
         self.raft_epoch += 1
         self.raft_leader = leader
         self.epoch_starts.append((self.raft_epoch, self.writer.next_offset))
@@ -956,6 +975,49 @@ class Simulator:
         self.noop_paused_until = self.now + gap
         self.at(self.now + gap, lambda: self.leader_change(new), self.idx)
 
+    # ------------------------------------------------------------------------------ cluster events
+    def quorum_stop(self, duration_ms: int, idx: int) -> None:
+        """The controller quorum stops (lost quorum, or every controller shut down): nothing at all is written
+        -- no NoOp, no fence, no election -- until a controller wins a new Raft epoch ``duration_ms`` later.
+        Brokers keep running as they are: no controller can fence them.  What the simulation would write
+        meanwhile (follow-ups, timeline events) waits for the new controller."""
+        until = self.now + duration_ms
+        self.quorum_down_until = until
+        self.noop_paused_until = max(self.noop_paused_until, until)
+        self.truth.gap_owner = idx
+
+        def resume():
+            self.now = max(self.now, until)
+            self.quorum_down_until = None
+            # the new controller loads the log and gives every registered broker a fresh session timeout to
+            # heartbeat: brokers that kept running keep their registration, nothing is fenced for the outage
+            self.leader_change(self.rng.choice(self.controllers))
+            self.truth.gap_owner = None
+        resume.quorum = True
+        self.at(until, resume, idx)
+
+    def cluster_restart(self, ev: dict, i: int) -> None:
+        """Every registered broker does a controlled shutdown a few seconds after the previous one; then (if
+        ``controllers_down``) the controller quorum stops for ``down_s`` and comes back with a new Raft epoch;
+        then the brokers start again one after another in the reverse order (re-register, unfenced, catch up).
+        Without ``controllers_down`` the controllers keep running and the brokers start ``down_s`` later."""
+        down = int(ev["down_s"] * 1000)
+        brokers = sorted(b for b, br in self.brokers.items() if br.registered)
+        t = self.now
+        for k, b in enumerate(brokers):
+            if k:
+                t += self.rng.randint(2000, 4000)
+            self.at(t, lambda b=b: self.controlled_shutdown(self.brokers[b]), i)
+        t += self.sc["controlled_shutdown_ms"] + self.rng.randint(1500, 2500)  # the last broker is stopped
+        if ev.get("controllers_down", True):
+            self.at(t, lambda: self.quorum_stop(down, i), i)
+            t += down + self.rng.randint(1500, 2500)  # brokers start once a controller leads again
+        else:
+            t += down
+        for b in reversed(brokers):  # the last one stopped first: it holds the ISRs of one the others left
+            self.at(t, lambda b=b: self.restart(self.brokers[b]), i)
+            t += self.rng.randint(1000, 2500)
+
     # ------------------------------------------------------------------------------ timeline
     def event_brokers(self, ev: dict) -> list[int]:
         if "broker" in ev:
@@ -964,6 +1026,8 @@ class Simulator:
             return list(ev["brokers"])
         if ev["event"] == "az_outage":
             return [b["id"] for b in self.sc["brokers"] if b.get("rack") == ev["rack"]]
+        if ev["event"] == "cluster_restart":
+            return [b["id"] for b in self.sc["brokers"]]
         return []
 
     @staticmethod
@@ -1013,6 +1077,10 @@ class Simulator:
             self.set_config(ev)
         elif kind == "controller_failover":
             self.failover(ev.get("to"))
+        elif kind == "cluster_restart":
+            self.cluster_restart(ev, i)
+        elif kind == "controller_outage":
+            self.quorum_stop(dur, i)
         elif kind == "produce":
             self.produce(self.topics.get(ev["topic"]) if ev.get("topic") else None, ev["records"])
         elif kind == "lagging_follower":
@@ -1030,7 +1098,8 @@ class Simulator:
             if not self.writer.snapshots:
                 self.snapshot()
         self.writer.close()
-        self.truth.finish(self.now, lambda key: (self.names[key[0]], key[1]))
+        self.truth.finish(self.now, lambda key: (self.names[key[0]], key[1]),
+                          racks={b: br.rack for b, br in self.brokers.items() if br.registered})
         sc = self.sc
         write_bootstrap(self.out, sc["start_ms"] - 41_000, [("metadata.version", self.mv)] +
                         ([("eligible.leader.replicas.version", 1)] if self.elr else []))

@@ -39,6 +39,12 @@ DEFAULTS = {
     "timeline": [],
     "generate": None,
     "long_window_ms": 600000,
+    # the audit's defaults the ground truth follows (audit.metadata_gap_ms, audit.min_window_ms,
+    # audit.incident_merge_ms): no record for metadata_gap_ms is a METADATA_GAP; a closed UNDER_MIN_ISR /
+    # OFFLINE window shorter than min_window_ms is INFO; incidents merge within incident_merge_ms
+    "metadata_gap_ms": 30000,
+    "min_window_ms": 1000,
+    "incident_merge_ms": 60000,
     # the controller splits the records of a non-atomic operation (fence, unfence, controlled shutdown,
     # AlterPartition, elections) into batches of at most this many records
     "max_batch_records": 10000,
@@ -65,6 +71,13 @@ EVENTS = {
     "unclean_election": ({"topic"}, {"partitions"}),
     "config_change": ({"resource", "key"}, {"name", "value"}),
     "controller_failover": (set(), {"to"}),
+    # every broker stops (controlled shutdown, a few seconds apart), then (controllers_down, default true) the
+    # controller quorum for down_s (no record at all), which comes back with a new Raft epoch; the brokers
+    # start again one after another
+    "cluster_restart": ({"down_s"}, {"controllers_down"}),
+    # the metadata quorum writes nothing for duration_s (lost quorum); brokers keep running; then a new Raft
+    # epoch (LeaderChange) and NoOps again
+    "controller_outage": ({"duration_s"}, set()),
     "produce": ({"records"}, {"topic"}),
     # GetReplicaLogInfo from every broker still running (or those listed), at this point of the log
     "collect_log_info": (set(), {"brokers"}),
@@ -175,7 +188,7 @@ def _validate_settings(sc: dict, path) -> None:
     sc["start_ms"] = parse_time(sc["start_time"], path, "start_time")
     for k in ("heartbeat_interval_ms", "session_timeout_ms", "segment_bytes", "snapshot_every", "catch_up_ms",
               "unfence_delay_ms", "controlled_shutdown_ms", "unclean_election_interval_ms", "long_window_ms",
-              "max_batch_records"):
+              "max_batch_records", "metadata_gap_ms", "min_window_ms", "incident_merge_ms"):
         _need(isinstance(sc[k], int) and sc[k] > 0, path, k, "must be a positive integer")
     _need(isinstance(sc["end_after_s"], (int, float)) and sc["end_after_s"] >= 0, path, "end_after_s",
           "must be a number >= 0")
@@ -244,6 +257,13 @@ def _validate_event(sc: dict, ev, path, where: str, ids: set, topics: set, racks
               "seconds > 0")
         _need(ev.get("topic") is None or ev["topic"] in topics, path, f"{where}.topic",
               f"{ev.get('topic')!r} is not a topic of the scenario")
+    if kind == "cluster_restart":
+        _need(isinstance(ev["down_s"], (int, float)) and ev["down_s"] >= 0, path, f"{where}.down_s", "seconds >= 0")
+        _need(isinstance(ev.get("controllers_down", True), bool), path, f"{where}.controllers_down",
+              "must be true or false")
+    if kind == "controller_outage":
+        _need(isinstance(ev["duration_s"], (int, float)) and ev["duration_s"] > 0, path, f"{where}.duration_s",
+              "seconds > 0")
     if kind == "az_outage":
         _need(ev["rack"] in racks, path, f"{where}.rack", f"no broker in rack {ev['rack']!r}")
     if kind == "create_topic":

@@ -40,7 +40,7 @@ def _audit(argv, capsys):
 def test_every_builtin_scenario_is_exercised():
     assert set(builtin_names()) == {"last-replica-standing-elr-off", "last-replica-standing-elr-on", "az-outage",
                                     "rolling-restart", "unclean-election", "long-under-min-isr", "fleet-large",
-                                    "default-cluster"}
+                                    "default-cluster", "cluster-restart", "metadata-gap"}
 
 
 @pytest.mark.parametrize("name", sorted(builtin_names()))

@@ -25,8 +25,9 @@ from jobs import decode
 from simulator.engine import simulate
 from simulator.scenario import ScenarioError, builtin_names, load
 
-BUILTIN = ["az-outage", "default-cluster", "fleet-large", "last-replica-standing-elr-off",
-           "last-replica-standing-elr-on", "long-under-min-isr", "rolling-restart", "unclean-election"]
+BUILTIN = ["az-outage", "cluster-restart", "default-cluster", "fleet-large", "last-replica-standing-elr-off",
+           "last-replica-standing-elr-on", "long-under-min-isr", "metadata-gap", "rolling-restart",
+           "unclean-election"]
 META = "__cluster_metadata-0"
 
 
@@ -202,7 +203,9 @@ def test_last_replica_standing_elr_off_reelects_the_crashed_replica_and_loses_da
     assert info3["LogEndOffset"] == 700 < 1000        # the others' high watermark before T1 was 1000
     assert all(_log_info(d, b)[0]["LogEndOffset"] == 700 for b in (1, 2))  # they truncated to it
     assert ("DATA_LOSS_LIKELY", "payments", 0, "ERROR") in _expected(d)
-    assert ("LAST_REPLICA_STANDING", "payments", 0, "WARN") in _expected(d)
+    # the window closes as broker 3's fence leaves no broker active (CLUSTER_DOWN): attributed to it, INFO
+    assert ("LAST_REPLICA_STANDING", "payments", 0, "INFO") in _expected(d)
+    assert ("CLUSTER_DOWN", None, None, "WARN") in _expected(d)
     doc = json.loads((d / "log-info" / "broker-3.json").read_text())
     assert doc["BrokerEpoch"] == regs[1].data["brokerEpoch"] == regs[1].offset
 
@@ -260,7 +263,7 @@ def test_ground_truth_shape(generated):
     assert set(t) == {"scenario", "seed", "metadataVersion", "elrEnabled", "incidents"}
     for inc in t["incidents"]:
         assert set(inc) == {"kind", "description", "partitions", "brokers", "firstOffset", "lastOffset", "time",
-                            "expectedFindings"}
+                            "cause", "expectedFindings"}
 
 
 # ------------------------------------------------------------------------------------------ YAML errors
@@ -276,6 +279,11 @@ def test_ground_truth_shape(generated):
     ("brokers: [{id: 1}]\ntimeline: [{at: 1, event: lagging_follower, broker: 1, duration_s: 5, topic: t}]\n",
      "timeline[0].topic"),
     ("brokers: [{id: 1}]\ndata_node: one\n", "data_node"),
+    ("brokers: [{id: 1}]\ntimeline: [{at: 1, event: cluster_restart}]\n", "timeline[0].down_s"),
+    ("brokers: [{id: 1}]\ntimeline: [{at: 1, event: cluster_restart, down_s: 5, controllers_down: 1}]\n",
+     "timeline[0].controllers_down"),
+    ("brokers: [{id: 1}]\ntimeline: [{at: 1, event: controller_outage, duration_s: 0}]\n", "timeline[0].duration_s"),
+    ("brokers: [{id: 1}]\nmetadata_gap_ms: 0\n", "metadata_gap_ms"),
 ])
 def test_yaml_errors_name_the_file_and_key(tmp_path, text, needle):
     f = tmp_path / "bad.yaml"
