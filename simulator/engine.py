@@ -162,6 +162,7 @@ class Simulator:
         # and registration (see observe)
         self._plans: dict = {}
         self._flags: dict = {}
+        self._at_min: dict = {}  # min ISR -> registration -> at its minimum (AT_MIN_ISR) when INFO is not listed
 
     # ------------------------------------------------------------------------------ model queries
     def active(self, b: int) -> bool:
@@ -251,8 +252,10 @@ class Simulator:
             t, _, fn, idx = heapq.heappop(self.queue)
             if self.quorum_down_until is not None and t <= self.quorum_down_until \
                     and not getattr(fn, "quorum", False):
-                # no controller: whatever would be written waits for the next one (after its LeaderChange)
-                self.at(self.quorum_down_until, fn, idx)
+                # no controller: whatever would be written waits for the next one (after its LeaderChange);
+                # a session that expired meanwhile gets a full session timeout from the new controller
+                self.at(self.quorum_down_until + (self.sc["session_timeout_ms"] if getattr(fn, "session", False)
+                                                  else 0), fn, idx)
                 continue
             self.heartbeats_until(t)
             self.now = max(self.now, t)
@@ -454,6 +457,9 @@ class Simulator:
     def observe(self, keys) -> None:
         """Open and close the partitions' windows in the ground truth after a batch."""
         parts, memo, open_windows, min_isr = self.parts, self._flags, self.truth.open, self._min_isr
+        # without INFO findings (truth_info false) AT_MIN_ISR windows are not followed; whether one may start
+        # in this batch is still noted, for the incidents' causes (a broker incident needs a finding)
+        unlisted = None if self.truth.include_info else self._at_min
         for key in dict.fromkeys(keys):
             p = parts.get(key)
             if p is None:
@@ -469,6 +475,13 @@ class Simulator:
                 flags = by_reg[p.reg] = self.window_flags(p.reg, m)
             if flags or key in open_windows:
                 self.truth.observe(key, self.names[key[0]], key[1], flags, self.now, self.idx)
+            if unlisted is not None:
+                at_min = unlisted.setdefault(m, {}).get(p.reg)
+                if at_min is None:
+                    at_min = unlisted[m][p.reg] = len(p.reg.isr) == m and m < len(p.reg.replicas)
+                if at_min:
+                    self.truth.unlisted_finding(self.now)
+                    unlisted = None  # once per batch
 
     def window_flags(self, reg: Reg, m: int) -> frozenset:
         """The window codes true of a registration when the topic's min ISR is ``m``."""
@@ -735,7 +748,16 @@ class Simulator:
                 lg.truncate(lg.leo - lose)
             if self.parts[key].isr == [b] and not self.elr and self.min_isr(key[0]) >= 2:
                 self.last_standing[key] = b
-        self.at(self.now + self.sc["session_timeout_ms"], lambda inc=br.incarnation: self.fence(br, inc), self.idx)
+        self.session_timeout(br)
+
+    def session_timeout(self, br: Broker) -> None:
+        """The broker's heartbeats stopped now: the controller fences it after the session timeout (unless it
+        registered again meanwhile).  Due while no controller runs, the fence waits for the next one, which
+        gives every broker a full session timeout from its election."""
+        def expire(inc=br.incarnation):
+            self.fence(br, inc)
+        expire.session = True
+        self.at(self.now + self.sc["session_timeout_ms"], expire, self.idx)
 
     def restart(self, br: Broker) -> None:
         if br.alive and br.registered and not br.fenced:
@@ -754,7 +776,7 @@ class Simulator:
     def isolate(self, br: Broker, duration_ms: int | None) -> None:
         """Heartbeats stop reaching the controller (session timeout / network partition)."""
         br.reachable = False
-        self.at(self.now + self.sc["session_timeout_ms"], lambda inc=br.incarnation: self.fence(br, inc), self.idx)
+        self.session_timeout(br)
         if duration_ms:
             self.at(self.now + duration_ms, lambda: self.heal(br), self.idx)
 
@@ -1100,6 +1122,7 @@ class Simulator:
         self.writer.close()
         self.truth.finish(self.now, lambda key: (self.names[key[0]], key[1]),
                           racks={b: br.rack for b, br in self.brokers.items() if br.registered})
+        self.truth.clock = None  # no cycle back to the simulator: its millions of objects go by reference count
         sc = self.sc
         write_bootstrap(self.out, sc["start_ms"] - 41_000, [("metadata.version", self.mv)] +
                         ([("eligible.leader.replicas.version", 1)] if self.elr else []))

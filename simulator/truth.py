@@ -188,6 +188,10 @@ class Truth:
         if inc is not None:
             inc.add(code, severity, topic, partition)
 
+    def unlisted_finding(self, now: int) -> None:
+        """A finding not listed (an AT_MIN_ISR window while INFO is off) may start now: incidents explain it."""
+        self.finding_times.append(now)
+
     def observe(self, key, topic: str, partition: int, flags: set[str], now: int, idx: int) -> None:
         """The partition's conditions after a batch (``flags`` = codes currently true)."""
         cur = self.open.setdefault(key, {})

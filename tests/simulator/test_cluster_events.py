@@ -271,3 +271,48 @@ def test_cluster_down_and_gap_findings():
     assert t.gaps == [(10_000, 50_000)] and t.downs == [[12_000, 50_000]]
     assert t.incidents[1].cause == "CLUSTER_RESTART"
     assert t.incidents[1].to_json()["expectedFindings"][0]["topic"] is None
+
+
+def test_a_session_expiring_during_an_outage_gets_a_full_timeout_from_the_next_controller(tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text("brokers: [{id: 1}, {id: 2}, {id: 3}]\n"
+                 "topics: [{name: t, partitions: 3, replication_factor: 3}]\n"
+                 "timeline: [{at: 25, event: broker_session_timeout, broker: 2, duration_s: 300},\n"
+                 "           {at: 30, event: controller_outage, duration_s: 120}]\n")
+    sc = load(str(f))
+    simulate(sc, tmp_path / "out", seed=0)
+    _, _, after, t_after = _largest_gap(tmp_path / "out")
+    fences = [ts for _, ts, r in _records(tmp_path / "out")
+              if r.type == "BROKER_REGISTRATION_CHANGE_RECORD" and r.data.get("fenced") == 1]
+    # broker 2's session expired at 34 s, during the outage; the controller is back at t_after and fences it
+    # one session timeout later, not at once
+    assert len(fences) == 1 and fences[0] - t_after >= sc["session_timeout_ms"]
+
+
+def _causes(d: Path) -> dict[str, str | None]:
+    return {i["kind"] + "@" + i["time"][11:19]: i["cause"] for i in _truth(d)}
+
+
+def test_incident_causes_of_builtin_scenarios(tmp_path):
+    for name in ("az-outage", "unclean-election", "last-replica-standing-elr-off"):
+        simulate(load(name), tmp_path / name, seed=7)
+    # the two brokers of rack a (of three racks) crash together
+    assert _causes(tmp_path / "az-outage")["az_outage@00:01:00"] == "AZ_LOSS"
+    # broker 2 times out, broker 1 crashes 20 s later: one incident of two brokers; the elections they force
+    # are explained by it (no incident of their own)
+    c = _causes(tmp_path / "unclean-election")
+    assert c["broker_session_timeout@00:00:30"] == c["unclean_shutdown@00:00:50"] == "BROKERS_DOWN"
+    assert c["unclean_election@00:01:40"] is None and c["config_change@00:01:50"] is None
+    # the last replica's crash fences the last active broker: a cluster incident; its re-election after the
+    # cluster is back loses data, explained by nothing else
+    c = _causes(tmp_path / "last-replica-standing-elr-off")
+    assert c["unclean_shutdown@00:01:30"] == "CLUSTER_RESTART" and c["restart@00:02:32"] == "UNCLEAN_ELECTION"
+    assert c["network_partition@00:00:30"] == "BROKERS_DOWN"
+
+
+def test_fleet_without_info_findings_still_gives_single_broker_incidents_a_cause(tmp_path):
+    simulate(load("fleet-large", {"partitions": "60", "events": "8"}), tmp_path / "f", seed=7)
+    incs = _truth(tmp_path / "f")
+    downs = [i for i in incs if i["kind"] in ("controlled_shutdown", "unclean_shutdown", "broker_session_timeout")]
+    assert downs and {i["cause"] for i in downs} == {"BROKER_DOWN"}
+    assert all(f["severity"] != "INFO" for i in incs for f in i["expectedFindings"])
