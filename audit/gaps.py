@@ -23,6 +23,8 @@ class Gaps:
     end_ms: np.ndarray  # time of the first record after it
     before_offset: np.ndarray  # that record's offset
     after_offset: np.ndarray
+    before_epoch: np.ndarray | None = None  # the Raft epoch (controller epoch) of those records' batches; -1
+    after_epoch: np.ndarray | None = None  # when unknown
 
     def __len__(self) -> int:
         return len(self.start_ms)
@@ -50,14 +52,17 @@ def metadata_gaps(record_times: pa.Table | None, threshold_ms: int) -> Gaps:
     ts = record_times.column("timestamp")
     ok = pc.is_valid(ts)
     off = np.asarray(record_times.column("offset").filter(ok).to_numpy(zero_copy_only=False), np.int64)
+    epoch = (np.asarray(pc.fill_null(record_times.column("batch_leader_epoch").filter(ok), -1)
+                        .to_numpy(zero_copy_only=False), np.int64)
+             if "batch_leader_epoch" in record_times.column_names else np.full(len(off), -1, np.int64))
     ms = np.asarray(pc.cast(pc.cast(ts.filter(ok), pa.timestamp("ms", tz="UTC")), pa.int64())
                     .to_numpy(zero_copy_only=False), np.int64)
     order = np.argsort(off, kind="stable")
-    off, ms = off[order], ms[order]
+    off, ms, epoch = off[order], ms[order], epoch[order]
     # a clock that steps back is not a gap; the time runs on from the latest record seen
     ms = np.maximum.accumulate(ms) if len(ms) else ms
     at = np.flatnonzero(np.diff(ms) >= threshold_ms)
-    return Gaps(ms[at], ms[at + 1], off[at], off[at + 1])
+    return Gaps(ms[at], ms[at + 1], off[at], off[at + 1], epoch[at], epoch[at + 1])
 
 
 def excluded_ms(gaps: Gaps, start_ms: np.ndarray, end_ms: np.ndarray) -> np.ndarray:

@@ -20,6 +20,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from audit import frames
+from audit import incidents as I
 from audit import loginfo
 from audit import recovery
 from audit.violations import violations
@@ -34,13 +36,14 @@ TS = pa.timestamp("us", tz="UTC")
 
 @dataclass
 class AuditResult:
-    violations: pa.Table  # VIOLATION_SCHEMA
+    violations: pa.Table  # VIOLATION_SCHEMA, incident_id filled in
     candidates: pa.Table  # recovery.CANDIDATE_SCHEMA
     partitions: pa.Table  # recovery.PARTITION_SCHEMA + topic: every live partition at the audited point
     brokers: pa.Table  # recovery.BROKER_SCHEMA at the audited point
     at_offset: int
     at_time: dt.datetime | None
     strategy: str
+    incidents: pa.Table = None  # incidents.INCIDENT_SCHEMA, most severe first
 
     def worst(self) -> str | None:
         sev = set(self.violations.column("severity").to_pylist())
@@ -93,7 +96,7 @@ def truncate(tables: dict[str, pa.Table], at: int) -> tuple[dict[str, pa.Table],
     """The tables as a replay through offset ``at`` would have written them, and the time of that point."""
     out = dict(tables)
     for name in (catalog.PARTITION_STATE_HISTORY.name, catalog.BROKER_STATE_HISTORY.name,
-                 catalog.TOPIC_CONFIG_HISTORY.name, catalog.INVARIANT_BREACHES.name):
+                 catalog.TOPIC_CONFIG_HISTORY.name, catalog.INVARIANT_BREACHES.name, "record_times"):
         if name in out:
             out[name] = _cut(out[name], at)
     when = None
@@ -159,6 +162,8 @@ def _violations_in_chunks(tables, config, end_offset, end_time, chunk_rows: int)
     hist = tables[catalog.PARTITION_STATE_HISTORY.name]
     if chunk_rows <= 0 or hist.num_rows <= chunk_rows:
         return violations(tables, config, end_offset, end_time)
+    # the cluster's own findings (gaps, outages, controller elections) once, not once per chunk
+    parts = [violations(tables, config, end_offset, end_time, topics=False)]
     import zlib
 
     k = -(-hist.num_rows // chunk_rows)
@@ -176,14 +181,13 @@ def _violations_in_chunks(tables, config, end_offset, end_time, chunk_rows: int)
     if breaches is not None and breaches.num_rows:
         b_names = breaches.column("topic").to_pylist()
         b_chunk = np.where([n is None for n in b_names], 0, chunk_of(b_names))
-    parts = []
     for c in range(k):
         part = dict(tables)
         part[catalog.PARTITION_STATE_HISTORY.name] = hist.filter(pa.array(h_chunk == c))
         part[catalog.TOPIC_CONFIG_HISTORY.name] = topics.filter(pa.array(t_chunk == c))
         if b_chunk is not None:
             part[catalog.INVARIANT_BREACHES.name] = breaches.filter(pa.array(b_chunk == c))
-        parts.append(violations(part, config, end_offset, end_time))
+        parts.append(violations(part, config, end_offset, end_time, cluster=False))
     out = pa.concat_tables(parts)
     return out.sort_by([("first_offset", "ascending"), ("code", "ascending"), ("topic_id", "ascending"),
                         ("partition", "ascending")])
@@ -206,13 +210,14 @@ def audit(tables: dict[str, pa.Table], config: dict, end_offset: int, end_time, 
         for a, b in (("at the end of the log", f"at offset {at_offset}"), ("to the end of the log", f"to offset {at_offset}")):
             text = pc.replace_substring(text, a, b)
         found = found.set_column(found.schema.get_field_index("explanation"), "explanation", text)
+    found, incidents = I.group(found, tables, config, frames.as_millis(at_time))
     parts, brokers = state_at(tables)
     info = log_info_as_of(log_info, at_offset)
     cands = recovery.recovery_candidates_table(parts, brokers, info, strategy,
                                                conf.get("leader_epoch_check", "strict"))
     if isinstance(at_time, (int, np.integer)):
         at_time = dt.datetime.fromtimestamp(int(at_time) / 1000, dt.timezone.utc)
-    return AuditResult(found, cands, parts, brokers, end_offset, at_time, strategy)
+    return AuditResult(found, cands, parts, brokers, end_offset, at_time, strategy, incidents)
 
 
 # -------------------------------------------------------------------------------------------- output
@@ -231,11 +236,14 @@ def counts(result: AuditResult) -> list[dict]:
     return sorted(rows, key=lambda r: (RANK.get(r["severity"], 9), r["code"]))
 
 
-def _ordered_findings(result: AuditResult, min_severity: str,
-                      limit: int | None = None) -> tuple[list[dict], int]:
+def _ordered_findings(result: AuditResult, min_severity: str, limit: int | None = None,
+                      outside: bool = False) -> tuple[list[dict], int]:
     """(the first ``limit`` findings at or above ``min_severity``, how many there are): most severe
-    first; within a severity what is still going on first, then in log order."""
+    first; within a severity what is still going on first, then in log order.  ``outside``: only those
+    no incident explains."""
     v = result.violations
+    if outside:
+        v = v.filter(pc.is_null(v.column("incident_id")))
     keep = pc.is_in(v.column("severity"), pa.array([s for s in SEVERITIES if RANK[s] <= RANK[min_severity]]))
     v = v.filter(keep)
     rank = pc.fill_null(pc.index_in(v.column("severity"), pa.array(SEVERITIES)), len(SEVERITIES))
@@ -263,9 +271,14 @@ def summary_json(result: AuditResult, cluster: str | None, fail_on: str, limit: 
     partitions = pc.unique(key)
     if limit is not None and len(partitions) > limit:
         cands = cands.filter(pc.is_in(key, partitions.slice(0, limit)))
+    inc = result.incidents
+    listed_inc = inc.slice(0, limit) if limit is not None else inc
     return {
         "cluster": cluster, "atOffset": result.at_offset, "atTime": iso(result.at_time),
         "worstSeverity": result.worst(), "failOn": fail_on, "failed": result.fails(fail_on),
+        "incidentsTotal": inc.num_rows,
+        "incidents": [{k: iso(v) for k, v in r.items()} for r in listed_inc.to_pylist()],
+        "findingsOutsideIncidents": result.violations.column("incident_id").null_count,
         "counts": counts(result),
         "findingsTotal": total, "findingsListed": len(listed),
         "findings": [{k: iso(v) for k, v in r.items()} for r in listed],
@@ -275,23 +288,48 @@ def summary_json(result: AuditResult, cluster: str | None, fail_on: str, limit: 
     }
 
 
+def _iso(x) -> str:
+    return x.isoformat().replace("+00:00", "Z") if isinstance(x, dt.datetime) else "?"
+
+
+def incident_lines(incidents: pa.Table, limit: int) -> list[str]:
+    """One line per incident (the first ``limit``): severity, id, when, its title, how many findings."""
+    lines = []
+    for r in incidents.slice(0, limit).to_pylist():
+        span = f"offsets {r['first_offset']}-{r['last_offset']}" if r["last_offset"] is not None else \
+            f"from offset {r['first_offset']}"
+        lines.append(f"  [{r['severity']}] {r['incident_id']} {_iso(r['first_time'])} ({span}): {r['title']}; "
+                     f"{r['findings']} finding(s): {', '.join(r['codes'])}")
+    if incidents.num_rows > limit:
+        lines.append(f"  ... {incidents.num_rows - limit} more: --json, or the incidents table")
+    return lines
+
+
 def summary_text(result: AuditResult, cluster: str | None, fail_on: str, limit: int = 20) -> str:
-    when = result.at_time.isoformat().replace("+00:00", "Z") if isinstance(result.at_time, dt.datetime) else "?"
-    lines = [f"kraft-audit audit: {cluster or 'log directory'} through offset {result.at_offset} ({when})", ""]
-    table = counts(result)
-    if not table:
-        lines.append("No findings.")
-    else:
-        lines.append(f"  {'SEVERITY':<8} {'CODE':<30} {'FINDINGS':>8} {'PARTITIONS':>10}")
-        for r in table:
-            lines.append(f"  {r['severity']:<8} {r['code']:<30} {r['findings']:>8} {r['partitions']:>10}")
-    act, n_act = _ordered_findings(result, "WARN", limit)
+    """The operator's summary: incidents first, then the findings no incident explains, then the counts."""
+    lines = [f"kraft-audit audit: {cluster or 'log directory'} through offset {result.at_offset} "
+             f"({_iso(result.at_time)})", ""]
+    inc = result.incidents
+    if inc.num_rows:
+        lines.append(f"Incidents ({inc.num_rows}, most severe first; each explains the findings listed in it):")
+        lines += incident_lines(inc, limit)
+        lines.append("")
+    act, n_act = _ordered_findings(result, "WARN", limit, outside=True)
     if act:
-        lines += ["", f"To act on ({n_act} findings at WARN or above, most severe first):"]
+        lines.append(f"To act on, outside incidents ({n_act} findings at WARN or above, most severe first):")
         for r in act:
             lines.append(f"  [{r['severity']}] {r['code']} @{r['first_offset']}: {r['explanation']}")
         if n_act > limit:
             lines.append(f"  ... {n_act - limit} more: --json, or the violations table")
+        lines.append("")
+    table = counts(result)
+    if not table:
+        lines.append("No findings.")
+    else:
+        lines.append("All findings:")
+        lines.append(f"  {'SEVERITY':<8} {'CODE':<30} {'FINDINGS':>8} {'PARTITIONS':>10}")
+        for r in table:
+            lines.append(f"  {r['severity']:<8} {r['code']:<30} {r['findings']:>8} {r['partitions']:>10}")
     by_partition: dict[tuple, list[dict]] = {}  # candidate rows per leaderless partition, in rank order
     for r in result.candidates.to_pylist():
         by_partition.setdefault((r["topic"] or r["topic_id"], r["partition"]), []).append(r)

@@ -12,7 +12,8 @@ import datetime as dt
 import pyarrow as pa
 
 from audit.frames import as_millis
-from audit.gaps import Gaps, excluded_ms_one, metadata_gaps
+from audit.cluster_events import ClusterEvents, attributed_severity, cluster_events
+from audit.gaps import excluded_ms_one
 from controller_core import codes as C
 from controller_core.codes import AT_MIN_ISR, LAST_REPLICA_STANDING, OFFLINE, OFFLINE_NO_CANDIDATE, UNDER_MIN_ISR
 from lake import catalog
@@ -49,8 +50,9 @@ def violations_scalar(tables: dict[str, pa.Table], config: dict, end_offset: int
     """The window findings as dicts: code, severity, topic_id, partition, first_offset, last_offset, open,
     duration_ms, brokers (the broker of LAST_REPLICA_STANDING; empty for the other codes)."""
     severities = {**C.default_severities(C.FINDING), **config["audit"]["severities"]}
-    gaps = metadata_gaps(tables.get("record_times"), int(config["audit"].get("metadata_gap_ms") or 0))
-    windows = _Windows(severities, int(config["audit"].get("long_window_ms") or 0), as_millis(end_time), gaps)
+    end_ms = as_millis(end_time)
+    windows = _Windows(severities, int(config["audit"].get("long_window_ms") or 0), end_ms,
+                       cluster_events(tables, config, end_ms), int(config["audit"].get("min_window_ms") or 0))
     settings = _topic_settings(tables[catalog.TOPIC_CONFIG_HISTORY.name])
     current = None
     for row in _history_rows(tables):
@@ -109,8 +111,10 @@ def _conditions(row: dict, m: int, elr_on: bool, lrs_open: bool) -> dict[str, bo
 class _Windows:
     """The windows open on the current partition (code -> window being built) and the finished ones."""
 
-    def __init__(self, severities: dict[str, str], long_ms: int, end_ms: int | None, gaps: Gaps):
-        self.severities, self.long_ms, self.end_ms, self.gaps = severities, long_ms, end_ms, gaps
+    def __init__(self, severities: dict[str, str], long_ms: int, end_ms: int | None, events: ClusterEvents,
+                 min_ms: int):
+        self.severities, self.long_ms, self.end_ms, self.events, self.min_ms = (severities, long_ms, end_ms, events,
+                                                                                min_ms)
         self.open: dict[str, dict] = {}
         self.found: list[dict] = []
 
@@ -137,9 +141,14 @@ class _Windows:
             end = _ms(row["valid_from_timestamp"])
         start = w.pop("start_ms")
         # time no controller wrote the log is not part of the window (audit/gaps.py)
-        w["duration_ms"] = (end - start - excluded_ms_one(self.gaps, start, end)
-                            if start is not None and end is not None else None)
+        known = start is not None and end is not None
+        w["duration_ms"] = end - start - excluded_ms_one(self.events.gaps, start, end) if known else None
         w["severity"] = self._severity(code, w["duration_ms"])
+        if known and code in LONG and self.min_ms > 0 and not w["open"] and w["duration_ms"] < self.min_ms:
+            w["severity"] = C.INFO  # a flap
+        if known and self.events.outages.touches_one(start, end):  # inside a cluster outage: the outage is the finding
+            outside = end - start - self.events.outages.covered_one(start, end)
+            w["severity"] = attributed_severity(code, w["severity"], True, outside, self.long_ms)
         self.found.append(w)
 
     def close_all(self) -> None:

@@ -29,10 +29,11 @@ import numpy as np
 import pyarrow as pa
 
 from audit import frames as F
-from audit.gaps import Gaps, excluded_ms, metadata_gaps
+from audit.cluster_events import ClusterEvents, attributed_severity, cluster_events
+from audit.gaps import Gaps, excluded_ms
 from controller_core import codes as C
 from controller_core.codes import (
-    AT_MIN_ISR, DATA_LOSS_LIKELY, ELR_MEMBER_FENCED_LEADER, LAST_REPLICA_STANDING, METADATA_GAP, MIN_ISR_ABOVE_RF,
+    AT_MIN_ISR, CLUSTER_DOWN, CONTROLLER_ELECTION, DATA_LOSS_LIKELY, ELR_MEMBER_FENCED_LEADER, LAST_REPLICA_STANDING, METADATA_GAP, MIN_ISR_ABOVE_RF,
     MIN_ISR_CHANGE_CLEARED_ELR, OFFLINE, OFFLINE_NO_CANDIDATE, UNCLEAN_CONFIG, UNCLEAN_ELECTION, UNDER_MIN_ISR,
 )
 from controller_core.brokers import active_rows
@@ -56,6 +57,7 @@ VIOLATION_SCHEMA = pa.schema([
     pa.field("evidence_before", pa.string()),  # JSON, Kafka field names
     pa.field("evidence_after", pa.string()),
     pa.field("explanation", pa.string(), nullable=False),
+    pa.field("incident_id", pa.string()),  # the incident that explains it (audit/incidents.py), null if none
 ])
 
 LONG_WINDOW_CODES = C.long_window_codes()  # raised to ERROR past audit.long_window_ms
@@ -85,12 +87,18 @@ class Context:
     b_active: np.ndarray
     b_new_incarnation: np.ndarray  # a RegisterBrokerRecord replacing an earlier incarnation
     b_down: np.ndarray  # the record left the broker not active (fence, controlled shutdown, unregister)
+    b_cs: np.ndarray  # the record left the broker in controlled shutdown
     breaches: pa.Table | None
     severities: dict
     long_ms: int
     end_offset: int
     end_ms: int | None
-    gaps: Gaps  # stretches of the log no controller wrote (audit/gaps.py)
+    events: ClusterEvents  # gaps, cluster-down periods, controller elections (audit/cluster_events.py)
+    min_ms: int  # audit.min_window_ms: shorter UNDER_MIN_ISR / OFFLINE windows are flaps
+
+    @property
+    def gaps(self) -> Gaps:  # stretches of the log no controller wrote (audit/gaps.py)
+        return self.events.gaps
 
 
 def _context(tables: dict[str, pa.Table], config: dict, end_offset: int, end_time) -> Context:
@@ -128,16 +136,18 @@ def _context(tables: dict[str, pa.Table], config: dict, end_offset: int, end_tim
         same = b_id[reg_rows[1:]] == b_id[reg_rows[:-1]]
         new_inc[reg_rows[1:]] = same & (inc[reg_rows[1:]] != inc[reg_rows[:-1]])
     audit = config["audit"]
+    end_ms = F.as_millis(end_time)
     return Context(h=h, dictionary=dictionary, names=names, m=tcol("effective_min_isr", 1, np.int64),
                    configured=tcol("min_insync_replicas", 1, np.int64), elr_on=tcol("elr_enabled", False, bool),
                    cfg_row=j, topics=topics, t_code=t_code, brokers=brokers, b_id=b_id, b_off=b_off,
                    b_active=active, b_new_incarnation=new_inc, b_down=~active,
+                   b_cs=F.np_col(brokers, "in_controlled_shutdown", False, bool),
                    breaches=tables.get(catalog.INVARIANT_BREACHES.name),
                    # the registry's defaults under the config's: a config lacking a code still grades it
                    severities={**C.default_severities(C.FINDING), **audit["severities"]},
                    long_ms=int(audit.get("long_window_ms") or 0), end_offset=int(end_offset),
-                   end_ms=F.as_millis(end_time),
-                   gaps=metadata_gaps(tables.get("record_times"), int(audit.get("metadata_gap_ms") or 0)))
+                   end_ms=end_ms, events=cluster_events(tables, config, end_ms),
+                   min_ms=int(audit.get("min_window_ms") or 0))
 
 
 # ------------------------------------------------------------------------------------------ evidence
@@ -211,9 +221,11 @@ def _table(n: int, **cols) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=VIOLATION_SCHEMA)
 
 
-def _window_times(ctx: Context, starts: np.ndarray, close: np.ndarray, code_long: bool, base: str):
+def _window_times(ctx: Context, starts: np.ndarray, close: np.ndarray, code_long: bool, base: str,
+                  partition: bool = True, code: str | None = None):
     """Offsets, times, duration, open flag and severity of windows opened at rows ``starts`` and closed
-    at rows ``close`` (-1: open)."""
+    at rows ``close`` (-1: open).  A partition's window (``partition``) shorter than ``min_window_ms`` is a
+    flap and one overlapping a cluster outage is attributed to it: both INFO (audit/cluster_events.py)."""
     h = ctx.h
     is_open = close < 0
     c = np.maximum(close, 0)
@@ -228,9 +240,17 @@ def _window_times(ctx: Context, starts: np.ndarray, close: np.ndarray, code_long
     sev = np.full(len(starts), base, dtype=object)
     if code_long and ctx.long_ms > 0:
         sev[dur_ok & (duration >= ctx.long_ms)] = ERROR
+    attributed = np.zeros(len(starts), bool)
+    if partition:
+        if code_long and ctx.min_ms > 0:  # a flap: offline or under min ISR and back within moments
+            sev[dur_ok & ~is_open & (duration < ctx.min_ms)] = C.INFO
+        attributed, outside = ctx.events.attributed(first_ms, end)
+        attributed &= dur_ok
+        for k in np.flatnonzero(attributed).tolist():
+            sev[k] = attributed_severity(code, sev[k], True, int(outside[k]), ctx.long_ms)
     return dict(first_offset=h.offset[starts], last_offset=(h.offset[c], ~is_open), first_time=(first_ms, first_ok),
                 last_time=(last_ms, last_ok), duration_ms=(duration, dur_ok), open=is_open, severity=sev.tolist(),
-                excluded_ms=excluded)  # not a column: for the explanation
+                excluded_ms=excluded, attributed=attributed)  # not columns: for the explanation
 
 
 def _dur_of(cols: dict, k: int) -> str:
@@ -239,7 +259,9 @@ def _dur_of(cols: dict, k: int) -> str:
         return _dur(None)
     text = _dur(int(cols["duration_ms"][0][k]))
     gap = int(cols["excluded_ms"][k])
-    return text + (f", not counting {_dur(gap)} in which no controller wrote the log" if gap else "")
+    text += f", not counting {_dur(gap)} in which no controller wrote the log" if gap else ""
+    return text + (", across a cluster-wide outage (its CLUSTER_DOWN / METADATA_GAP finding)"
+                   if cols["attributed"][k] else "")
 
 
 # ------------------------------------------------------------------------------- partition windows
@@ -287,7 +309,7 @@ def partition_windows(ctx: Context) -> list[pa.Table]:
         if not len(starts):
             continue
         close = h.next[ends]
-        cols = _window_times(ctx, starts, close, code in LONG_WINDOW_CODES, ctx.severities[code])
+        cols = _window_times(ctx, starts, close, code in LONG_WINDOW_CODES, ctx.severities[code], code=code)
         after, before = _states(ctx, starts), _states(ctx, h.prev[starts])
         brokers, texts = [], []
         for k, s in enumerate(starts.tolist()):
@@ -329,7 +351,7 @@ def last_replica(ctx: Context) -> list[pa.Table]:
         return []
     close = h.next[ends]
     code = LAST_REPLICA_STANDING
-    cols = _window_times(ctx, starts, close, code in LONG_WINDOW_CODES, ctx.severities[code])
+    cols = _window_times(ctx, starts, close, code in LONG_WINDOW_CODES, ctx.severities[code], code=code)
     after, before = _states(ctx, starts), _states(ctx, h.prev[starts])
     texts, brokers = [], []
     for k, s in enumerate(starts.tolist()):
@@ -372,6 +394,8 @@ def _data_loss(ctx: Context, holds: np.ndarray, breaks: np.ndarray, starts: np.n
             continue
         reg = int(ctx.b_off[regs].max())
         downs = np.flatnonzero((ctx.b_id == b) & ctx.b_down & (ctx.b_off > lo) & (ctx.b_off <= reg))
+        if len(downs) and ctx.b_cs[downs[np.argmin(ctx.b_off[downs])]]:
+            continue  # it went down by a controlled shutdown: a clean stop keeps its log, the restart loses nothing
         leaderless = s + int(np.argmax(h.leader[s:r + 1] == -1))
         crash = int(ctx.b_off[downs].min()) if len(downs) else int(h.offset[leaderless])
         found.append((r, s, b, crash, reg, int(h.offset[leaderless])))
@@ -544,7 +568,7 @@ def min_isr_above_rf(ctx: Context) -> list[pa.Table]:
     firsts = np.array([r[0] for r in out_rows])
     lasts = np.array([r[1] for r in out_rows])
     cols = _window_times(ctx, firsts, lasts, MIN_ISR_ABOVE_RF in LONG_WINDOW_CODES,
-                         ctx.severities[MIN_ISR_ABOVE_RF])
+                         ctx.severities[MIN_ISR_ABOVE_RF], partition=False)
     texts = [f"topic {_tp(ctx, int(h.topic[f]), None)} sets min.insync.replicas={ctx.configured[f]} above the "
              f"replication factor {rfs} of {len(parts)} partition(s) {parts[:10]}{'...' if len(parts) > 10 else ''} "
              f"from offset {h.offset[f]}: the controller silently caps it at partition 0's replica count "
@@ -653,7 +677,11 @@ def breaches(ctx: Context) -> list[pa.Table]:
                    evidence_after=[_json(x) for x in _states(ctx, after)], explanation=b.column("message"))]
 
 
-# ---------------------------------------------------------------------------------------------- main
+# ---------------------------------------------------------------------------------- cluster findings
+def _epoch(e) -> str:
+    return "unknown" if e is None or e < 0 else str(int(e))
+
+
 def metadata_gap_findings(ctx: Context) -> list[pa.Table]:
     """One METADATA_GAP per stretch of the log no controller wrote."""
     g = ctx.gaps
@@ -661,33 +689,89 @@ def metadata_gap_findings(ctx: Context) -> list[pa.Table]:
     if not n:
         return []
     dur = g.end_ms - g.start_ms
-    texts = [f"no metadata record for {_dur(int(d))} between offset {a} and offset {b}: no active controller wrote "
-             f"the log (the cluster was stopped or had no quorum); what happened meanwhile is unknown, and the "
-             f"partition windows across it leave this time out of their durations."
-             for d, a, b in zip(dur.tolist(), g.before_offset.tolist(), g.after_offset.tolist())]
+    eb = g.before_epoch if g.before_epoch is not None else np.full(n, -1)
+    ea = g.after_epoch if g.after_epoch is not None else np.full(n, -1)
+    texts = []
+    for d, a, b, x, y in zip(dur.tolist(), g.before_offset.tolist(), g.after_offset.tolist(), eb.tolist(), ea.tolist()):
+        who = (f"controller epoch {_epoch(x)} before, {_epoch(y)} after" if x != y else
+               f"the same controller epoch {_epoch(x)} on both sides: its leader stalled")
+        texts.append(f"no metadata record for {_dur(int(d))} between offset {a} and offset {b} ({who}): no active "
+                     f"controller wrote the log (the cluster was stopped or had no quorum); what happened meanwhile is "
+                     f"unknown, and the partition windows across it leave this time out of their durations.")
     ok = np.ones(n, bool)
-    evidence = [_json({"lastOffsetBefore": int(a), "firstOffsetAfter": int(b)})
-                for a, b in zip(g.before_offset.tolist(), g.after_offset.tolist())]
+    evidence = [_json({"lastOffsetBefore": int(a), "firstOffsetAfter": int(b), "controllerEpochBefore": int(x),
+                       "controllerEpochAfter": int(y)})
+                for a, b, x, y in zip(g.before_offset.tolist(), g.after_offset.tolist(), eb.tolist(), ea.tolist())]
     return [_table(n, code=METADATA_GAP, first_offset=g.before_offset, last_offset=(g.after_offset, ok),
                    first_time=(g.start_ms, ok), last_time=(g.end_ms, ok), duration_ms=(dur, ok),
                    open=np.zeros(n, bool), brokers=[[]] * n, evidence_before=evidence,
                    severity=[ctx.severities[METADATA_GAP]] * n, explanation=texts)]
 
 
+def cluster_down_findings(ctx: Context) -> list[pa.Table]:
+    """One CLUSTER_DOWN per period in which no registered broker was active."""
+    d = ctx.events.down
+    n = len(d)
+    if not n:
+        return []
+    dur = d.end_ms - d.start_ms - excluded_ms(ctx.gaps, d.start_ms, d.end_ms)
+    texts = []
+    for k in range(n):
+        until = (f"until offset {int(d.last_offset[k])}" if not d.open[k] else "and still at the end of the log")
+        gap = int(excluded_ms(ctx.gaps, d.start_ms[k:k + 1], d.end_ms[k:k + 1])[0]) if d.time_ok[k] else 0
+        how = _dur(int(dur[k])) if d.time_ok[k] else _dur(None)
+        how += f", plus {_dur(gap)} in which no controller wrote the log" if gap else ""
+        texts.append(f"no registered broker was active from offset {int(d.first_offset[k])} {until} ({how}): brokers "
+                     f"{d.brokers[k]} were fenced, in controlled shutdown or gone, so no partition could have a "
+                     f"leader; the partition windows inside this outage are reported as INFO.")
+    ok = d.time_ok
+    return [_table(n, code=CLUSTER_DOWN, first_offset=d.first_offset, last_offset=(d.last_offset, ~d.open),
+                   first_time=(d.start_ms, ok), last_time=(d.end_ms, ok & ~d.open), duration_ms=(dur, ok),
+                   open=d.open, brokers=d.brokers, severity=[ctx.severities[CLUSTER_DOWN]] * n, explanation=texts,
+                   evidence_after=[_json({"registeredBrokers": b, "activeBrokers": []}) for b in d.brokers])]
+
+
+def controller_election_findings(ctx: Context) -> list[pa.Table]:
+    """One CONTROLLER_ELECTION per LeaderChange after the log's first."""
+    e = ctx.events.elections
+    n = len(e)
+    if not n:
+        return []
+    texts = [f"the metadata quorum elected node {int(b)} active controller at offset {int(o)} (epoch {_epoch(y)}; "
+             f"before: node {int(a)}, epoch {_epoch(x)}); the log was silent for {_dur(int(q))} before it."
+             for o, a, b, x, y, q in zip(e.offset.tolist(), e.prev_leader.tolist(), e.leader.tolist(),
+                                         e.prev_epoch.tolist(), e.epoch.tolist(), e.silent_ms.tolist())]
+    ok = np.ones(n, bool)
+    return [_table(n, code=CONTROLLER_ELECTION, first_offset=e.offset, last_offset=(e.offset, ok),
+                   first_time=(e.ms, ok), last_time=(e.ms, ok), duration_ms=(np.zeros(n, np.int64), ok),
+                   open=np.zeros(n, bool), brokers=[[int(b)] for b in e.leader.tolist()],
+                   severity=[ctx.severities[CONTROLLER_ELECTION]] * n, explanation=texts,
+                   evidence_before=[_json({"leaderId": int(a), "leaderEpoch": int(x)})
+                                    for a, x in zip(e.prev_leader.tolist(), e.prev_epoch.tolist())],
+                   evidence_after=[_json({"leaderId": int(b), "leaderEpoch": int(y)})
+                                   for b, y in zip(e.leader.tolist(), e.epoch.tolist())])]
+
+
+# ---------------------------------------------------------------------------------------------- main
+# per topic: a chunk of topics (audit.run) runs these; the cluster's findings are computed once
 FINDERS = (partition_windows, last_replica, unclean_elections, elr_fenced_leaders, unclean_config, min_isr_above_rf,
-           cleared_elr, breaches, metadata_gap_findings)
+           cleared_elr, breaches)
+CLUSTER_FINDERS = (metadata_gap_findings, cluster_down_findings, controller_election_findings)
 
 
-def violations(tables: dict[str, pa.Table], config: dict, end_offset: int, end_time) -> pa.Table:
+def violations(tables: dict[str, pa.Table], config: dict, end_offset: int, end_time, *, cluster: bool = True,
+               topics: bool = True) -> pa.Table:
     """The durability violations of one cluster (``VIOLATION_SCHEMA``, ``cluster`` null), ordered by
     first offset, code, topic and partition.
 
     ``tables``: partition_state_history, broker_state_history, topic_config_history and (optional)
     invariant_breaches as Arrow tables; ``config``: the loaded configuration (``audit.severities``,
     ``audit.long_window_ms``); ``end_offset`` / ``end_time`` (epoch ms or datetime): the end of the log,
-    where open windows are measured to."""
+    where open windows are measured to.  ``cluster`` / ``topics``: the cluster-level findings
+    (:data:`CLUSTER_FINDERS`) / the per-topic ones (:data:`FINDERS`)."""
     ctx = _context(tables, config, end_offset, end_time)
-    parts = [t for finder in FINDERS for t in finder(ctx)]
+    finders = (FINDERS if topics else ()) + (CLUSTER_FINDERS if cluster else ())
+    parts = [t for finder in finders for t in finder(ctx)]
     if not parts:
         return VIOLATION_SCHEMA.empty_table()
     out = pa.concat_tables(parts)

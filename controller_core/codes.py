@@ -79,7 +79,9 @@ def _divergence(code: str, severity: str, meaning: str, reference: str) -> str:
 
 
 # ---------------------------------------------------------------------------------- gold findings
-_LONG = "ERROR once the window lasts audit.long_window_ms"
+_LONG = ("ERROR once the window lasts audit.long_window_ms; INFO when shorter than audit.min_window_ms (a flap) or "
+         "inside a CLUSTER_DOWN / METADATA_GAP for less than audit.long_window_ms outside it")
+_ATTRIBUTED = "INFO inside a CLUSTER_DOWN / METADATA_GAP for less than audit.long_window_ms outside it"
 
 UNDER_MIN_ISR = _finding(
     "UNDER_MIN_ISR", WARN, "window: |ISR| < effective min ISR: acks=all producers fail", "§1.7",
@@ -90,13 +92,14 @@ AT_MIN_ISR = _finding(
 OFFLINE = _finding("OFFLINE", WARN, "window: no leader", "§2.3", varies=_LONG, long_window=True)
 OFFLINE_NO_CANDIDATE = _finding(
     "OFFLINE_NO_CANDIDATE", ERROR, "window: no leader, ISR and ELR empty: only an unclean / recovery election "
-    "helps", "§2.3, §3.3")
+    "helps", "§2.3, §3.3", varies=_ATTRIBUTED)
 LAST_REPLICA_STANDING = _finding(
     "LAST_REPLICA_STANDING", WARN, "window: ELR not in effect, ISR = [leader] alone, effective min ISR ≥ 2",
     "KIP-966, §2.4-9")
 DATA_LOSS_LIKELY = _finding(
-    "DATA_LOSS_LIKELY", ERROR, "the broker of a LAST_REPLICA_STANDING window restarted uncleanly (new "
-    "incarnation) and was elected again: the records it lost are gone everywhere", "KIP-966, §1.6")
+    "DATA_LOSS_LIKELY", ERROR, "the broker of a LAST_REPLICA_STANDING window restarted (new incarnation) without a "
+    "controlled shutdown and was elected again: what it lost is gone everywhere",
+    "KIP-966, §1.6")
 UNCLEAN_ELECTION = _finding(
     "UNCLEAN_ELECTION", ERROR, "a leader from outside ISR and ELR, with the previous ISR / ELR / LastKnownElr and "
     "the replicas whose data may be gone", "§2.6-5")
@@ -116,8 +119,29 @@ METADATA_GAP = _finding(
     "METADATA_GAP", WARN, "no record for `audit.metadata_gap_ms` in a log with NoOp heartbeats: no controller "
     "wrote it (stopped, no quorum); windows leave the time out", "KIP-835")
 
+CLUSTER_DOWN = _finding(
+    "CLUSTER_DOWN", WARN, "no registered broker active (fenced, in controlled shutdown or gone) after one was: no "
+    "partition could have a leader; the partition windows inside it are INFO", "§1.5, §2.3")
+CONTROLLER_ELECTION = _finding(
+    "CONTROLLER_ELECTION", INFO, "the metadata quorum elected a controller (a LeaderChange after the log's first), "
+    "with the epochs and how long the log was silent before it", "KIP-595")
+
+# ------------------------------------------------------------------- incident causes (audit/incidents.py)
+# What groups findings into one incident, in the order the audit tries them; an operator reads these first.
+INCIDENT_CAUSES = {
+    "CLUSTER_RESTART": "no broker active (CLUSTER_DOWN), with the metadata gaps, controller elections and broker "
+                       "stops around it",
+    "METADATA_GAP": "no controller wrote the log (METADATA_GAP) while brokers stayed registered",
+    "AZ_LOSS": "every broker of one rack down together (the cluster has several racks)",
+    "BROKERS_DOWN": "several brokers down together",
+    "BROKER_DOWN": "one broker fenced, in controlled shutdown, unregistered or restarted",
+    "UNCLEAN_ELECTION": "unclean elections and likely data losses no outage explains",
+}
+
 # KIPs a reference may cite besides the seeds (../shared/seeds): the operational facts the audit relies on
 EXTERNAL_KIPS = {
+    "595": "the Raft protocol of the metadata quorum: a new leader starts its epoch with a LeaderChange control "
+           "record",
     "835": "KRaft controllers append a NoOpRecord every metadata.max.idle.interval.ms (500 ms) from Kafka 3.3",
 }
 

@@ -109,10 +109,15 @@ def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool
                   records=total, partition_changes=len(exp), scalar_partitions=len(todo), trigger_counts=counts)
 
 
+# what the audit reads of every segment record (NoOps and control records included): the clock an "as of"
+# point resolves on, the heartbeats metadata gaps are measured by, the Raft epoch of each batch and the
+# controller a LeaderChange names (controller elections)
+RECORD_TIME_COLUMNS = ("offset", "timestamp", "record_type", "batch_leader_epoch", "leader_id")
+
+
 def from_log_dir(log_dir: str | Path, **kw) -> tuple[Replay, pa.Table]:
     """:func:`run` over a log directory's replay plan; also returns the segment records' times
-    (offset, timestamp, record_type; NoOps included): the clock an "as of" point resolves on, and the
-    heartbeats metadata gaps are measured by.  The spans that could
+    (:data:`RECORD_TIME_COLUMNS`).  The spans that could
     not be decoded are in ``Replay.quarantine``."""
     quarantine: list = []
     records, start_offset = read_log_dir(log_dir, quarantine)
@@ -121,7 +126,7 @@ def from_log_dir(log_dir: str | Path, **kw) -> tuple[Replay, pa.Table]:
     seg = pc.equal(records.column("source_kind"), SEGMENT)
     times = pa.table({"offset": records.column("offset").filter(seg),
                       "timestamp": records.column("timestamp").filter(seg).cast(TS),
-                      "record_type": records.column("record_type").filter(seg)})
+                      **{c: records.column(c).filter(seg) for c in RECORD_TIME_COLUMNS[2:]}})
     out = run(records, **kw)
     out.start_offset = start_offset
     out.quarantine = quarantine

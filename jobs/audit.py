@@ -58,7 +58,9 @@ def run(args, out=None, err=None) -> int:
                                        default=str, sort_keys=True))
         previous = gold.previous_run(lake, args.cluster)
         seen = gold.run_findings(lake, args.cluster, previous["run_id"]) if previous else None
-        news = (previous, gold.new_since(result.violations, seen), run.run_id)
+        seen_incidents = gold.run_incidents(lake, args.cluster, previous["run_id"]) if previous else None
+        news = (previous, gold.new_since(result.violations, seen), run.run_id,
+                gold.new_incidents(result.incidents, seen_incidents))
         gold.write_gold(lake, run, result, previous, news[1].num_rows)
     name = args.cluster or args.log_dir
     if args.json:
@@ -71,30 +73,38 @@ def run(args, out=None, err=None) -> int:
         if news is not None:
             out.write(_news_text(news, args.limit))
     if args.fail_on_new:
-        return 1 if _fails(news[1], fail_on) else 0
+        return 1 if _fails(news[1], fail_on) or _fails(news[3], fail_on) else 0
     return 1 if result.fails(fail_on) else 0
 
 
-def _fails(violations, fail_on: str) -> bool:
+def _fails(rows, fail_on: str) -> bool:
+    """Whether any finding or incident is at or above ``fail_on``."""
     from audit.run import RANK
 
-    return any(RANK[s] <= RANK[fail_on] for s in violations.column("severity").to_pylist())
+    return any(RANK[s] <= RANK[fail_on] for s in rows.column("severity").to_pylist())
 
 
 def _news_json(news, limit) -> dict:
-    previous, new, run_id = news
+    previous, new, run_id, incidents = news
     rows = new.slice(0, limit) if limit is not None else new
+    inc = incidents.slice(0, limit) if limit is not None else incidents
     return {"runId": run_id, "previousRunId": previous["run_id"] if previous else None,
+            "newIncidentsTotal": incidents.num_rows,
+            "newIncidents": [{k: r[k] for k in ("severity", "incident_id", "cause", "first_offset", "findings", "title")}
+                             for r in inc.to_pylist()],
             "newFindingsTotal": new.num_rows,
             "newFindings": [{k: r[k] for k in ("severity", "code", "topic", "partition", "first_offset",
                                                "explanation")} for r in rows.to_pylist()]}
 
 
 def _news_text(news, limit: int) -> str:
-    previous, new, run_id = news
+    from audit.run import incident_lines
+
+    previous, new, run_id, incidents = news
     since = (f"the previous audit of the end of the log (run {previous['run_id']}, offset {previous['at_offset']})"
              if previous else "no previous audit of the end of the log")
-    lines = ["", f"Run {run_id}; new since {since}: {new.num_rows} findings"]
+    lines = ["", f"Run {run_id}; new since {since}: {incidents.num_rows} incidents, {new.num_rows} findings"]
+    lines += incident_lines(incidents, limit)
     for r in new.slice(0, limit).to_pylist():
         lines.append(f"  [{r['severity']}] {r['code']} @{r['first_offset']}: {r['explanation']}")
     if new.num_rows > limit:

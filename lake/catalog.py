@@ -126,6 +126,12 @@ def _violations() -> pa.Schema:
     return violations.VIOLATION_SCHEMA.append(pa.field(RUN_ID, pa.string()))  # has its cluster column
 
 
+def _incidents() -> pa.Schema:
+    from audit import incidents
+
+    return incidents.INCIDENT_SCHEMA.append(pa.field(RUN_ID, pa.string()))  # has its cluster column
+
+
 def _candidates() -> pa.Schema:
     from audit import recovery
 
@@ -198,6 +204,10 @@ REPLAY_CHECKPOINTS = Table(
 VIOLATIONS = Table(
     "violations", GOLD, (CLUSTER, RUN_ID, "code", "topic_id", "partition", "first_offset"),
     "durability finding of one audit run with its window, brokers, evidence and explanation", _violations)
+INCIDENTS = Table(
+    "incidents", GOLD, (CLUSTER, RUN_ID, "incident_id"),
+    "findings of one audit run grouped by cause and time (a cluster restart, a broker or rack down, an unclean "
+    "election): its span, brokers, partitions, worst severity", _incidents)
 RECOVERY_CANDIDATES = Table(
     "recovery_candidates", GOLD, (CLUSTER, RUN_ID, "topic_id", "partition", "broker"),
     "replica of a leaderless partition at the audited offset of one audit run, ranked for recovery", _candidates)
@@ -211,7 +221,7 @@ DATA_QUALITY = Table(
 TABLES: tuple[Table, ...] = (
     METADATA_RECORDS, QUARANTINE, REPLICA_LOG_INFO, REPLICA_LOG_INFO_QUARANTINE,
     PARTITION_STATE_HISTORY, PARTITION_STATE, BROKER_STATE_HISTORY, TOPIC_CONFIG_HISTORY, DIVERGENCES,
-    INVARIANT_BREACHES, REPLAY_CHECKPOINTS, VIOLATIONS, RECOVERY_CANDIDATES, AUDIT_RUNS, DATA_QUALITY,
+    INVARIANT_BREACHES, REPLAY_CHECKPOINTS, VIOLATIONS, INCIDENTS, RECOVERY_CANDIDATES, AUDIT_RUNS, DATA_QUALITY,
 )
 BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
 

@@ -44,7 +44,8 @@ _ENUMS: dict[str, tuple[str, ...]] = {
 _POSITIVE = ("ingest.split_bytes", "spark.shuffle_partitions", "replay.buckets")
 # Integers whose default is null ("derived at run time"): null or an integer.
 _OPTIONAL_INTS = {"replay.buckets"}
-_NON_NEGATIVE = ("audit.long_window_ms", "audit.metadata_gap_ms", "audit.chunk_rows")
+_NON_NEGATIVE = ("audit.long_window_ms", "audit.metadata_gap_ms", "audit.min_window_ms", "audit.incident_merge_ms",
+                 "audit.chunk_rows")
 # Paths: a str or an os.PathLike is accepted (callers pass pathlib paths as overrides).
 _PATHS = {"lake", "spark.warehouse_dir"}
 

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from audit import loginfo
 from audit import local
+from controller_core import pipeline
 from controller_core.codes import SEVERITIES
 from lake import catalog
 
@@ -45,8 +46,7 @@ def silver_from_lake(lake, cluster: str) -> tuple[dict[str, pa.Table], int, obje
         raise GoldError(f"cluster {cluster!r} was never replayed into {lake.root}: run kraft-audit replay first")
     last = marks.sort_by([("last_offset", "descending"), ("replayed_at", "descending")]).slice(0, 1).to_pylist()[0]
     tables = {name: _drop_cluster(lake.read_arrow(name, filters=flt)) for name in SILVER_INPUTS}
-    tables["record_times"] = lake.read_arrow(catalog.METADATA_RECORDS.name, columns=["offset", "timestamp",
-                                                                                    "record_type"],
+    tables["record_times"] = lake.read_arrow(catalog.METADATA_RECORDS.name, columns=list(pipeline.RECORD_TIME_COLUMNS),
                                              filters=flt + [("source_kind", "=", "segment")])
     return tables, int(last["last_offset"]), last["last_timestamp"]
 
@@ -164,6 +164,22 @@ def previous_run(lake, cluster: str) -> dict | None:
     return runs.sort_by([("audited_at", "descending")]).slice(0, 1).to_pylist()[0]
 
 
+def run_incidents(lake, cluster: str, run_id: str) -> pa.Array:
+    """The incident ids of one recorded run (none for a run recorded before incidents existed)."""
+    if not lake.exists(catalog.INCIDENTS.name):
+        return pa.array([], pa.string())
+    t = lake.read_arrow(catalog.INCIDENTS.name, columns=["incident_id"],
+                        filters=[("cluster", "=", cluster), (catalog.RUN_ID, "=", run_id)])
+    return t.column("incident_id").combine_chunks()
+
+
+def new_incidents(incidents: pa.Table, seen: pa.Array | None) -> pa.Table:
+    """The incidents whose id the previous run did not have (None: nothing seen), in their order."""
+    if seen is None or not len(seen) or not incidents.num_rows:
+        return incidents
+    return incidents.filter(pc.invert(pc.is_in(incidents.column("incident_id"), value_set=seen)))
+
+
 def run_findings(lake, cluster: str, run_id: str) -> pa.Table:
     """The finding keys (:data:`FINDING_KEY` columns) of one recorded run."""
     return lake.read_arrow(catalog.VIOLATIONS.name, columns=list(FINDING_KEY),
@@ -193,28 +209,32 @@ def new_since(violations: pa.Table, seen: pa.Table | None) -> pa.Table:
 LEGACY_RUN = "before-audit-runs"  # the run id given to gold rows written before runs were recorded
 
 
-def _add_run_ids(lake, table) -> None:
-    """A gold table written before audit runs existed gets its run_id column (rows: LEGACY_RUN)."""
+def _migrate(lake, table) -> None:
+    """A gold table written by an earlier version gets the columns it lacks: run_id (rows: LEGACY_RUN,
+    written before audit runs existed), the others null (e.g. violations' incident_id)."""
     if not lake.exists(table.name):
         return
     old = lake.read_arrow(table.name)
-    if catalog.RUN_ID in old.column_names:
+    missing = [f for f in table.schema if f.name not in old.column_names]
+    if not missing:
         return
-    old = old.append_column(catalog.RUN_ID, pa.array([LEGACY_RUN] * old.num_rows, pa.string()))
+    for f in missing:
+        fill = [LEGACY_RUN] * old.num_rows if f.name == catalog.RUN_ID else None
+        old = old.append_column(f.name, pa.array(fill, f.type) if fill else pa.nulls(old.num_rows, f.type))
     lake.replace_schema(table.name, old.select(table.schema.names).cast(table.schema))
 
 
 def write_gold(lake, run: AuditRun, result, previous: dict | None, new_findings: int) -> None:
-    """The run's ``violations`` and ``recovery_candidates`` and its ``audit_runs`` row.  Every run is kept; a
-    run with the same id (same point, same settings) is replaced."""
+    """The run's ``violations``, ``incidents`` and ``recovery_candidates`` and its ``audit_runs`` row.  Every
+    run is kept; a run with the same id (same point, same settings) is replaced."""
     cluster, run_id = run.cluster, run.run_id
     where = {"cluster": cluster, catalog.RUN_ID: run_id}
     for table in (catalog.VIOLATIONS, catalog.RECOVERY_CANDIDATES):
-        _add_run_ids(lake, table)
-    v = result.violations
-    v = (v.set_column(v.schema.get_field_index("cluster"), "cluster", pa.array([cluster] * v.num_rows, pa.string()))
-         .append_column(catalog.RUN_ID, pa.array([run_id] * v.num_rows, pa.string())))
-    lake.overwrite_arrow(catalog.VIOLATIONS.name, v, partition_by=catalog.VIOLATIONS.partition_by, where=where)
+        _migrate(lake, table)
+    for table, t in ((catalog.VIOLATIONS, result.violations), (catalog.INCIDENTS, result.incidents)):
+        t = (t.set_column(t.schema.get_field_index("cluster"), "cluster", pa.array([cluster] * t.num_rows, pa.string()))
+             .append_column(catalog.RUN_ID, pa.array([run_id] * t.num_rows, pa.string())))
+        lake.overwrite_arrow(table.name, t, partition_by=table.partition_by, where=where)
     c = result.candidates
     c = (c.append_column("at_offset", pa.array([result.at_offset] * c.num_rows, pa.int64()))
          .append_column("cluster", pa.array([cluster] * c.num_rows, pa.string()))

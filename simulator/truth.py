@@ -19,7 +19,8 @@ judged when the next batch is written (a gap starting at its close is only known
 Each incident's ``cause`` is the cause of the audit incident its trigger makes under the spec's incident
 rules (CLUSTER_RESTART, METADATA_GAP, BROKER_DOWN, BROKERS_DOWN, AZ_LOSS, UNCLEAN_ELECTION), or None:
 
-1. it owns a cluster event: the cause of the cluster incident (merged cluster events) holding it;
+1. it owns a cluster event, or took a broker down within ``incident_merge_ms`` before one (the lead-up of a
+   cluster stopped broker by broker): the cause of the cluster incident (merged cluster events) holding it;
 2. else it took a broker from active to not active outside a cluster incident, and that broker incident
    explains a partition finding: the broker incident's cause;
 3. else it planted an UNCLEAN_ELECTION / DATA_LOSS_LIKELY explained by no cluster or broker incident;
@@ -40,8 +41,9 @@ FIXED = {"AT_MIN_ISR": "INFO", "OFFLINE_NO_CANDIDATE": "ERROR", "LAST_REPLICA_ST
 # findings about a topic's configuration: the audit reports them once per topic (partition null)
 TOPIC_CODES = ("UNCLEAN_CONFIG", "MIN_ISR_ABOVE_RF", "MIN_ISR_CHANGE_CLEARED_ELR")
 LONG_CODES = ("UNDER_MIN_ISR", "OFFLINE")  # WARN, ERROR once the window lasts long_window_ms
-# windows a cluster event explains (INFO when short outside of it)
-ATTRIBUTABLE = ("UNDER_MIN_ISR", "AT_MIN_ISR", "OFFLINE", "OFFLINE_NO_CANDIDATE", "LAST_REPLICA_STANDING")
+# the availability windows a cluster outage explains (audit/cluster_events.OUTAGE_WINDOWS); a last replica
+# standing exposure began before the outage and keeps its WARN
+ATTRIBUTABLE = ("UNDER_MIN_ISR", "AT_MIN_ISR", "OFFLINE", "OFFLINE_NO_CANDIDATE")
 # cluster-level findings: topic and partition null
 CLUSTER_CODES = {"METADATA_GAP": "WARN", "CLUSTER_DOWN": "WARN", "CONTROLLER_ELECTION": "INFO"}
 UNCLEAN_CODES = ("UNCLEAN_ELECTION", "DATA_LOSS_LIKELY")
@@ -271,13 +273,19 @@ class Truth:
                 g[3].add(owner)
             else:
                 groups.append([a, b, code == "CLUSTER_DOWN", {owner}])
+        # brokers stopped within merge_ms before a cluster incident (its lead-up: a cluster is stopped broker by
+        # broker) belong to it
+        downs = list(self.broker_downs) + [(b, s, None, owner) for b, (s, owner) in self.down_since.items()]
+        lead = [d for d in downs if any(g[0] - merge <= d[1] <= g[1] for g in groups)]
         for g in groups:
             cause = "CLUSTER_RESTART" if g[2] else "METADATA_GAP"
-            for owner in g[3]:
-                self.incidents[owner].cause = cause
-        # broker incidents: brokers leaving "active" outside a cluster incident
-        downs = list(self.broker_downs) + [(b, s, None, owner) for b, (s, owner) in self.down_since.items()]
-        downs = sorted((d for d in downs if not any(g[0] <= d[1] <= g[1] for g in groups)), key=lambda d: d[1])
+            mine = [d for d in lead if g[0] - merge <= d[1] <= g[1]]
+            for owner in g[3] | {d[3] for d in mine}:
+                if owner in self.incidents:
+                    self.incidents[owner].cause = cause
+            g[0] = min([g[0]] + [d[1] for d in mine])
+        # broker incidents: brokers leaving "active" outside a cluster incident and its lead-up
+        downs = sorted((d for d in downs if d not in lead), key=lambda d: d[1])
         bgroups: list[list] = []  # [first start, last start, end (None: open), brokers, owners]
         for b, s, e, owner in downs:
             g = bgroups[-1] if bgroups else None

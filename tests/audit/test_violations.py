@@ -197,8 +197,13 @@ def test_kip966_story_with_elr_on_elects_the_elr_member_and_loses_nothing(tmp_pa
     assert find(rows, "OFFLINE_NO_CANDIDATE") == []  # ELR [1, 2] kept clean candidates
     [under] = find(rows, "UNDER_MIN_ISR")
     assert window(under) == (t1, grow, False, 18 * MIN, "ERROR")
+    # all three brokers fenced from T2 until broker 1 returns: the cluster was down, one finding says so and
+    # the partition's leaderless window inside it is INFO
+    [down] = find(rows, "CLUSTER_DOWN", partition=None)
+    assert window(down) == (t2 + 1, t3 - 1, False, 2 * MIN, "WARN") and down["brokers"] == [0, 1, 2]
     [offline] = find(rows, "OFFLINE")
-    assert window(offline) == (t2, t3, False, 2 * MIN, "WARN")
+    assert window(offline) == (t2, t3, False, 2 * MIN, "INFO")
+    assert "cluster-wide outage" in offline["explanation"]
     assert "ELR [1, 2]" in offline["explanation"]
     assert t0 < t1 < t4
 

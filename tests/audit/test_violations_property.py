@@ -16,7 +16,7 @@ from audit.violations import violations
 from lake import catalog
 from lake.config import load_config
 
-CONFIG = load_config(overrides={"audit": {"long_window_ms": 50, "metadata_gap_ms": 25}})
+CONFIG = load_config(overrides={"audit": {"long_window_ms": 50, "metadata_gap_ms": 25, "min_window_ms": 10}})
 EPOCH = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
 TOPICS = ["AAAAAAAAAAAAAAAAAAAAAQ", "BBBBBBBBBBBBBBBBBBBBBQ"]
 
@@ -55,7 +55,14 @@ def histories(draw):
                              "last_known_elr": None if deleted else [], "deleted": deleted, "orphan": False,
                              "valid_from_timestamp": ts})
     times = [{"offset": o, "timestamp": at(o), "record_type": "NO_OP_RECORD"} for o in range(0, 80)]
-    return rows, topic_rows, times
+    # two brokers fenced and unfenced now and then: sometimes neither is active (the cluster is down)
+    brokers = []
+    for b in (0, 1):
+        for off in sorted(draw(st.sets(st.integers(0, 70), max_size=5))):
+            brokers.append({"broker_id": b, "offset": off, "timestamp": at(off), "event": "FENCE_BROKER_RECORD",
+                            "registered": True, "broker_epoch": 1, "fenced": draw(st.booleans()),
+                            "in_controlled_shutdown": False})
+    return rows, topic_rows, times, brokers
 
 
 def key(r) -> tuple:
@@ -66,12 +73,12 @@ def key(r) -> tuple:
 @settings(max_examples=150, deadline=None)
 @given(histories(), st.integers(0, 500))
 def test_vectorized_windows_equal_the_scalar_reference(data, end_ms):
-    rows, topic_rows, times = data
+    rows, topic_rows, times, brokers = data
     tables = {"record_times": pa.Table.from_pylist(times, schema=pa.schema([
                   ("offset", pa.int64()), ("timestamp", pa.timestamp("us", tz="UTC")), ("record_type", pa.string())])),
               catalog.PARTITION_STATE_HISTORY.name: pa.Table.from_pylist(rows, schema=HISTORY_DATED_SCHEMA),
               catalog.TOPIC_CONFIG_HISTORY.name: pa.Table.from_pylist(topic_rows, schema=timelines.TOPIC_SCHEMA),
-              catalog.BROKER_STATE_HISTORY.name: timelines.BROKER_SCHEMA.empty_table()}
+              catalog.BROKER_STATE_HISTORY.name: pa.Table.from_pylist(brokers, schema=timelines.BROKER_SCHEMA)}
     end = EPOCH + dt.timedelta(milliseconds=500 + end_ms)
     fast = [r for r in violations(tables, CONFIG, 10_000, end).to_pylist() if r["code"] in WINDOW_CODES]
     slow = violations_scalar(tables, CONFIG, 10_000, end)

@@ -131,7 +131,7 @@ PROGRAM = ("controller_core", "audit", "lake", "jobs", "transforms", "simulator"
 
 def _other_vocabulary() -> set[str]:
     reasons = {v for k, v in vars(codec_errors).items() if k.isupper() and isinstance(v, str)}
-    return set(BY_TYPE_NAME) | reasons | NOT_CODES
+    return set(BY_TYPE_NAME) | reasons | NOT_CODES | set(codes.INCIDENT_CAUSES)
 
 
 def test_every_finding_code_literal_of_the_program_is_declared():
@@ -169,3 +169,10 @@ def test_readme_finding_codes_table_is_the_registrys():
     got = {r[0].strip("`"): r[1].split(" ")[0] for r in rows}
     assert got == codes.default_severities(codes.FINDING)
     assert {r[0].strip("`") for r in rows if "long_window_ms" in r[1]} == set(codes.long_window_codes())
+
+
+def test_readme_lists_every_incident_cause_in_the_order_they_are_tried():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("### Outages and incidents"):]
+    listed = re.findall(r"^\| `([A-Z_]+)` \|", section, flags=re.M)
+    assert listed[: len(codes.INCIDENT_CAUSES)] == list(codes.INCIDENT_CAUSES)

@@ -11,30 +11,43 @@ import pytest
 from jobs import cli
 from realdata_facts import CLUSTERS, REALDATA
 
-# What the audit must find on each real log, above INFO, as {(severity, code): findings}, and why.
+# What the audit must find on each real log, above INFO, as {(severity, code): findings}, and why.  Every
+# cluster-wide outage (no broker active: CLUSTER_DOWN; nobody writing the log: METADATA_GAP) is one finding,
+# and the partition windows inside it are INFO (they are the outage's, audit/cluster_events.py).
 EXPECTED = {
-    # one broker (RF 1, combined mode) stopped four times: each stop leaves all 60 partitions leaderless.
-    # The outages at offsets 3114, 4246, 6245 and 7037-7091 lasted 19.7-79.6 min of wall time, but nearly all
-    # of it is one of the 6 metadata gaps (no controller ran: 2.8 min - 16 days), so no window lasts
-    # audit.long_window_ms of controller time: 430 WARN OFFLINE windows (60 still open at the end), no ERROR.
-    "arthurarutunyan04": {("WARN", "OFFLINE"): 430, ("WARN", "METADATA_GAP"): 6},
-    # test-topic-0 (one replica, ELR on): broker 1 fenced at 3594 (ISR -> [], ELR [1]: under min ISR,
-    # offline), its unclean restart at 3599 empties the ELR (offline, no candidate), and at 3602 Kafka
-    # elects it back as the last known leader, RECOVERING: an unclean election (controller-rules §2.3-3),
-    # with unclean.leader.election.enable not set for the topic (INV-UNCLEAN-CONFIG)
-    # (and 2 metadata gaps: 3.8 min after offset 183, 18 h after offset 51221)
-    "induswargods": {("ERROR", "OFFLINE_NO_CANDIDATE"): 1, ("ERROR", "UNCLEAN_ELECTION"): 1, ("WARN", "METADATA_GAP"): 2,
-                     ("WARN", "INV-OFFLINE-NO-CANDIDATE"): 1, ("WARN", "OFFLINE"): 1, ("WARN", "UNDER_MIN_ISR"): 1,
-                     ("WARN", "INV-UNCLEAN-ELECTION"): 1, ("WARN", "INV-UNCLEAN-CONFIG"): 1},
-    # broker 1 (the sole ISR member of the 9 partitions) is down at the end of the log: 9 open windows
-    "mavila01": {("WARN", "OFFLINE"): 9},
-    # brokers 2 and 3 went down around offsets 26144-26389: 56 partitions offline twice (14.7 s, 3.5 min); the
-    # 3.5 min are a metadata gap (2 of 3 combined nodes down: no quorum), like two earlier stops (48 and 7 min)
-    "ogs59": {("WARN", "OFFLINE"): 112, ("WARN", "METADATA_GAP"): 3},
-    # pre-3.3 fences at 66-102: 35 single-replica partitions of the fenced broker offline for 2-6 s;
-    # John_Snow sets min.insync.replicas=3 on a replication factor of 1 (silently capped to 1)
-    # (Kafka < 3.3 writes no NoOp heartbeats: its silences of 49 and 6.7 min are no metadata gaps)
-    "vasifvortex": {("WARN", "MIN_ISR_ABOVE_RF"): 1, ("WARN", "OFFLINE"): 35},
+    # one broker (RF 1, combined mode) stopped again and again: 8 periods with no broker active, 6 metadata
+    # gaps (no controller ran: 2.8 min - 16 days) inside them; the 430 OFFLINE windows of its 60 partitions are
+    # the outages' (INFO), 60 still open at the end of the log
+    "arthurarutunyan04": {("WARN", "CLUSTER_DOWN"): 8, ("WARN", "METADATA_GAP"): 6},
+    # test-topic-0 (one replica, ELR on): broker 1, the only broker, fenced at 3594 (the cluster is down,
+    # so its offline windows are INFO), its unclean restart at 3599 empties the ELR, and at 3602 Kafka
+    # elects it back as the last known leader, RECOVERING: an unclean election (controller-rules §2.3-3)
+    # with unclean.leader.election.enable not set for the topic (INV-UNCLEAN-CONFIG); two more stops of
+    # the broker, 2 metadata gaps (3.8 min after offset 183, 18 h after offset 51221)
+    "induswargods": {("ERROR", "UNCLEAN_ELECTION"): 1, ("WARN", "CLUSTER_DOWN"): 3, ("WARN", "METADATA_GAP"): 2,
+                     ("WARN", "INV-OFFLINE-NO-CANDIDATE"): 1, ("WARN", "INV-UNCLEAN-ELECTION"): 1,
+                     ("WARN", "INV-UNCLEAN-CONFIG"): 1},
+    # every broker is down at the end of the log (broker 1, the sole ISR member of the 9 partitions, among
+    # them): one open CLUSTER_DOWN, the 9 open OFFLINE windows are its
+    "mavila01": {("WARN", "CLUSTER_DOWN"): 1},
+    # a dev cluster of 3 combined nodes restarted over and over: 12 periods with no broker active, 3 metadata
+    # gaps (48 min, 7 min, 3.5 min: 2 of 3 nodes down, no quorum); the 112 OFFLINE windows of 56 partitions
+    # around offsets 26144-26389 are inside them
+    "ogs59": {("WARN", "CLUSTER_DOWN"): 12, ("WARN", "METADATA_GAP"): 3},
+    # pre-3.3 fences at 66-102 take the three brokers down one by one (a restart): 35 single-replica
+    # partitions offline for 2-6 s across it (INFO); John_Snow sets min.insync.replicas=3 on a replication
+    # factor of 1 (silently capped to 1).  Kafka < 3.3 writes no NoOp heartbeats: its silences of 49 and
+    # 6.7 min are no metadata gaps
+    "vasifvortex": {("WARN", "MIN_ISR_ABOVE_RF"): 1, ("WARN", "CLUSTER_DOWN"): 1},
+}
+# The incidents of each real log, {(severity, cause): incidents}: outages closer than a minute are one
+# restart; every finding above INFO but the topic settings belongs to one.
+EXPECTED_INCIDENTS = {
+    "arthurarutunyan04": {("WARN", "CLUSTER_RESTART"): 7},
+    "induswargods": {("ERROR", "CLUSTER_RESTART"): 1, ("WARN", "CLUSTER_RESTART"): 2, ("WARN", "METADATA_GAP"): 1},
+    "mavila01": {("WARN", "CLUSTER_RESTART"): 1},
+    "ogs59": {("WARN", "CLUSTER_RESTART"): 10},
+    "vasifvortex": {("WARN", "CLUSTER_RESTART"): 1},
 }
 
 
@@ -54,6 +67,21 @@ def test_audit_finds_what_each_real_log_holds(cluster, capsys):
     assert code == (1 if worst == "ERROR" else 0)  # default --fail-on ERROR
     for f in doc["findings"]:  # every finding names its partition and says something an operator reads
         assert f["explanation"] and f["code"] and f["severity"] in ("ERROR", "WARN", "INFO")
+    incidents = {}
+    for i in doc["incidents"]:
+        incidents[(i["severity"], i["cause"])] = incidents.get((i["severity"], i["cause"]), 0) + 1
+    assert incidents == EXPECTED_INCIDENTS[cluster]
+    ids = {i["incident_id"] for i in doc["incidents"]}
+    loose = {(f["code"], f["first_offset"]) for f in doc["findings"] if f["incident_id"] is None and f["severity"] != "INFO"
+             and f["code"] not in ("MIN_ISR_ABOVE_RF", "UNCLEAN_CONFIG", "MIN_ISR_CHANGE_CLEARED_ELR")}
+    assert not loose and {f["incident_id"] for f in doc["findings"]} - {None} == ids
+    # no partition window across a cluster-wide outage is an ERROR: the outage is the one finding
+    outages = [(f["first_time"], f["last_time"] or "9999") for f in doc["findings"]
+               if f["code"] in ("CLUSTER_DOWN", "METADATA_GAP")]
+    for f in doc["findings"]:
+        if f["partition"] is not None and f["severity"] == "ERROR" and f["first_time"] != f["last_time"]:
+            end = f["last_time"] or "9999"
+            assert not [o for o in outages if o[0] <= end and o[1] >= f["first_time"]], f
 
 
 def test_fail_on_and_text_summary(capsys):
@@ -229,8 +257,14 @@ def test_a_metadata_gap_is_one_finding_and_no_window_counts_its_time(tmp_path, c
     assert gap["duration_ms"] >= hour
     [offline] = [f for f in doc["findings"] if f["code"] == "OFFLINE"]
     assert (offline["first_offset"], offline["last_offset"]) == (down, up)
-    assert offline["duration_ms"] < 1000 and offline["severity"] == "WARN"  # not an hour-long ERROR
+    # not an hour-long ERROR: the gap's (INFO), and it lasted milliseconds of controller time
+    assert offline["duration_ms"] < 1000 and offline["severity"] == "INFO"
     assert "(60.0 min) in which no controller wrote the log" in offline["explanation"]
+    [incident] = doc["incidents"]
+    # the gap, and the partition's OFFLINE and AT_MIN_ISR (ISR [1], min ISR 1, of 3 replicas) windows across it
+    assert (incident["cause"], incident["findings"], incident["partitions"]) == ("METADATA_GAP", 3, 1)
+    assert incident["codes"] == ["METADATA_GAP", "AT_MIN_ISR", "OFFLINE"]
+    assert offline["incident_id"] == gap["incident_id"] == incident["incident_id"]
     # without the gap rule the same window is an hour long and an ERROR (audit.long_window_ms: 10 min)
     conf = tmp_path / "nogap.yaml"
     conf.write_text("audit:\n  metadata_gap_ms: 0\n")

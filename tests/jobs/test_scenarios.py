@@ -59,6 +59,42 @@ def test_audit_findings_match_the_ground_truth(scenarios, name, capsys):
         assert above_info  # the planted incident is there to be found
 
 
+@pytest.mark.parametrize("name", sorted(builtin_names()))
+def test_audit_incidents_match_the_ground_truth(scenarios, name, capsys):
+    """The ground truth names the incident each planted event makes (its cause); the audit groups its findings
+    into the same incidents: the same causes above INFO, and each planted finding in an incident of its cause."""
+    d = scenarios[name]
+    _, doc = _audit(["--log-dir", str(d)], capsys)
+    truth = json.loads((d / "ground_truth.json").read_text())["incidents"]
+    got = {i["cause"] for i in doc["incidents"] if i["severity"] != "INFO"}
+    want = {t["cause"] for t in truth if t["cause"] and any(f["severity"] != "INFO" for f in t["expectedFindings"])}
+    assert got == want
+    assert {t["cause"] for t in truth if t["cause"]} <= {i["cause"] for i in doc["incidents"]}
+    cause_of = {i["incident_id"]: i["cause"] for i in doc["incidents"]}
+    # a finding key (code, partition) the truth lists under one planted event only: the audit's rows of that key
+    # are in an incident of the event's cause (a key under several events cannot say which row is whose)
+    events_of: dict[tuple, int] = {}
+    for t in truth:
+        for f in t["expectedFindings"]:
+            k = (f["severity"], f["code"], f["topic"], f["partition"])
+            events_of[k] = events_of.get(k, 0) + 1
+    for t in truth:
+        if not t["cause"]:
+            continue
+        for f in t["expectedFindings"]:
+            if f["severity"] == "INFO" or events_of[(f["severity"], f["code"], f["topic"], f["partition"])] > 1:
+                continue
+            held = {cause_of.get(x["incident_id"]) for x in doc["findings"]
+                    if (x["severity"], x["code"], x["topic"], x["partition"]) == (f["severity"], f["code"], f["topic"],
+                                                                                   f["partition"])}
+            assert t["cause"] in held, (t["kind"], f, held)
+    if name in ("cluster-restart", "metadata-gap"):  # the outage is one incident holding its gap
+        [outage] = [i for i in doc["incidents"] if i["cause"] in ("CLUSTER_RESTART", "METADATA_GAP")]
+        assert "METADATA_GAP" in outage["codes"] and outage["duration_ms"] >= 900_000
+        windows = [f for f in doc["findings"] if f["incident_id"] == outage["incident_id"] and f["partition"] is not None]
+        assert not [f for f in windows if f["severity"] == "ERROR"]
+
+
 def test_elr_off_story_ends_in_likely_data_loss_and_elr_on_does_not(scenarios, capsys):
     _, off = _audit(["--log-dir", str(scenarios["last-replica-standing-elr-off"])], capsys)
     _, on = _audit(["--log-dir", str(scenarios["last-replica-standing-elr-on"])], capsys)
@@ -164,6 +200,8 @@ def test_a_scheduled_audit_pages_only_on_news(spark, scenarios, tmp_path, capsys
     audit again: nothing new, exit 0.  Every run is kept; an --at-offset audit never becomes the latest."""
     import shutil
 
+    import pyarrow.compute as pc
+
     from lake import catalog, gold
     from lake.delta import Lake
 
@@ -200,8 +238,18 @@ def test_a_scheduled_audit_pages_only_on_news(spark, scenarios, tmp_path, capsys
     assert second["newFindingsTotal"] == len(new)
     assert sorted((f["code"], f["first_offset"]) for f in second["newFindings"]) == sorted(
         (f["code"], f["first_offset"]) for f in new)
+    # the news is one incident: the brokers going down and the unclean elections it explains
+    before = {i["incident_id"] for i in first["incidents"]}
+    [incident] = [i for i in second["incidents"] if i["incident_id"] not in before]
+    assert [i["incident_id"] for i in second["newIncidents"]] == [incident["incident_id"]]
+    assert second["newIncidentsTotal"] == 1 and incident["severity"] == "ERROR"
+    assert {f["incident_id"] for f in new if f["code"] == "UNCLEAN_ELECTION"} == {incident["incident_id"]}
     code, third = audit("--fail-on-new")
     assert code == 0 and third["newFindingsTotal"] == 0 and third["runId"] == second["runId"]
+    assert third["newIncidentsTotal"] == 0
+    kept = Lake(lake, None, backend="delta-rs").read_arrow(catalog.INCIDENTS.name)
+    assert incident["incident_id"] in kept.filter(pc.equal(kept.column("run_id"), second["runId"])).column(
+        "incident_id").to_pylist()
     runs = Lake(lake, None, backend="delta-rs").read_arrow(catalog.AUDIT_RUNS.name)
     assert sorted(runs.column("run_id").to_pylist()) == sorted({first["runId"], past["runId"], second["runId"]})
     assert gold.previous_run(Lake(lake, None, backend="delta-rs"), "ue")["run_id"] == second["runId"]

@@ -141,10 +141,11 @@ def test_metadata_gap_truth(sims):
     assert gap["firstOffset"] == gap["lastOffset"] == after  # its LeaderChange
     assert all(f["topic"] is None and f["partition"] is None for f in gap["expectedFindings"])
     assert gap["partitions"] == []
-    # the follower lagging across the hour: ~3 minutes under min ISR outside the gap, attributed to it
+    # the follower lagging across the hour: ~3 minutes under min ISR outside the gap, attributed to it (INFO);
+    # its leader left alone in the ISR stays a last replica standing exposure (WARN), outage or not
     across = incs["lagging_follower@00:04:00"]
     assert {(f["code"], f["severity"]) for f in across["expectedFindings"]} == \
-        {("UNDER_MIN_ISR", "INFO"), ("LAST_REPLICA_STANDING", "INFO")}
+        {("UNDER_MIN_ISR", "INFO"), ("LAST_REPLICA_STANDING", "WARN")}
     assert across["cause"] is None
     # broker 1's session timeout after the outage: a broker incident, not attributed to the gap
     timeout = incs["broker_session_timeout@01:07:00"]
@@ -159,10 +160,11 @@ def test_cluster_restart_truth(sims):
                                     ("METADATA_GAP", "WARN", "cluster_restart", "CLUSTER_RESTART")]
     [restart] = [i for i in _truth(d) if i["kind"] == "cluster_restart"]
     windows = {(f["code"], f["severity"]) for f in restart["expectedFindings"] if f["topic"] is not None}
-    # every window across the restart is explained by it (seconds outside the outage): INFO, the OFFLINE
-    # windows included
+    # every availability window across the restart is explained by it (seconds outside the outage): INFO, the
+    # OFFLINE windows included; the last replica standing exposure before it stays WARN
     assert {c for c, _ in windows} >= {"OFFLINE", "UNDER_MIN_ISR", "AT_MIN_ISR"}
-    assert {s for _, s in windows} == {"INFO"}
+    assert {s for c, s in windows if c != "LAST_REPLICA_STANDING"} == {"INFO"}
+    assert {s for c, s in windows if c == "LAST_REPLICA_STANDING"} == {"WARN"}
     assert len(restart["partitions"]) == 9 and restart["brokers"] == [1, 2, 3]
 
 
@@ -234,9 +236,12 @@ def test_windows_attributed_to_cluster_down():
     assert _window(_truth_obj(), [(0, "open"), (2 * MIN, "down"), (17 * MIN, "up")] + beats, 20 * MIN) == "INFO"
     # closes at the very instant the cluster goes down (bounds included) -> attributed
     assert _window(_truth_obj(), [(0, "open"), (3 * MIN, "down"), (4 * MIN, "up")] + beats, 3 * MIN,
-                   code="LAST_REPLICA_STANDING") == "INFO"
+                   code="OFFLINE") == "INFO"
     # a minute before it: not attributed
     assert _window(_truth_obj(), [(0, "open"), (3 * MIN, "down"), (4 * MIN, "up")] + beats, 2 * MIN,
+                   code="OFFLINE") == "WARN"
+    # a last replica standing exposure is never the outage's: it keeps its WARN
+    assert _window(_truth_obj(), [(0, "open"), (3 * MIN, "down"), (4 * MIN, "up")] + beats, 3 * MIN,
                    code="LAST_REPLICA_STANDING") == "WARN"
     # 30 minutes, 5 of them down: 25 outside -> the usual ERROR
     assert _window(_truth_obj(), [(0, "open"), (2 * MIN, "down"), (7 * MIN, "up")] + beats, 30 * MIN) == "ERROR"
@@ -307,7 +312,8 @@ def test_incident_causes_of_builtin_scenarios(tmp_path):
     # cluster is back loses data, explained by nothing else
     c = _causes(tmp_path / "last-replica-standing-elr-off")
     assert c["unclean_shutdown@00:01:30"] == "CLUSTER_RESTART" and c["restart@00:02:32"] == "UNCLEAN_ELECTION"
-    assert c["network_partition@00:00:30"] == "BROKERS_DOWN"
+    # brokers 1 and 2 cut off a minute before it: the lead-up of the same cluster incident
+    assert c["network_partition@00:00:30"] == "CLUSTER_RESTART"
 
 
 def test_fleet_without_info_findings_still_gives_single_broker_incidents_a_cause(tmp_path):
