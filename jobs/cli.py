@@ -115,6 +115,11 @@ def build_parser() -> argparse.ArgumentParser:
     from jobs import collect_log_info
     collect_log_info.add_arguments(p)
 
+    p = sub.add_parser("compare-copies", help="several nodes' copies of one metadata log compared batch by batch "
+                                              "(no Spark)")
+    from jobs import compare_copies
+    compare_copies.add_arguments(p)
+
     p = sub.add_parser("simulate", help="write a simulated cluster's data directory with planted incidents")
     from jobs import simulate
     simulate.add_arguments(p)
@@ -126,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Commands that only read logs: pure Arrow/NumPy, no pandas.  pyarrow imports pandas on its first
 # compute call merely to recognise pandas inputs, which costs ~0.4 s of start-up for nothing here.
-LOG_ONLY = {"decode", "verify", "describe", "whatif"}
+LOG_ONLY = {"decode", "verify", "describe", "whatif", "compare-copies"}
 
 
 class _NoPandas:
@@ -185,6 +190,7 @@ _COMMANDS = {
     "quality": ("quality", lambda m, a: m.run(a)),
     "collect-log-info": ("collect_log_info", lambda m, a: m.main(a)),
     "simulate": ("simulate", lambda m, a: m.main(a)),
+    "compare-copies": ("compare_copies", lambda m, a: m.run(a)),
 }
 
 
@@ -193,7 +199,8 @@ def _run(args) -> int:
     return call(importlib.import_module(f"jobs.{module}"), args)
 
 
-SPARK_FREE = {"decode", "verify", "describe", "whatif", "audit", "plan", "collect-log-info", "simulate", "quality"}
+SPARK_FREE = {"decode", "verify", "describe", "whatif", "audit", "plan", "collect-log-info", "simulate", "quality",
+              "compare-copies"}
 
 
 def console() -> None:

@@ -67,6 +67,7 @@ CASES = {
         (["plan", "--log-dir", MISSING, "--election-type", "preferred"], MISSING),
         (["collect-log-info", "--broker-id", "1", "--data-dir", MISSING, "-o", "-"], MISSING),
         (["simulate", MISSING + ".yaml", "-o", "{out}"], MISSING),
+        (["compare-copies", str(LOG), MISSING], MISSING),
         (["audit", "--log-dir", str(LOG), "--conf", MISSING + ".yaml"], MISSING),
         (["replay", "--cluster", "ogs59", "--lake", "{lake}", "--conf", MISSING + ".yaml"], MISSING),
     ],
@@ -78,6 +79,7 @@ CASES = {
         (["audit", "--log-dir", "{file}"], "{file}"),
         (["plan", "--log-dir", "{file}", "--election-type", "preferred"], "{file}"),
         (["collect-log-info", "--broker-id", "1", "--data-dir", "{file}", "-o", "-"], "{file}"),
+        (["compare-copies", str(LOG), "{file}"], "{file}"),
         (["quality", "--cluster", "ogs59", "--conf", str(LOG)], str(LOG)),
     ],
     "bad config key": [
