@@ -43,10 +43,10 @@ def metadata_gaps(record_times: pa.Table | None, threshold_ms: int) -> Gaps:
     empty = np.zeros(0, np.int64)
     if (record_times is None or not record_times.num_rows or threshold_ms <= 0
             or "record_type" not in record_times.column_names):
-        return Gaps(empty, empty, empty, empty)
+        return Gaps(empty, empty, empty, empty, empty, empty)
     noop = pc.fill_null(pc.equal(record_times.column("record_type"), "NO_OP_RECORD"), False)
     if not pc.any(noop).as_py():
-        return Gaps(empty, empty, empty, empty)
+        return Gaps(empty, empty, empty, empty, empty, empty)
     first_beat = pc.min(record_times.column("offset").filter(noop)).as_py()
     record_times = record_times.filter(pc.greater_equal(record_times.column("offset"), first_beat))
     ts = record_times.column("timestamp")

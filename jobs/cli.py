@@ -78,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--unavailable-partitions", action="store_true",
                    help="no leader, or the leader is not a registered unfenced broker")
     p.add_argument("--elr-partitions", action="store_true", help="non-empty eligible leader replicas")
+    p.add_argument("--quorum", action="store_true", help="the metadata quorum instead of the topics: active "
+                   "controller, epoch, voters, registered controllers, every election (--log-dir)")
     p.add_argument("--json", action="store_true", help="a JSON array, one object per partition")
 
     p = sub.add_parser("replay", help="bronze -> silver: partition/broker/topic history, divergences, invariants (Spark)")

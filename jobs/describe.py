@@ -228,6 +228,8 @@ def run(args, out=None, err=None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
     at_time = parse_time(args.at_time) if args.at_time is not None else None
+    if getattr(args, "quorum", False):
+        return describe_quorum(args, at_time, out, err)
     names = topic_names(args.topic)
     if args.lake or args.cluster:
         if args.log_dir:
@@ -255,3 +257,103 @@ def run(args, out=None, err=None) -> int:
     out.write(render(cluster, names, filters, args.json))
     out.flush()
     return 2 if names and len(missing) == len(names) else 0
+
+
+# ------------------------------------------------------------------------------------------ --quorum
+def describe_quorum(args, at_time: int | None, out, err) -> int:
+    """The quorum as of the point: from the log's LeaderChange, VotersRecord, KRaftVersionRecord and
+    (Un)RegisterControllerRecord records (controller_core/quorum.py)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from controller_core import logdir, quorum
+    from controller_core.replay import read_log_dir
+
+    if not args.log_dir:
+        raise DescribeError("--quorum reads a log directory: give --log-dir DIR")
+    spans: list = []
+    records, _ = read_log_dir(args.log_dir, spans)
+    warn_quarantined(PROG, args.log_dir, err, spans)
+    hist = quorum.quorum_history(records)
+    if args.at_offset is not None:
+        hist = hist.filter(pc.less_equal(hist.column("offset"), args.at_offset))
+    if at_time is not None:
+        hist = hist.filter(pc.fill_null(pc.less_equal(pc.cast(hist.column("timestamp"), pa.int64()), at_time), False))
+    data_dir, _ = logdir.resolve_log_dir(args.log_dir)
+    doc = quorum.summary(hist, quorum.meta_properties(data_dir))
+    doc["stalls"] = _stalls(records, args.at_offset, at_time)
+    if args.json:
+        out.write(json.dumps(doc, default=lambda x: fmt_us(int(x.timestamp() * 1_000_000)) if hasattr(x, "timestamp")
+                             else str(x)) + "\n")
+        return 0
+    lines = []
+    if doc["leaderId"] is None:
+        lines.append("ActiveController: unknown (no LeaderChange record in the log read)")
+    else:
+        since = next(e for e in reversed(doc["elections"]) if e["offset"] == doc["leaderSince"])
+        lines.append(f"ActiveController: {doc['leaderId']}\tEpoch: {doc['epoch']}\tSince: offset {doc['leaderSince']}"
+                     f" ({_when(since['time'])})")
+    voters = ",".join(str(v["voterId"]) + (f" (directory {v['directoryId']})" if v["directoryId"] else "")
+                      for v in doc["voters"])
+    lines.append(f"Voters: {voters or 'unknown'}" + (f"\tFrom: {doc['votersFrom']}" if doc["votersFrom"] else ""))
+    ctl = ", ".join(f"{c['controllerId']} (incarnation {c['incarnationId']}, offset {c['registeredAt']})"
+                    for c in doc["controllers"])
+    lines.append(f"RegisteredControllers: {ctl or 'none in the log read'}")
+    dd = doc.get("dataDirectory") or {}
+    if dd.get("nodeId") is not None:
+        verdict = "a voter" if dd["isVoter"] else "not a voter"
+        if dd["directoryMatches"] is False:
+            verdict += ", but its directory.id is not the one the VotersRecord lists"
+        lines.append(f"DataDirectory: node.id {dd['nodeId']}, directory.id {dd['directoryId']}: {verdict}")
+    gap_s = _gap_ms() / 1000
+    lines.append(f"Stalls: {len(doc['stalls'])} (no record for {gap_s:g} s or more in a log with NoOp heartbeats)")
+    for g in doc["stalls"]:
+        lines.append(f"\tAfterOffset: {g['afterOffset']}\tFrom: {_when_ms(g['fromMs'])}\tFor: {g['ms']} ms"
+                     f"\tEpochs: {g['epochBefore']} -> {g['epochAfter']}")
+    lines.append(f"Elections: {len(doc['elections'])}")
+    for e in doc["elections"]:
+        silent = f"\tSilentBefore: {e['silentMs']} ms" if e["silentMs"] is not None else ""
+        granted = ",".join(map(str, e["grantingVoters"] or []))
+        lines.append(f"\tOffset: {e['offset']}\tTime: {_when(e['time'])}\tEpoch: {e['epoch']}\tLeader: {e['leaderId']}"
+                     f"\tGrantedBy: {granted or '-'}{silent}")
+    out.write("\n".join(lines) + "\n")
+    return 0
+
+
+def _when(ts) -> str:
+    return fmt_us(int(ts.timestamp() * 1_000_000)) if ts is not None else "?"
+
+
+def _when_ms(ms: int) -> str:
+    return fmt_us(int(ms) * 1000)
+
+
+def _gap_ms() -> int:
+    from lake.config import load_config
+
+    return int(load_config()["audit"]["metadata_gap_ms"])
+
+
+def _stalls(records, at_offset: int | None, at_time: int | None) -> list[dict]:
+    """The metadata gaps (audit/gaps.py: no record for audit.metadata_gap_ms) up to the point: the quorum
+    stalled or was down."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from audit.gaps import metadata_gaps
+    from controller_core.pipeline import RECORD_TIME_COLUMNS
+
+    if records is None:
+        return []
+    seg = records.filter(pc.equal(records.column("source_kind"), "segment"))
+    times = seg.select(list(RECORD_TIME_COLUMNS))
+    times = times.set_column(1, "timestamp", pc.cast(times.column("timestamp"), pa.timestamp("us", tz="UTC")))
+    if at_offset is not None:
+        times = times.filter(pc.less_equal(times.column("offset"), at_offset))
+    if at_time is not None:
+        times = times.filter(pc.less_equal(pc.cast(times.column("timestamp"), pa.int64()), at_time))
+    g = metadata_gaps(times, _gap_ms())
+    return [{"afterOffset": int(a), "beforeOffset": int(b), "fromMs": int(s), "ms": int(e - s),
+             "epochBefore": int(x), "epochAfter": int(y)}
+            for a, b, s, e, x, y in zip(g.before_offset, g.after_offset, g.start_ms, g.end_ms, g.before_epoch,
+                                        g.after_epoch)]

@@ -1,0 +1,71 @@
+"""describe --quorum: the metadata quorum's history from the log, checked against the LeaderChange control
+records as `kraft-audit decode` (kafka-dump-log's JSON) prints them, on every real log and on a simulated
+3-controller quorum with a controller failover."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from jobs import cli
+from realdata_facts import CLUSTERS, REALDATA
+
+
+def _decoded_leader_changes(log_dir, capsys) -> list[tuple[int, int, int]]:
+    """(offset, batch leader epoch, leaderId) of every LeaderChange of the segments, from decode's JSON."""
+    assert cli.main(["decode", str(log_dir)]) in (0, 1)
+    out = []
+    for line in capsys.readouterr().out.splitlines():
+        r = json.loads(line)
+        if r.get("type") == "LEADER_CHANGE" and r["file"].endswith(".log"):
+            out.append((r["offset"], r["batchLeaderEpoch"], r["data"]["leaderId"]))
+    return sorted(out)
+
+
+def _quorum(log_dir, capsys, *extra) -> dict:
+    assert cli.main(["describe", "--log-dir", str(log_dir), "--quorum", "--json", *extra]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("cluster", sorted(CLUSTERS))
+def test_quorum_history_of_every_real_log_is_its_leader_changes(cluster, capsys):
+    log = REALDATA / CLUSTERS[cluster]
+    want = _decoded_leader_changes(log, capsys)
+    doc = _quorum(log, capsys)
+    got = [(e["offset"], e["epoch"], e["leaderId"]) for e in doc["elections"]]
+    assert got == want
+    if want:
+        assert (doc["leaderId"], doc["epoch"], doc["leaderSince"]) == (want[-1][2], want[-1][1], want[-1][0])
+        epochs = [e for _, e, _ in want]
+        assert epochs == sorted(epochs)  # a Raft epoch never goes back
+    else:
+        assert doc["leaderId"] is None and doc["elections"] == []
+    # its stalls are the audit's metadata gaps (one definition: audit/gaps.py)
+    assert cli.main(["audit", "--log-dir", str(log), "--json", "--all"]) in (0, 1)
+    gaps = [f for f in json.loads(capsys.readouterr().out)["findings"] if f["code"] == "METADATA_GAP"]
+    assert [(s["afterOffset"], s["beforeOffset"]) for s in doc["stalls"]] == sorted(
+        (f["first_offset"], f["last_offset"]) for f in gaps)
+
+
+def test_simulated_failover_and_the_point_in_time(tmp_path, capsys):
+    d = tmp_path / "sim"
+    assert cli.main(["simulate", "default-cluster", "-o", str(d), "--seed", "7"]) == 0
+    capsys.readouterr()
+    doc = _quorum(d, capsys)
+    leaders = [(e["epoch"], e["leaderId"]) for e in doc["elections"]]
+    assert leaders[0][1] == 3 and leaders[-1][1] == 1 and leaders[-1][0] > leaders[0][0]  # node 1 wins epoch 2
+    assert {v["voterId"] for v in doc["voters"]} == {1, 2, 3}
+    assert [c["controllerId"] for c in doc["controllers"]] == [1, 2, 3]
+    failover = doc["elections"][-1]
+    assert failover["silentMs"] >= 1500  # the simulator's failover pauses the log 1.5-3 s
+    # as of the offset before the failover: the first leader still leads
+    before = _quorum(d, capsys, "--at-offset", str(failover["offset"] - 1))
+    assert (before["leaderId"], before["epoch"]) == leaders[0][::-1]
+    props = dict(line.split("=", 1) for line in (d / "meta.properties").read_text().splitlines()
+                 if "=" in line and not line.startswith("#"))
+    dd = doc["dataDirectory"]
+    assert dd["nodeId"] == props["node.id"] and dd["isVoter"] == (int(props["node.id"]) in {1, 2, 3})
+    assert cli.main(["describe", "--quorum", "--log-dir", str(d)]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith(f"ActiveController: 1\tEpoch: {leaders[-1][0]}")
+    assert f"Elections: {len(leaders)}" in text
