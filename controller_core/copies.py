@@ -20,6 +20,7 @@ import numpy as np
 from numba import njit
 
 from controller_core import logdir
+from controller_core.quorum import meta_properties
 
 HEADER_SIZE, LOG_OVERHEAD, CRC_OFFSET = 61, 12, 17
 IDENTICAL, PREFIX, INCOMPLETE, DIVERGED, DISJOINT = "identical", "prefix", "incomplete", "diverged", "disjoint"
@@ -95,18 +96,6 @@ class Copy:
                 "segments": self.segments, "snapshots": self.snapshots, "unreadable": self.unreadable}
 
 
-def _node_id(data_dir: Path) -> str | None:
-    p = data_dir / "meta.properties"
-    try:
-        for line in p.read_text(encoding="utf-8", errors="replace").splitlines():
-            k, _, v = line.partition("=")
-            if k.strip() == "node.id":
-                return v.strip()
-    except OSError:
-        return None
-    return None
-
-
 def read_copy(path: str | Path) -> Copy:
     """The batches of one copy (a data directory or its ``__cluster_metadata-0`` folder)."""
     data_dir, _ = logdir.resolve_log_dir(Path(path))
@@ -129,7 +118,7 @@ def read_copy(path: str | Path) -> Copy:
     rows, seg_of = rows[order], seg_of[order]
     keep = np.r_[rows[1:, 1] != rows[:-1, 1], True] if len(rows) else np.zeros(0, bool)
     rows, seg_of = rows[keep], seg_of[keep]
-    return Copy(path=str(path), node_id=_node_id(data_dir), base=rows[:, 1], last=rows[:, 2], epoch=rows[:, 3],
+    return Copy(path=str(path), node_id=meta_properties(data_dir).get("node.id"), base=rows[:, 1], last=rows[:, 2], epoch=rows[:, 3],
                 crc=rows[:, 4], files=seg_of.tolist(), segments=[f.label for f in segs], snapshots=snaps,
                 unreadable=bad)
 
