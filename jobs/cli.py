@@ -117,6 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
     from jobs import collect_log_info
     collect_log_info.add_arguments(p)
 
+    p = sub.add_parser("sql", help="SQL over every table of the lake, without Spark (DataFusion)")
+    from jobs import sql
+    sql.add_arguments(p)
+
     p = sub.add_parser("compare-copies", help="several nodes' copies of one metadata log compared batch by batch "
                                               "(no Spark)")
     from jobs import compare_copies
@@ -193,6 +197,7 @@ _COMMANDS = {
     "collect-log-info": ("collect_log_info", lambda m, a: m.main(a)),
     "simulate": ("simulate", lambda m, a: m.main(a)),
     "compare-copies": ("compare_copies", lambda m, a: m.run(a)),
+    "sql": ("sql", lambda m, a: m.run(a)),
 }
 
 
@@ -202,7 +207,7 @@ def _run(args) -> int:
 
 
 SPARK_FREE = {"decode", "verify", "describe", "whatif", "audit", "plan", "collect-log-info", "simulate", "quality",
-              "compare-copies"}
+              "compare-copies", "sql"}
 
 
 def console() -> None:

@@ -68,6 +68,7 @@ CASES = {
         (["collect-log-info", "--broker-id", "1", "--data-dir", MISSING, "-o", "-"], MISSING),
         (["simulate", MISSING + ".yaml", "-o", "{out}"], MISSING),
         (["compare-copies", str(LOG), MISSING], MISSING),
+        (["sql", "SELECT 1", "--conf", MISSING + ".yaml"], MISSING),
         (["audit", "--log-dir", str(LOG), "--conf", MISSING + ".yaml"], MISSING),
         (["replay", "--cluster", "ogs59", "--lake", "{lake}", "--conf", MISSING + ".yaml"], MISSING),
     ],
