@@ -179,6 +179,23 @@ class Cluster:
             return True
         return directory in br.log_dirs
 
+    def default_dir(self, b: int) -> str:
+        """B10 (``ClusterControlManager.defaultDir`` behind ``KRaftClusterDescriber``): the directory the
+        controller gives a replica it places on broker ``b`` -- a new partition's replica or one a
+        reassignment adds.  MIGRATING below MV 3.7-IV2; UNASSIGNED if ``b`` is not registered; MIGRATING if
+        its registration lists no log directories; its only directory if it lists one; UNASSIGNED (the
+        broker picks one and reports it later) if it lists several."""
+        if self.metadata_version < MV_3_7_IV2:
+            return MIGRATING
+        br = self.brokers.get(b)
+        if br is None:
+            return UNASSIGNED
+        if not br.log_dirs:
+            return MIGRATING
+        if len(br.log_dirs) == 1:
+            return br.log_dirs[0]
+        return UNASSIGNED
+
     def partition_dir(self, p: Partition, b: int) -> str | None:
         if p.directories and b in p.replicas:
             return p.directories[p.replicas.index(b)]

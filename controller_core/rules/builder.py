@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from controller_core.image import (
-    MIGRATING, MV_3_2_IV0, MV_3_6_IV0, MV_3_7_IV2, NO_LEADER, RECOVERING, UNASSIGNED, Partition,
+    MIGRATING, MV_3_2_IV0, MV_3_6_IV0, MV_3_7_IV2, NO_LEADER, RECOVERING, UNASSIGNED, Partition, replica_dirs,
 )
 
 PREFERRED, ONLINE, UNCLEAN = "PREFERRED", "ONLINE", "UNCLEAN"
@@ -33,6 +33,8 @@ class Inputs:
     unclean_shutdown: frozenset[int] = frozenset()
     # [LATER] (Kafka 4.0+): the last known leader is elected only if acceptable (§2.3 step 3)
     check_last_known_leader: bool = True
+    # B10: the directory of a replica new to the partition (the controller's is Cluster.default_dir); a
+    # caller without a cluster image gets UNASSIGNED, as Kafka's own builder tests use
     default_dir: Callable[[int], str] = field(default=lambda b: UNASSIGNED)
 
 
@@ -142,12 +144,14 @@ def build(p: Partition, inp: Inputs) -> dict | None:
                                    or (p.leader != NO_LEADER and new_leader != NO_LEADER)):
             out["lastKnownElr"] = []
 
-    # B10 assignment
+    # B10 assignment: a replica keeps its current directory (MIGRATING when the partition has none); a
+    # replica new to the partition gets the broker's default directory (Cluster.default_dir)
     if t_rep:
         if inp.metadata_version >= MV_3_7_IV2:
-            dirs = [p.directories[p.replicas.index(b)] if b in p.replicas and p.directories else inp.default_dir(b)
-                    for b in t_rep]
-            current = p.directories or [MIGRATING] * len(p.replicas)
+            current = replica_dirs(p.directories, len(p.replicas))
+            if len(current) != len(p.replicas):
+                current = [MIGRATING] * len(p.replicas)
+            dirs = [current[p.replicas.index(b)] if b in p.replicas else inp.default_dir(b) for b in t_rep]
             if dirs != current:
                 out["directories"] = dirs
         if t_rep != p.replicas:

@@ -13,7 +13,7 @@ from controller_core.codec.message import decode_body, encode_body
 from controller_core.records import BY_TYPE_NAME
 from controller_core.image import (
     BROKER, MIGRATING, MIN_ISR, MV_3_3_IV2, MV_3_3_IV3, MV_3_7_IV2, MV_4_0_IV1, NO_LEADER, RECOVERED, RECOVERING,
-    TOPIC, Broker, Cluster, Partition, parse_mv,
+    TOPIC, Broker, Cluster, Partition, parse_mv, replica_dirs,
 )
 
 
@@ -57,7 +57,7 @@ def load_cluster(spec: dict) -> Cluster:
             int(p.get("leaderEpoch", 0)), int(p.get("partitionEpoch", 0)), list(p.get("removingReplicas") or []),
             list(p.get("addingReplicas") or []), list(p.get("eligibleLeaderReplicas") or []),
             list(p.get("lastKnownElr") or []), int(p.get("leaderRecoveryState", 0)),
-            list(p.get("directories") or []) or [MIGRATING] * len(reps))
+            replica_dirs(p.get("directories"), len(reps)))
     return c
 
 
@@ -103,6 +103,10 @@ class Run:
             data = {"partitionId": p.partition_id, "topicId": p.topic_id, **change}
             self.write("PARTITION_CHANGE_RECORD", self.change_version(), data)
 
+    def inputs(self, p: Partition, election: str, **kw):
+        """The trigger inputs for ``p`` with the controller's default directory for new replicas (B10)."""
+        return TR.inputs(self.c, p, election, default_dir=self.c.default_dir, **kw)
+
     def broker(self, b: int) -> Broker:
         if b not in self.c.brokers:
             raise WhatIfError(f"broker {b} is not registered")
@@ -126,12 +130,12 @@ class Run:
         """Partitions with b in the ISR, then (unclean / unregister) those with b in the ELR."""
         make = TR.unclean_shutdown if unclean else TR.broker_removed
         for p in self.sorted_partitions(lambda p: b in p.isr):
-            self.write_change(p, build(p, make(self.c, p, b)))
+            self.write_change(p, build(p, make(self.c, p, b, default_dir=self.c.default_dir)))
 
     def remove_broker_from_elr(self, b: int, unclean: bool = False) -> None:
         make = TR.unclean_shutdown if unclean else TR.broker_removed
         for p in self.sorted_partitions(lambda p: b in p.elr and b not in p.isr):
-            self.write_change(p, build(p, make(self.c, p, b)))
+            self.write_change(p, build(p, make(self.c, p, b, default_dir=self.c.default_dir)))
 
     # --- events
     def fence_broker(self, ev):
@@ -160,7 +164,7 @@ class Run:
         else:
             self.write("UNFENCE_BROKER_RECORD", 0, {"id": b, "epoch": br.epoch})
         for p in self.sorted_partitions(lambda p: p.leader == NO_LEADER):
-            self.write_change(p, build(p, TR.unfenced(self.c, p, b)))
+            self.write_change(p, build(p, TR.unfenced(self.c, p, b, default_dir=self.c.default_dir)))
 
     def register_broker(self, ev, unclean_default: bool = False):
         b = int(ev["broker"])
@@ -199,21 +203,35 @@ class Run:
         return None if tid is None else self.c.partitions.get((tid, int(partition)))
 
     def alter_partition(self, ev):
-        """§2.8 validation, first failure wins, then the builder with the requested ISR."""
-        p = self._partition(ev["topic"], ev["partition"])
+        """§2.8 validation, first failure wins, then the builder with the requested ISR.
+
+        The event may name the request ``version`` (AlterPartition v0-3, default 3): v2+ address the topic
+        by id (an unknown topic is UNKNOWN_TOPIC_ID), answer INELIGIBLE_REPLICA rather than
+        OPERATION_NOT_ATTEMPTED and NEW_LEADER_ELECTED rather than FENCED_LEADER_EPOCH; only v3 carries the
+        members' broker epochs; v0 carries no leader recovery state (RECOVERED)."""
+        version = int(ev.get("version", 3))
+        if not 0 <= version <= 3:
+            raise WhatIfError(f"AlterPartition version must be 0-3, not {version}")
         k = f"{ev['topic']}-{ev['partition']}"
+        tid = self.c.topic_ids.get(ev["topic"])
+        p = None if tid is None else self.c.partitions.get((tid, int(ev["partition"])))
+        if ev.get("brokerId") is not None or p is not None:  # the sender's epoch is checked first
+            sender = int(ev["brokerId"]) if ev.get("brokerId") is not None else p.leader
+            br = self.c.brokers.get(sender)
+            if br is None or int(ev.get("brokerEpoch", br.epoch)) != br.epoch:
+                self.errors[k] = "STALE_BROKER_EPOCH"
+                return
+        if tid is None:
+            self.errors[k] = "UNKNOWN_TOPIC_ID" if version >= 2 else "UNKNOWN_TOPIC_OR_PARTITION"
+            return
         if p is None:
             self.errors[k] = "UNKNOWN_TOPIC_OR_PARTITION"
             return
-        sender = int(ev.get("brokerId", p.leader))
-        br = self.c.brokers.get(sender)
-        if br is None or int(ev.get("brokerEpoch", br.epoch)) != br.epoch:
-            self.errors[k] = "STALE_BROKER_EPOCH"
-            return
         le, pe = int(ev.get("leaderEpoch", p.leader_epoch)), int(ev.get("partitionEpoch", p.partition_epoch))
         members = [m["brokerId"] if isinstance(m, dict) else m for m in ev["isr"]]
-        member_epochs = {m["brokerId"]: m.get("brokerEpoch") for m in ev["isr"] if isinstance(m, dict)}
-        lrs = int(ev.get("leaderRecoveryState", p.lrs))
+        member_epochs = {m["brokerId"]: m.get("brokerEpoch") for m in ev["isr"] if isinstance(m, dict)
+                         and version >= 3}
+        lrs = int(ev.get("leaderRecoveryState", p.lrs)) if version >= 1 else RECOVERED
         err = None
         if le > p.leader_epoch or pe > p.partition_epoch:
             err = "NOT_CONTROLLER"
@@ -235,13 +253,17 @@ class Run:
             for m in members:  # every member active, at the epoch it was registered with (v3+)
                 if (not self.c.active(m)
                         or (member_epochs.get(m) is not None and member_epochs[m] != self.c.brokers[m].epoch)):
-                    err = "INELIGIBLE_REPLICA"
+                    err = "INELIGIBLE_REPLICA" if version >= 2 else "OPERATION_NOT_ATTEMPTED"
                     break
         if err:
             self.errors[k] = err
             return
-        self.write_change(p, build(p, TR.inputs(self.c, p, TR.topic_mode(self.c, p), target_isr=members,
-                                                 target_lrs=lrs)))
+        change = build(p, self.inputs(p, TR.topic_mode(self.c, p), target_isr=members, target_lrs=lrs))
+        self.write_change(p, change)
+        if change and change.get("leader", sender) != sender:
+            # §2.7-3: the new ISR completed a reassignment that removed the leader; the record is written and
+            # a new leader elected, yet the sender is told to refetch metadata
+            self.errors[k] = "NEW_LEADER_ELECTED" if version >= 2 else "FENCED_LEADER_EPOCH"
 
     def elect_leaders(self, ev):
         kind = ev.get("electionType", "PREFERRED").upper()
@@ -263,7 +285,7 @@ class Run:
                 if listed is not None:
                     self.errors[k] = "ELECTION_NOT_NEEDED"
                 continue
-            change = build(p, TR.inputs(self.c, p, kind))
+            change = build(p, self.inputs(p, kind))
             if not change or change.get("leader", p.leader) == p.leader:
                 self.errors[k] = "PREFERRED_LEADER_NOT_AVAILABLE" if kind == PREFERRED else "ELIGIBLE_LEADERS_NOT_AVAILABLE"
                 if not change:
@@ -288,7 +310,7 @@ class Run:
             kw["target_removing"] = removing
         if adding:
             kw["target_adding"] = adding
-        self.write_change(p, build(p, TR.inputs(self.c, p, "ONLINE", **kw)))
+        self.write_change(p, build(p, self.inputs(p, "ONLINE", **kw)))
 
     def cancel_reassignment(self, ev):
         p = self._partition(ev["topic"], ev["partition"])
@@ -307,11 +329,11 @@ class Run:
                 self.errors[k] = "ELIGIBLE_LEADERS_NOT_AVAILABLE"
                 return
             isr, election = [reps[0]], UNCLEAN
-        self.write_change(p, build(p, TR.inputs(self.c, p, election, target_replicas=reps, target_isr=isr,
+        self.write_change(p, build(p, self.inputs(p, election, target_replicas=reps, target_isr=isr,
                                                  target_removing=[], target_adding=[])))
 
     def create_partition(self, ev):
-        """§1.2-5: ISR = the active replicas in replica order, leader = its first member."""
+        """§1.2-5: ISR = the active replicas in replica order, leader = its first member; directories by B10."""
         topic = ev["topic"]
         tid = self.c.topic_ids.get(topic)
         k = f"{topic}-{ev['partition']}"
@@ -333,8 +355,8 @@ class Run:
         version = 2 if mv >= MV_4_0_IV1 else 1 if mv >= MV_3_7_IV2 else 0
         data = {"partitionId": int(ev["partition"]), "topicId": tid, "replicas": reps, "isr": isr,
                 "removingReplicas": [], "addingReplicas": [], "leader": isr[0], "leaderEpoch": 0, "partitionEpoch": 0}
-        if version >= 1:
-            data["directories"] = [MIGRATING] * len(reps)
+        if version >= 1:  # B10: each replica in its broker's default directory (none written below 3.7-IV2)
+            data["directories"] = [self.c.default_dir(b) for b in reps]
         self.write("PARTITION_RECORD", version, data)
 
     def delete_topic(self, ev):

@@ -147,9 +147,9 @@ def test_reassign_and_cancel():
         {"kind": "reassign", "topic": "orders", "partition": 1, "replicas": [2, 3, 4]},
         {"kind": "cancel_reassignment", "topic": "orders", "partition": 1}]},
         "brokers": {"1": {"epoch": 10}, "2": {"epoch": 11}, "3": {"epoch": 12}, "4": {"epoch": 13}}})
-    m, u = "AAAAAAAAAAAAAAAAAAAAAA", "AAAAAAAAAAAAAAAAAAAAAQ"  # MIGRATING, UNASSIGNED (the new replica's)
+    m = "AAAAAAAAAAAAAAAAAAAAAA"  # MIGRATING: broker 4 registered without log directories (B10)
     assert recs(out)[0] == change(1, replicas=[2, 3, 4, 1], removingReplicas=[1], addingReplicas=[4],
-                                  directories=[m, m, u, m])
+                                  directories=[m, m, m, m])
     # cancel: back to the old replicas; replica 4 leaves, so the leader epoch is bumped (B5)
     assert recs(out)[1] == change(1, leader=2, replicas=[2, 3, 1], removingReplicas=[], addingReplicas=[],
                                   directories=[m, m, m])
