@@ -134,7 +134,8 @@ def candidates(c: Cluster, p: Partition, rec: Rec, events: list[tuple[str, int]]
                     for chk in lkl_checks:
                         yield Candidate(trigger, Inputs(acceptable=accept, min_isr=mm, elr_enabled=elr,
                                                         metadata_version=mv, election=e,
-                                                        check_last_known_leader=chk, **kw))
+                                                        check_last_known_leader=chk,
+                                                        default_dir=c.default_dir, **kw))
 
     # 1. broker-state triggers seen around the record
     for kind, b in events:

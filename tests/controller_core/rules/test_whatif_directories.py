@@ -260,15 +260,8 @@ def _snapshot(c) -> list:
     return out
 
 
-_VERIFY_GAP = pytest.mark.xfail(strict=True, reason=(
-    "verify's reassignment candidate builds without the cluster's default directory (Inputs.default_dir is "
-    "UNASSIGNED), so a replica added on a broker with 0 or 1 log directories diverges; verify.candidates "
-    "needs default_dir=c.default_dir"))
-
-
-@pytest.mark.parametrize("mv, dirs4", [("3.6-IV2", 0), ("3.6-IV2", 1), ("3.9-IV0", 2),
-                                       pytest.param("3.9-IV0", 0, marks=_VERIFY_GAP),
-                                       pytest.param("3.9-IV0", 1, marks=_VERIFY_GAP)])
+@pytest.mark.parametrize("mv, dirs4", [("3.6-IV2", 0), ("3.6-IV2", 1), ("3.9-IV0", 2), ("3.9-IV0", 0),
+                                       ("3.9-IV0", 1)])
 def test_what_whatif_writes_for_a_reassignment_verifies(tmp_path, mv, dirs4):
     from controller_core.rules.verify import verify_log_dir
     from controller_core.rules.whatif import Run
