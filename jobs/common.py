@@ -122,6 +122,31 @@ def parse_time(text: str, flag: str = "--at-time") -> int:
     return (dt - EPOCH) // timedelta(microseconds=1)
 
 
+# A cluster name is a partition value of every table (``cluster=<name>`` folders, Delta partition values,
+# filters): one character set that needs no escaping anywhere, so no name can make a lake unreadable for the
+# others.  README "CLI contract" states it; every command taking --cluster is checked in preflight().
+CLUSTER_NAME_MAX = 128
+CLUSTER_NAME_RULE = (f"a cluster name is 1 to {CLUSTER_NAME_MAX} characters of A-Z a-z 0-9 . _ -, "
+                     "starting with a letter or a digit")
+_CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def cluster_name(name: str, flag: str = "--cluster") -> str:
+    """``name`` when it follows CLUSTER_NAME_RULE, else CannotRun naming the flag, the fault and the rule."""
+    if _CLUSTER_NAME.fullmatch(name) and len(name) <= CLUSTER_NAME_MAX:
+        return name
+    shown = repr(name) if len(name) <= 40 else repr(name[:37]) + "..."
+    if not name:
+        why = "empty"
+    elif len(name) > CLUSTER_NAME_MAX:
+        why = f"{len(name)} characters"
+    elif bad := [c for c in name if c not in "._-" and not (c.isascii() and c.isalnum())]:
+        why = f"{bad[0]!r} is not allowed"
+    else:
+        why = f"starts with {name[0]!r}"
+    raise CannotRun(f"{shown}: {why}; {CLUSTER_NAME_RULE}", flag)
+
+
 def add_source_arguments(p) -> None:
     """Where ``audit`` and ``plan`` read a cluster's history from, and the point they look at."""
     src = p.add_mutually_exclusive_group(required=True)
@@ -163,6 +188,8 @@ def config_of(args):
 def preflight(command: str, args) -> None:
     """Check what can be checked cheaply, before the command does any heavy work; raise CannotRun (or
     a mapped error such as ConfigError / FileNotFoundError) naming the argument."""
+    if getattr(args, "cluster", None) is not None:  # "" too: an empty name is refused, never ingested
+        cluster_name(args.cluster)
     offset(getattr(args, "at_offset", None))
     if getattr(args, "at_time", None) is not None:
         parse_time(args.at_time)
