@@ -49,6 +49,8 @@ _CANNOT_RUN_BY_MODULE = {
     "controller_core.point": ("PointError",),
     "controller_core.rules.whatif": ("WhatIfError",),
     "simulator.scenario": ("ScenarioError",),
+    "simulator.writer": ("OutputError",),
+    "audit.plans": ("PlanOutputError",),
     "yaml": ("YAMLError",),
 }
 # OSError: a missing, wrong-kind, unreadable or unwritable path (FileNotFoundError, NotADirectoryError,
