@@ -216,10 +216,13 @@ def _local(root: str) -> bool:
 
 
 def log_dir(path: str) -> None:
-    """A ``--log-dir`` must be a metadata folder or the data directory holding one."""
-    from controller_core.logdir import resolve_log_dir
+    """A ``--log-dir`` must be a metadata folder or the data directory holding one, and every file in it named
+    like a log file must be a readable regular file: a dangling symbolic link, a FIFO (recognised, never
+    opened) or a file that cannot be opened stops the command here, before Spark or a replay starts (a
+    replay without it would report a history with a hole as the whole one)."""
+    from controller_core.logdir import discover
 
-    resolve_log_dir(Path(path))  # FileNotFoundError naming the path and why
+    discover(Path(path))  # FileNotFoundError / UnreadableLogFile naming the path and why
 
 
 def known_clusters(root: str) -> list[str] | None:
