@@ -40,6 +40,7 @@ All output is deterministic: partitions sorted by (topic, partition), JSON with 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from audit.acceptance import StepCheck
@@ -477,16 +478,73 @@ def _lost(n) -> str:
     return "unknown" if n is None else str(n)
 
 
+# ``-o DIR`` holds one plan at a time: the manifest lists the files the plan command wrote there, and the next
+# plan removes exactly those (the runnable files of an earlier plan never stay beside a new one) and nothing
+# else: a file it did not write survives, and a file named like a plan file that no manifest lists is never
+# overwritten nor left beside the new plan (PlanOutputError: exit 2).
+MANIFEST_FILE = "plan-manifest.json"
+PLAN_FILES = (ELECTION_PREFERRED_FILE, ELECTION_UNCLEAN_FILE, REASSIGN_FILE, DESIGNATION_FILE, SUMMARY_FILE)
+
+
+class PlanOutputError(Exception):
+    """The plan cannot be written into the output directory without touching files it did not write."""
+
+
+def _plain(name) -> bool:
+    return isinstance(name, str) and name not in ("", ".", "..") and "/" not in name and "\\" not in name
+
+
+def _manifest(out: Path) -> list[str]:
+    """The files an earlier plan wrote into ``out`` (its manifest), [] when there is none."""
+    path = out / MANIFEST_FILE
+    if not path.exists():
+        return []
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        files = doc["files"]
+        if doc.get("writtenBy") != "kraft-audit plan" or not isinstance(files, list):
+            raise ValueError
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        raise PlanOutputError(f"{MANIFEST_FILE} is not a manifest kraft-audit plan wrote: remove it or choose "
+                              f"another directory (-o {out})") from None
+    return [f for f in files if _plain(f)]  # only names inside out: a manifest never removes anything elsewhere
+
+
+def _write_manifest(out: Path, plan: dict, files: list[str]) -> None:
+    doc = {"writtenBy": "kraft-audit plan", "electionType": plan.get("electionType"), "files": sorted(files)}
+    _write_text(out / MANIFEST_FILE, json.dumps(doc, indent=2) + "\n")
+
+
+def _write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
 def write_plan(plan: dict, out_dir) -> list[Path]:
-    """Write the plan's files and PLAN.md into ``out_dir`` (created); returns the paths, sorted."""
+    """Write the plan's files and PLAN.md into ``out_dir`` (created), replacing the earlier plan there (the
+    files its manifest lists, and only those); returns the plan's paths, sorted (the manifest apart)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    new = sorted(plan["files"]) + [SUMMARY_FILE]
+    earlier = _manifest(out)
+    strays = sorted(n for n in set(PLAN_FILES) | set(new)
+                    if n not in earlier and (os.path.lexists(out / n)))
+    if strays:
+        raise PlanOutputError(f"{strays[0]} is there and no {MANIFEST_FILE} lists it (a plan written before "
+                              f"manifests, or not kraft-audit plan's): move it away or choose another directory "
+                              f"(-o {out})")
+    # list the earlier and the new files before touching any: an interrupted run leaves nothing unlisted
+    _write_manifest(out, plan, sorted(set(earlier) | set(new)))
+    for name in earlier:
+        path = out / name
+        if name not in new and (path.is_symlink() or path.is_file()):
+            path.unlink()
     written = []
     for name, content in sorted(plan["files"].items()):
-        path = out / name
-        path.write_text(json.dumps(content, indent=2) + "\n", encoding="utf-8")
-        written.append(path)
-    summary = out / SUMMARY_FILE
-    summary.write_text(plan.get("summary") or plan_summary(plan), encoding="utf-8")
-    written.append(summary)
+        _write_text(out / name, json.dumps(content, indent=2) + "\n")
+        written.append(out / name)
+    _write_text(out / SUMMARY_FILE, plan.get("summary") or plan_summary(plan))
+    written.append(out / SUMMARY_FILE)
+    _write_manifest(out, plan, new)
     return sorted(written)

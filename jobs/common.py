@@ -49,6 +49,8 @@ _CANNOT_RUN_BY_MODULE = {
     "controller_core.point": ("PointError",),
     "controller_core.rules.whatif": ("WhatIfError",),
     "simulator.scenario": ("ScenarioError",),
+    "simulator.writer": ("OutputError",),
+    "audit.plans": ("PlanOutputError",),
     "yaml": ("YAMLError",),
 }
 # OSError: a missing, wrong-kind, unreadable or unwritable path (FileNotFoundError, NotADirectoryError,
@@ -122,6 +124,31 @@ def parse_time(text: str, flag: str = "--at-time") -> int:
     return (dt - EPOCH) // timedelta(microseconds=1)
 
 
+# A cluster name is a partition value of every table (``cluster=<name>`` folders, Delta partition values,
+# filters): one character set that needs no escaping anywhere, so no name can make a lake unreadable for the
+# others.  README "CLI contract" states it; every command taking --cluster is checked in preflight().
+CLUSTER_NAME_MAX = 128
+CLUSTER_NAME_RULE = (f"a cluster name is 1 to {CLUSTER_NAME_MAX} characters of A-Z a-z 0-9 . _ -, "
+                     "starting with a letter or a digit")
+_CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def cluster_name(name: str, flag: str = "--cluster") -> str:
+    """``name`` when it follows CLUSTER_NAME_RULE, else CannotRun naming the flag, the fault and the rule."""
+    if _CLUSTER_NAME.fullmatch(name) and len(name) <= CLUSTER_NAME_MAX:
+        return name
+    shown = repr(name) if len(name) <= 40 else repr(name[:37]) + "..."
+    if not name:
+        why = "empty"
+    elif len(name) > CLUSTER_NAME_MAX:
+        why = f"{len(name)} characters"
+    elif bad := [c for c in name if c not in "._-" and not (c.isascii() and c.isalnum())]:
+        why = f"{bad[0]!r} is not allowed"
+    else:
+        why = f"starts with {name[0]!r}"
+    raise CannotRun(f"{shown}: {why}; {CLUSTER_NAME_RULE}", flag)
+
+
 def add_source_arguments(p) -> None:
     """Where ``audit`` and ``plan`` read a cluster's history from, and the point they look at."""
     src = p.add_mutually_exclusive_group(required=True)
@@ -163,6 +190,8 @@ def config_of(args):
 def preflight(command: str, args) -> None:
     """Check what can be checked cheaply, before the command does any heavy work; raise CannotRun (or
     a mapped error such as ConfigError / FileNotFoundError) naming the argument."""
+    if getattr(args, "cluster", None) is not None:  # "" too: an empty name is refused, never ingested
+        cluster_name(args.cluster)
     offset(getattr(args, "at_offset", None))
     if getattr(args, "at_time", None) is not None:
         parse_time(args.at_time)
@@ -187,10 +216,13 @@ def _local(root: str) -> bool:
 
 
 def log_dir(path: str) -> None:
-    """A ``--log-dir`` must be a metadata folder or the data directory holding one."""
-    from controller_core.logdir import resolve_log_dir
+    """A ``--log-dir`` must be a metadata folder or the data directory holding one, and every file in it named
+    like a log file must be a readable regular file: a dangling symbolic link, a FIFO (recognised, never
+    opened) or a file that cannot be opened stops the command here, before Spark or a replay starts (a
+    replay without it would report a history with a hole as the whole one)."""
+    from controller_core.logdir import discover
 
-    resolve_log_dir(Path(path))  # FileNotFoundError naming the path and why
+    discover(Path(path))  # FileNotFoundError / UnreadableLogFile naming the path and why
 
 
 def known_clusters(root: str) -> list[str] | None:

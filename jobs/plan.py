@@ -5,7 +5,10 @@
 
 Writes the files Kafka's tools read (``kafka-leader-election.sh --path-to-json-file``,
 ``kafka-reassign-partitions.sh --reassignment-json-file``), the KIP-966 designation form, and PLAN.md
-saying what each step does and what it may lose.  Without ``-o`` the summary goes to stdout only.
+saying what each step does and what it may lose.  Without ``-o`` the summary goes to stdout only.  ``-o DIR``
+holds one plan: the files of the earlier plan there (listed in its ``plan-manifest.json``) are removed, any
+other file is left alone, and a plan-named file no manifest lists stops the command (exit 2)
+(``audit.plans.write_plan``).
 """
 from __future__ import annotations
 

@@ -1,5 +1,10 @@
 """``kraft-audit simulate SCENARIO -o DIR [--seed N] [--param k=v ...]``: write a simulated KRaft data
-directory with planted incidents and their ground truth (``simulator`` package)."""
+directory with planted incidents and their ground truth (``simulator`` package).
+
+``-o DIR`` must be new, empty, or a directory an earlier ``simulate`` wrote (it holds the
+``.kraft-audit-simulated`` marker, ``simulator.writer.MARKER``): anything else -- a real broker's data
+directory above all -- is refused with exit 2 and left untouched.  Rewriting its own output removes only the
+files the earlier run listed in the marker."""
 from __future__ import annotations
 
 import json
@@ -19,6 +24,7 @@ def add_arguments(p) -> None:
 def main(args, out=None) -> int:
     from simulator.engine import simulate
     from simulator.scenario import ScenarioError, builtin_names, load
+    from simulator.writer import check_output, seal_output
 
     out = out or sys.stdout
     if args.list:
@@ -40,8 +46,10 @@ def main(args, out=None) -> int:
     except ScenarioError as e:
         sys.stderr.write(f"kraft-audit simulate: {e}\n")
         return 2
+    kept = check_output(args.out)  # before any work: never into a directory it did not write (exit 2)
     t0 = time.perf_counter()
     info = simulate(sc, args.out, seed=args.seed)
+    seal_output(args.out, kept)  # the marker lists what this run wrote: the next run removes only those
     info["seconds"] = round(time.perf_counter() - t0, 3)
     info["scenario"] = sc["name"]
     info["out"] = str(args.out)

@@ -6,6 +6,7 @@ length of the log.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from controller_core.codec.batch import encode_batch
@@ -14,14 +15,99 @@ from simulator.fastcodec import encode_batch_fast
 META_DIR = "__cluster_metadata-0"
 METADATA_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"
 
+# The file that says a directory holds the simulator's own output: written before anything else, so a
+# simulation may overwrite it again; a non-empty directory without it is never written into (it may be a
+# real broker's data directory).  After a complete run it lists the files the run wrote (``files``);
+# the next run into the directory removes exactly those (or, when a run was interrupted before the list,
+# the files named like the simulator's output), never anything else.
+MARKER = ".kraft-audit-simulated"
+# what the simulator writes, for a marker without its list (relative paths, fnmatch-style)
+OWN_PATTERNS = (f"{META_DIR}/*.log", f"{META_DIR}/*.checkpoint", f"{META_DIR}/quorum-state",
+                f"{META_DIR}/leader-epoch-checkpoint", f"{META_DIR}/partition.metadata", "bootstrap.checkpoint",
+                "meta.properties", "ground_truth.json", "log-info/broker-*.json")
+
+
+class OutputError(Exception):
+    """The output directory cannot be written without destroying what it holds (exit 2)."""
+
+
+def _files(out: Path) -> set[str]:
+    """Every non-directory entry under ``out`` (symbolic links not followed), as relative POSIX paths."""
+    found = set()
+    for root, dirs, names in os.walk(out):
+        rel = Path(root).relative_to(out)
+        found.update((rel / n).as_posix() for n in names)
+        found.update((rel / d).as_posix() for d in dirs if os.path.islink(os.path.join(root, d)))
+    return found
+
+
+def _own_files(out: Path) -> set[str]:
+    """The files an earlier simulation into ``out`` wrote (``out`` holds the marker)."""
+    try:
+        listed = json.loads((out / MARKER).read_text(encoding="utf-8")).get("files")
+    except (OSError, ValueError, AttributeError):
+        listed = None
+    present = _files(out)
+    if isinstance(listed, list):  # only plain relative paths inside out: a marker never deletes elsewhere
+        return {f for f in listed if isinstance(f, str) and f in present}
+    from fnmatch import fnmatchcase
+    return {f for f in present if any(fnmatchcase(f, pat) for pat in OWN_PATTERNS)}
+
+
+def check_output(out) -> set[str]:
+    """Refuse (OutputError) an output directory the simulator may not write into: an existing path that is not
+    a directory, or a non-empty directory without the marker.  Returns the files already there that the
+    simulator did not write (kept, and left out of the marker's list)."""
+    out = Path(out)
+    if not out.exists() and not out.is_symlink():
+        return set()
+    if not out.is_dir():
+        raise OutputError(f"not a directory (-o {out})")
+    entries = sorted(p.name for p in out.iterdir())
+    if not entries:
+        return set()
+    if MARKER not in entries:
+        held = (f"a Kafka data directory ({META_DIR})" if META_DIR in entries
+                else f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'} (e.g. {entries[0]})")
+        raise OutputError(f"refusing to write into a non-empty directory simulate did not create: it holds {held}; "
+                          f"choose a new or empty directory, or one an earlier simulate wrote (-o {out})")
+    return _files(out) - _own_files(out) - {MARKER}
+
+
+def claim_output(out: Path) -> None:
+    """Make ``out`` the simulator's: checked (check_output), the earlier simulation's files removed, the
+    marker written before any output."""
+    check_output(out)
+    out.mkdir(parents=True, exist_ok=True)
+    if (out / MARKER).exists():
+        for rel in sorted(_own_files(out)):
+            (out / rel).unlink()
+    _write_marker(out, None)
+
+
+def seal_output(out, kept: set[str]) -> list[str]:
+    """After a complete run: the marker lists the files the run wrote (everything but ``kept``)."""
+    out = Path(out)
+    files = sorted(_files(out) - set(kept) - {MARKER})
+    _write_marker(out, files)
+    return files
+
+
+def _write_marker(out: Path, files: list[str] | None) -> None:
+    doc = {"writtenBy": "kraft-audit simulate",
+           "note": "this directory holds simulated output; kraft-audit simulate -o may overwrite it",
+           "files": files}
+    tmp = out / (MARKER + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, out / MARKER)
+
 
 class LogWriter:
     def __init__(self, out: Path, segment_bytes: int):
         self.out = Path(out)
         self.meta = self.out / META_DIR
+        claim_output(self.out)  # never into a directory it did not write: its segments would be deleted
         self.meta.mkdir(parents=True, exist_ok=True)
-        for old in list(self.meta.glob("*.log")) + list(self.meta.glob("*.checkpoint")):
-            old.unlink()
         self.segment_bytes = segment_bytes
         self.next_offset = 0
         self.last_timestamp = 0
