@@ -187,6 +187,10 @@ METADATA_RECORDS: tuple[RecordDef, ...] = (
     _metadata(28, 'ClearElrRecord', '0', [
         F('TopicName', 'string', '0+'),
     ]),
+    # Kafka 4.4 (metadata.version 4.4-IV2): a controller leaving the quorum's registrations
+    _metadata(29, 'UnregisterControllerRecord', '0', [
+        F('ControllerId', 'int32', '0+'),
+    ]),
 )
 
 # Control records of the KRaft log: the key is (version int16, type int16) and the value begins with

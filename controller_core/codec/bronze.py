@@ -142,6 +142,7 @@ COLUMN_MAP = {
                               "fenced": _const(False, pa.bool_())},
     "UNREGISTER_BROKER_RECORD": {"broker_id": _same("brokerId"), "broker_epoch": _same("brokerEpoch")},
     "REGISTER_CONTROLLER_RECORD": {"controller_id": _same("controllerId"), "incarnation_id": _same("incarnationId")},
+    "UNREGISTER_CONTROLLER_RECORD": {"controller_id": _same("controllerId")},
     "LEADER_CHANGE": {"leader_id": _same("leaderId")},
     "CONFIG_RECORD": {"config_resource_type": _same("resourceType"), "config_resource_name": _same("resourceName"),
                       "config_name": _same("name"), "config_value": _same("value")},

@@ -284,7 +284,7 @@ def test_bad_batch_header_is_reported(buf, reason):
 
 @pytest.mark.parametrize("records, attributes, reason", [
     pytest.param([frame_record(None, h("01 06 00 00"))], 0, E.UNKNOWN_RECORD_TYPE, id="api_key_6_retired"),
-    pytest.param([frame_record(None, h("01 1D 00 00"))], 0, E.UNKNOWN_RECORD_TYPE, id="api_key_29"),
+    pytest.param([frame_record(None, h("01 63 00 00"))], 0, E.UNKNOWN_RECORD_TYPE, id="api_key_99"),
     pytest.param([frame_record(None, h("01 03 03") + bytes(40))], 0, E.UNKNOWN_RECORD_VERSION,
                  id="PartitionRecord_v3"),
     pytest.param([frame_record(None, h("02 14 00 00"))], 0, E.MALFORMED_RECORD, id="frame_version_2"),

@@ -21,7 +21,8 @@ SCHEMAS_DIR = Path(__file__).resolve().parents[3] / "shared" / "kafka-schemas"
 if not SCHEMAS_DIR.is_dir():
     raise FileNotFoundError(f"Kafka's schema files are missing: {SCHEMAS_DIR} (need ../shared beside the checkout)")
 
-SCHEMA_FILES = sorted(SCHEMAS_DIR.glob("*.json"))
+# newer/: records of Kafka versions after the reference set (UnregisterControllerRecord, 4.4), declared too
+SCHEMA_FILES = sorted(SCHEMAS_DIR.glob("*.json")) + sorted((SCHEMAS_DIR / "newer").glob("*.json"))
 if not SCHEMA_FILES:
     raise FileNotFoundError(f"no *.json in {SCHEMAS_DIR}")
 

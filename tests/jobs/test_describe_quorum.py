@@ -69,3 +69,21 @@ def test_simulated_failover_and_the_point_in_time(tmp_path, capsys):
     text = capsys.readouterr().out
     assert text.startswith(f"ActiveController: 1\tEpoch: {leaders[-1][0]}")
     assert f"Elections: {len(leaders)}" in text
+
+
+def test_a_controller_unregistered_by_kafka_4_4_leaves_the_quorum_list(tmp_path, capsys):
+    """UnregisterControllerRecord (apiKey 29, metadata.version 4.4-IV2) is decoded and taken into account."""
+    from simulator.writer import write_log
+
+    def register(cid, inc):
+        return ("REGISTER_CONTROLLER_RECORD", 0, {"controllerId": cid, "incarnationId": inc, "zkMigrationReady": False,
+                                                   "endPoints": [], "features": []})
+
+    write_log(tmp_path, [[("FEATURE_LEVEL_RECORD", 0, {"name": "metadata.version", "featureLevel": 21})],
+                         [register(3000, "AAAAAAAAAAAAAAAAAAAAAQ"), register(3001, "AAAAAAAAAAAAAAAAAAAAAg")],
+                         [("UNREGISTER_CONTROLLER_RECORD", 0, {"controllerId": 3001})]])
+    assert cli.main(["decode", str(tmp_path)]) == 0
+    [rec] = [json.loads(x) for x in capsys.readouterr().out.splitlines() if "UNREGISTER_CONTROLLER" in x]
+    assert (rec["offset"], rec["data"]) == (3, {"controllerId": 3001})
+    doc = _quorum(tmp_path, capsys)
+    assert [c["controllerId"] for c in doc["controllers"]] == [3000]
