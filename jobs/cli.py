@@ -117,6 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
     from jobs import collect_log_info
     collect_log_info.add_arguments(p)
 
+    p = sub.add_parser("timeline", help="a partition's or broker's history, one line per change (no Spark)")
+    from jobs import timeline
+    timeline.add_arguments(p)
+
     p = sub.add_parser("sql", help="SQL over every table of the lake, without Spark (DataFusion)")
     from jobs import sql
     sql.add_arguments(p)
@@ -198,6 +202,7 @@ _COMMANDS = {
     "simulate": ("simulate", lambda m, a: m.main(a)),
     "compare-copies": ("compare_copies", lambda m, a: m.run(a)),
     "sql": ("sql", lambda m, a: m.run(a)),
+    "timeline": ("timeline", lambda m, a: m.run(a)),
 }
 
 
@@ -207,7 +212,7 @@ def _run(args) -> int:
 
 
 SPARK_FREE = {"decode", "verify", "describe", "whatif", "audit", "plan", "collect-log-info", "simulate", "quality",
-              "compare-copies", "sql"}
+              "compare-copies", "sql", "timeline"}
 
 
 def console() -> None:

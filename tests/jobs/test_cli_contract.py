@@ -69,6 +69,7 @@ CASES = {
         (["simulate", MISSING + ".yaml", "-o", "{out}"], MISSING),
         (["compare-copies", str(LOG), MISSING], MISSING),
         (["sql", "SELECT 1", "--conf", MISSING + ".yaml"], MISSING),
+        (["timeline", "--log-dir", MISSING, "--topic", "t"], MISSING),
         (["audit", "--log-dir", str(LOG), "--conf", MISSING + ".yaml"], MISSING),
         (["replay", "--cluster", "ogs59", "--lake", "{lake}", "--conf", MISSING + ".yaml"], MISSING),
     ],

@@ -94,3 +94,14 @@ def test_a_bad_query_is_one_line_naming_the_tables(lake, capsys):
                      "--format", "table"]) == 0
     text = capsys.readouterr().out
     assert text.splitlines()[0].strip() == "n" and text.rstrip().endswith("(1 row)")
+
+
+def test_timeline_from_the_lake_equals_the_log_dir(lake, capsys):
+    d, root = lake
+    outs = []
+    for src in (["--cluster", "lrs", "--lake", root], ["--log-dir", str(d)]):
+        capsys.readouterr()
+        assert cli.main(["timeline", *src, "--topic", "payments", "--json"]) == 0
+        outs.append([{k: v for k, v in json.loads(x).items() if k != "cluster"}
+                     for x in capsys.readouterr().out.splitlines()])
+    assert outs[0] == outs[1] and len(outs[0]) >= 5
