@@ -18,18 +18,20 @@ def add_arguments(p) -> None:
     p.add_argument("--seed", type=int, default=0, help="random seed (same seed => same bytes)")
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="override a scenario key or a 'generate' key (e.g. partitions=100000); repeatable")
-    p.add_argument("--list", action="store_true", help="print the built-in scenario names and exit")
+    p.add_argument("--list", action="store_true", help="print the built-in scenarios (name and what each shows) and exit")
 
 
 def main(args, out=None) -> int:
     from simulator.engine import simulate
-    from simulator.scenario import ScenarioError, builtin_names, load
+    from simulator.scenario import ScenarioError, builtin_names, description, load
     from simulator.writer import check_output, seal_output
 
     out = out or sys.stdout
     if args.list:
-        for name in builtin_names():
-            out.write(name + "\n")
+        names = builtin_names()
+        width = max(map(len, names))
+        for name in names:
+            out.write(f"{name:<{width}}  {description(name)}\n")
         return 0
     if not args.scenario or not args.out:
         sys.stderr.write("kraft-audit simulate: SCENARIO and -o DIR are required (or --list)\n")

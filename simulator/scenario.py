@@ -96,6 +96,12 @@ def builtin_names() -> list[str]:
     return sorted(p.name[:-len(".yaml")] for p in SCENARIO_DIR.iterdir() if p.name.endswith(".yaml"))
 
 
+def description(name: str) -> str:
+    """A built-in scenario's one-line ``description`` (read without validating the whole file)."""
+    raw = yaml.safe_load((SCENARIO_DIR / f"{name}.yaml").read_text(encoding="utf-8")) or {}
+    return " ".join(str(raw.get("description") or "").split())
+
+
 def resolve_path(name_or_path: str) -> Path:
     p = Path(name_or_path)
     if p.suffix in (".yaml", ".yml") or p.exists():

@@ -308,7 +308,10 @@ def test_cli_list_and_run(tmp_path):
     job.add_arguments(ap)
     out = io.StringIO()
     assert job.main(ap.parse_args(["--list"]), out=out) == 0
-    assert out.getvalue().split() == BUILTIN
+    lines = out.getvalue().splitlines()
+    assert [line.split()[0] for line in lines] == BUILTIN
+    for line in lines:  # every scenario says what it shows
+        assert len(line.split(None, 1)) == 2 and len(line.split(None, 1)[1]) > 10, line
     out = io.StringIO()
     assert job.main(ap.parse_args(["fleet-large", "-o", str(tmp_path / "f"), "--param", "partitions=30",
                                    "--param", "events=3"]), out=out) == 0
