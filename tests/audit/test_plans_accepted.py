@@ -156,7 +156,7 @@ def test_preferred_plan_lists_a_partition_whose_replicas_are_all_in_controlled_s
     capsys.readouterr()
     # broker 1 is the ISR, unfenced, and not the leader: counting a broker in controlled shutdown as
     # available would propose a preferred election, which Kafka answers with PREFERRED_LEADER_NOT_AVAILABLE
-    assert sorted(f.name for f in out.iterdir()) == ["PLAN.md"]
+    assert sorted(f.name for f in out.iterdir()) == ["PLAN.md", "plan-manifest.json"]  # no election file
     text = (out / "PLAN.md").read_text()
     refused = text.split("## Refused by Kafka (not included)", 1)[1]
     assert "- orders-0: Kafka would refuse the preferred election with PREFERRED_LEADER_NOT_AVAILABLE: " in refused
