@@ -9,6 +9,7 @@ import json
 import pytest
 
 from jobs import cli
+from lake import catalog
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +88,7 @@ def test_a_bad_query_is_one_line_naming_the_tables(lake, capsys):
     capsys.readouterr()
     assert cli.main(["sql", "--lake", root, "SELECT nope FROM violations"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "nope" in err[0] and "partition_state_history" in err[0]
+    assert len(err) == 1 and "nope" in err[0] and catalog.PARTITION_STATE_HISTORY.name in err[0]
     assert cli.main(["sql", "--lake", root + "-missing", "SELECT 1"]) == 2
     capsys.readouterr()
     assert cli.main(["sql", "--lake", root, "SELECT count(*) AS n FROM partition_state_history",

@@ -40,6 +40,7 @@ NOT_TABLE_NAMES = {
     ("tests/jobs/test_scenarios.py", catalog.INCIDENTS.name): 8,
     ("tests/simulator/test_cluster_events.py", catalog.INCIDENTS.name): 1,
     ("tests/simulator/test_simulator.py", catalog.INCIDENTS.name): 3,
+    ("tests/reliability/test_names_cluster.py", catalog.INCIDENTS.name): 1,
 }
 
 
