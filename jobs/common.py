@@ -23,9 +23,9 @@ MAX_OFFSET = 2**63 - 1  # Kafka offsets are int64
 # The table that says which clusters a lake holds: every cluster starts with `kraft-audit ingest`.
 CLUSTERS_TABLE = catalog.METADATA_RECORDS.name
 # Commands whose --cluster must already be in the lake (ingest adds a new one).
-READS_CLUSTER = {"replay", "audit", "plan", "quality", "describe"}
+READS_CLUSTER = {"replay", "audit", "plan", "quality", "describe", "report"}
 # Commands that read conf/defaults.yaml (+ --conf, KRAFT_AUDIT_LAKE).
-USES_CONFIG = {"replay", "ingest", "audit", "plan", "quality"}
+USES_CONFIG = {"replay", "ingest", "audit", "plan", "quality", "report"}
 
 
 class CannotRun(Exception):
