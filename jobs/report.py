@@ -83,7 +83,8 @@ def _source(args, tables, end_offset, end_time, info, lake) -> dict:
         rt = tables.get("record_times")
         if rt is not None and rt.num_rows:
             facts.append(("segment offsets", f"{pc.min(rt.column('offset')).as_py()}-{pc.max(rt.column('offset')).as_py()}"))
-    facts.append(("end of the log", f"offset {end_offset} ({end_time})"))
+    when = end_time.isoformat().replace("+00:00", "Z") if hasattr(end_time, "isoformat") else end_time
+    facts.append(("end of the log", f"offset {end_offset} ({when})"))
     if args.log_info:
         facts.append(("log info", ", ".join(args.log_info)))
     if info is not None and info.num_rows:
