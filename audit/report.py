@@ -678,7 +678,7 @@ def render(tables: dict, result: AuditResult, *, name: str, fail_on: str, source
     legend = "".join(f'<span><i class="sw" style="background:{c}"></i>{e(s)}</span>' for s, c in STATE_COLOURS.items())
     p += ["<h2>Brokers</h2>",
           f'<p class="legend">{legend}<span>▼ black: unclean restart (new incarnation, no controlled shutdown), '
-          'white: restart</span><span><i class="sw gap"></i>metadata gap</span><span>┆ controller election</span></p>',
+          'white: restart</span><span><i class="sw" style="background:#9b59b6;opacity:.3"></i>metadata gap</span><span>┆ controller election</span></p>',
           broker_svg(intervals, restarts, gaps, elections, lo, hi)]
     if len(intervals) > MAX_BROKERS:
         p.append(f'<p class="note">The first {MAX_BROKERS} of {len(intervals)} brokers; '

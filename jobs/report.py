@@ -11,8 +11,10 @@ replaces a file that is not an earlier report (recognised by its ``<meta name="g
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from jobs.common import CannotRun, add_source_arguments, at_offset_of, config_of, partition_rows, warn_quarantined
@@ -130,9 +132,15 @@ def run(args, out=None, err=None) -> int:
     page = report.render(cut, result, name=args.cluster or str(args.log_dir), fail_on=fail_on,
                          source=_source(args, tables, end_offset, end_time, info, lake), version=version(),
                          plan=plan, timelines=timelines, timelines_total=total, max_index_rows=max_rows)
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(page, encoding="utf-8")
-    tmp.replace(target)
+    fd, tmp = tempfile.mkstemp(prefix=".kraft-audit-report-", suffix=".html", dir=target.parent)  # all or nothing
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(page)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     verdict = f"worst severity {result.worst() or 'none'}; audit would exit {1 if result.fails(fail_on) else 0}"
     out.write(f"{PROG}: wrote {target} ({target.stat().st_size} bytes; {result.incidents.num_rows} incidents, "
               f"{result.violations.num_rows} findings; {verdict})\n")
