@@ -610,10 +610,13 @@ def _inputs_html(source: dict, result: AuditResult) -> str:
     out.append(f"<tr><th>quarantined</th><td>{e(q)} bytes in {len(spans)} span(s) not replayed</td></tr></table>")
     files = source.get("files") or []
     if files:
-        out.append("<details><summary>Files read (" + str(len(files)) + ")</summary><table><tr><th>file</th><th>kind</th>"
-                   "<th>bytes</th></tr>")
+        size = "bytes" if "bytes" in files[0] else "records"
+        out.append("<details><summary>Files read (" + str(len(files)) + ")</summary><table id=\"files\"><tr><th>file</th>"
+                   f"<th>kind</th><th>{size}</th></tr>")
         for f in files[:2000]:
-            out.append(f"<tr><td class=\"mono\">{e(f['file'])}</td><td>{e(f['kind'])}</td><td>{e(f['bytes'])}</td></tr>")
+            out.append(f"<tr><td class=\"mono\">{e(f['file'])}</td><td>{e(f['kind'])}</td><td>{e(f.get(size))}</td></tr>")
+        if len(files) > 2000:
+            out.append(f"<tr><td colspan=\"3\">... {len(files) - 2000} more</td></tr>")
         out.append("</table></details>")
     if spans:
         out.append("<table id=\"quarantine\"><tr><th>file</th><th>position</th><th>bytes</th><th>reason</th></tr>")
@@ -629,7 +632,7 @@ def render(tables: dict, result: AuditResult, *, name: str, fail_on: str, source
            max_index_rows: int = MAX_INDEX_ROWS) -> str:
     """The report.  ``timelines``: (``topic-partition``, its history rows as ``kraft-audit timeline`` reads them)
     for the partitions of :func:`incident_partitions`; ``source``: ``facts`` [(label, value)], ``files`` [{file,
-    kind, bytes}], ``quarantined`` [{file, position, length, message}]."""
+    kind, bytes or records}], ``quarantined`` [{file, position, length, message}]."""
     at = result.at_offset
     lo, hi = time_range(tables, result)
     worst = result.worst()

@@ -78,8 +78,14 @@ def _source(args, tables, end_offset, end_time, info, lake) -> dict:
         from lake import catalog
 
         facts += [("cluster", args.cluster), ("lake", str(lake.root))]
+        flt = [("cluster", "=", args.cluster)]
+        src = lake.read_arrow(catalog.METADATA_RECORDS.name, columns=["source_file", "source_kind"], filters=flt)
+        if src.num_rows:  # the files ingested, with their records
+            g = src.group_by(["source_file", "source_kind"]).aggregate([("source_file", "count")])
+            files = sorted(({"file": r["source_file"], "kind": r["source_kind"], "records": r["source_file_count"]}
+                            for r in g.to_pylist()), key=lambda f: f["file"])
         if lake.exists(catalog.QUARANTINE.name):
-            q = lake.read_arrow(catalog.QUARANTINE.name, filters=[("cluster", "=", args.cluster)])
+            q = lake.read_arrow(catalog.QUARANTINE.name, filters=flt)
             spans = [{"file": r["source_file"], "position": r["position"], "length": r["length"],
                       "message": r["message"]} for r in q.to_pylist()]
         rt = tables.get("record_times")

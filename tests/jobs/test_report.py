@@ -284,3 +284,40 @@ def test_in_a_browser_offline(browser, report, facts, tmp_path):
     d.set_window_size(1100, min(height + 40, 4000))
     d.execute_script("window.scrollTo(0, 0)")
     assert d.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
+
+
+def test_from_the_lake_the_page_is_the_log_directorys(scenario, report, tmp_path):
+    """``--cluster``: the same incidents, findings and partition index as ``--log-dir`` (the lake's silver tables
+    written here with delta-rs from the in-process replay, as ``replay`` writes them, without starting Spark)."""
+    import datetime as dt
+
+    import pyarrow as pa
+
+    from lake import catalog, gold
+    from lake.delta import Lake
+
+    _, log = scenario
+    tables, end, end_time = gold.silver_from_log_dir(str(log))
+    lake = Lake(tmp_path / "lake", None, backend="delta-rs")
+
+    def put(name, t):
+        lake.append_arrow(name, t.append_column("cluster", pa.array(["c1"] * t.num_rows, pa.string())),
+                          partition_by=["cluster"])
+
+    for name in gold.SILVER_INPUTS:
+        put(name, tables[name])
+    rt = tables["record_times"]
+    put(catalog.METADATA_RECORDS.name, rt.append_column("source_kind", pa.array(["segment"] * rt.num_rows))
+        .append_column("source_file", pa.array(["00000000000000000000.log"] * rt.num_rows)))
+    put(catalog.REPLAY_CHECKPOINTS.name, pa.table({
+        "replayed_at": pa.array([dt.datetime.now(dt.timezone.utc)], catalog.TS), "mode": ["full"],
+        "start_offset": pa.array([0], pa.int64()), "snapshot": pa.array([None], pa.string()),
+        "last_offset": pa.array([end], pa.int64()), "last_timestamp": pa.array([end_time], catalog.TS),
+        "records": pa.array([rt.num_rows], pa.int64())}))
+    out = tmp_path / "lake.html"
+    assert cli.main(["report", "--cluster", "c1", "--lake", str(lake.root), "-o", str(out)]) == 0
+    a, b = _parse(report.read_text(encoding="utf-8")), _parse(out.read_text(encoding="utf-8"))
+    for what in ("data-incident", "data-code", "data-partition"):
+        assert [x.get(what) for _, x in a.tags if what in x] == [x.get(what) for _, x in b.tags if what in x], what
+    assert _index(a)["partitions"] == _index(b)["partitions"]
+    assert 'id="files"' in out.read_text(encoding="utf-8")  # the files ingested, with their records
