@@ -321,3 +321,39 @@ def test_from_the_lake_the_page_is_the_log_directorys(scenario, report, tmp_path
         assert [x.get(what) for _, x in a.tags if what in x] == [x.get(what) for _, x in b.tags if what in x], what
     assert _index(a)["partitions"] == _index(b)["partitions"]
     assert 'id="files"' in out.read_text(encoding="utf-8")  # the files ingested, with their records
+
+
+def test_the_plots_and_the_broker_timeline_follow_the_history(scenario, facts):
+    """The under-min-ISR / offline step lines are 1 exactly inside the audit's UNDER_MIN_ISR / OFFLINE windows of
+    payments-0 (every slice wholly inside is 1, every slice wholly outside 0); broker 3's re-registration after its
+    crash is an unclean restart; the records per type add up to the segments' records."""
+    import datetime as dt
+
+    from audit import report
+    from audit.run import audit
+    from lake import catalog, gold
+    from lake.config import load_config
+
+    _, log = scenario
+    tables, end, end_time = gold.silver_from_log_dir(str(log))
+    result = audit(tables, load_config(None), end, end_time)
+    lo, hi = report.time_range(tables, result)
+    series = report.availability_series(tables, lo, hi, end, points=2000)
+    w = -(-(hi - lo) // 2000)
+
+    def ms(iso):
+        return int(dt.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000)
+
+    for name, code in (("under", "UNDER_MIN_ISR"), ("offline", "OFFLINE")):
+        (f,) = [f for f in facts["audit"]["findings"] if f["code"] == code]
+        a, b = ms(f["first_time"]), ms(f["last_time"])
+        for start, n in series[name]:
+            if a <= start and start + w < b:
+                assert n == 1, (name, start)
+            elif start + w < a or start > b:
+                assert n == 0, (name, start)
+    intervals, restarts = report.broker_intervals(tables[catalog.BROKER_STATE_HISTORY.name], hi, end)
+    assert [(b, off, unclean) for b, _, off, unclean in restarts] == [(3, 52, True)]
+    assert [s for _, _, s, _ in intervals[3]] == ["fenced", "active", "fenced", "active"]
+    types = report.records_per_type(tables, end)
+    assert sum(n for _, n in types) == tables["record_times"].num_rows
