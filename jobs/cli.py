@@ -121,6 +121,11 @@ def build_parser() -> argparse.ArgumentParser:
     from jobs import timeline
     timeline.add_arguments(p)
 
+    p = sub.add_parser("report", help="the audit as one self-contained HTML file: incidents, broker and partition "
+                                      "timelines, plots, recovery (no Spark)")
+    from jobs import report
+    report.add_arguments(p)
+
     p = sub.add_parser("sql", help="SQL over every table of the lake, without Spark (DataFusion)")
     from jobs import sql
     sql.add_arguments(p)
@@ -203,6 +208,7 @@ _COMMANDS = {
     "compare-copies": ("compare_copies", lambda m, a: m.run(a)),
     "sql": ("sql", lambda m, a: m.run(a)),
     "timeline": ("timeline", lambda m, a: m.run(a)),
+    "report": ("report", lambda m, a: m.run(a)),
 }
 
 
@@ -212,7 +218,7 @@ def _run(args) -> int:
 
 
 SPARK_FREE = {"decode", "verify", "describe", "whatif", "audit", "plan", "collect-log-info", "simulate", "quality",
-              "compare-copies", "sql", "timeline"}
+              "compare-copies", "sql", "timeline", "report"}
 
 
 def console() -> None:

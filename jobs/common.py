@@ -23,9 +23,9 @@ MAX_OFFSET = 2**63 - 1  # Kafka offsets are int64
 # The table that says which clusters a lake holds: every cluster starts with `kraft-audit ingest`.
 CLUSTERS_TABLE = catalog.METADATA_RECORDS.name
 # Commands whose --cluster must already be in the lake (ingest adds a new one).
-READS_CLUSTER = {"replay", "audit", "plan", "quality", "describe"}
+READS_CLUSTER = {"replay", "audit", "plan", "quality", "describe", "report"}
 # Commands that read conf/defaults.yaml (+ --conf, KRAFT_AUDIT_LAKE).
-USES_CONFIG = {"replay", "ingest", "audit", "plan", "quality"}
+USES_CONFIG = {"replay", "ingest", "audit", "plan", "quality", "report"}
 
 
 class CannotRun(Exception):
@@ -254,3 +254,33 @@ def warn_quarantined(prog: str, log_dir: str | None, err, spans: list) -> None:
         more = f" (and {len(spans) - 1} more spans)" if len(spans) > 1 else ""
         print(f"{prog}: warning: the log is damaged, {sum(q.length for q in spans)} bytes quarantined "
               f"(not replayed): {spans[0].message}{more}", file=err)
+
+
+# ------------------------------------------------------------------------------- a partition's history
+def partition_rows(tables: dict, topic: str, partition: int | None) -> list[dict]:
+    """The history rows of a topic's partitions (every id the name had), by partition then offset
+    (``timeline``, and ``report``'s partition timelines)."""
+    import pyarrow.compute as pc
+
+    topics = tables[catalog.TOPIC_CONFIG_HISTORY.name]
+    ids = pc.unique(topics.filter(pc.equal(topics.column("topic_name"), topic)).column("topic_id"))
+    if not len(ids):
+        raise CannotRun(f"topic '{topic}' is not in the history read", "--topic")
+    h = tables[catalog.PARTITION_STATE_HISTORY.name]
+    h = h.filter(pc.is_in(h.column("topic_id"), value_set=ids))
+    if "orphan" in h.column_names:
+        h = h.filter(pc.invert(pc.fill_null(h.column("orphan"), False)))
+    if partition is not None:
+        h = h.filter(pc.equal(h.column("partition_id"), partition))
+        if not h.num_rows:
+            raise CannotRun(f"partition {partition} of topic '{topic}' is not in the history read", "--partition")
+    return h.sort_by([("partition_id", "ascending"), ("offset", "ascending")]).to_pylist()
+
+
+def change_what(r: dict) -> str:
+    """What a partition history row was: its trigger, else created / change / deleted (timeline, report)."""
+    if r.get("deleted"):
+        return "deleted"
+    if r["record_type"] == "PARTITION_RECORD":
+        return r.get("trigger") or "created"
+    return r.get("trigger") or "change"

@@ -18,7 +18,7 @@ import sys
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.common import CannotRun, config_of, parse_time, warn_quarantined
+from jobs.common import CannotRun, change_what as _what, config_of, parse_time, partition_rows, warn_quarantined
 
 PROG = "kraft-audit timeline"
 TS = pa.timestamp("us", tz="UTC")
@@ -55,33 +55,6 @@ def _window(table: pa.Table, column: str, lo: int | None, hi: int | None) -> pa.
     if hi is not None:
         keep = pc.and_(keep, pc.fill_null(pc.less_equal(us, hi), False))
     return table.filter(keep)
-
-
-def partition_rows(tables: dict, topic: str, partition: int | None) -> list[dict]:
-    """The history rows of a topic's partitions (every id the name had), by partition then offset."""
-    from lake import catalog
-
-    topics = tables[catalog.TOPIC_CONFIG_HISTORY.name]
-    ids = pc.unique(topics.filter(pc.equal(topics.column("topic_name"), topic)).column("topic_id"))
-    if not len(ids):
-        raise CannotRun(f"topic '{topic}' is not in the history read", "--topic")
-    h = tables[catalog.PARTITION_STATE_HISTORY.name]
-    h = h.filter(pc.is_in(h.column("topic_id"), value_set=ids))
-    if "orphan" in h.column_names:
-        h = h.filter(pc.invert(pc.fill_null(h.column("orphan"), False)))
-    if partition is not None:
-        h = h.filter(pc.equal(h.column("partition_id"), partition))
-        if not h.num_rows:
-            raise CannotRun(f"partition {partition} of topic '{topic}' is not in the history read", "--partition")
-    return h.sort_by([("partition_id", "ascending"), ("offset", "ascending")]).to_pylist()
-
-
-def _what(r: dict) -> str:
-    if r.get("deleted"):
-        return "deleted"
-    if r["record_type"] == "PARTITION_RECORD":
-        return r.get("trigger") or "created"
-    return r.get("trigger") or "change"
 
 
 def partition_lines(topic: str, rows: list[dict]) -> list[str]:

@@ -70,6 +70,7 @@ CASES = {
         (["compare-copies", str(LOG), MISSING], MISSING),
         (["sql", "SELECT 1", "--conf", MISSING + ".yaml"], MISSING),
         (["timeline", "--log-dir", MISSING, "--topic", "t"], MISSING),
+        (["report", "--log-dir", MISSING, "-o", "{out}.html"], MISSING),
         (["audit", "--log-dir", str(LOG), "--conf", MISSING + ".yaml"], MISSING),
         (["replay", "--cluster", "ogs59", "--lake", "{lake}", "--conf", MISSING + ".yaml"], MISSING),
     ],
@@ -82,6 +83,9 @@ CASES = {
         (["plan", "--log-dir", "{file}", "--election-type", "preferred"], "{file}"),
         (["collect-log-info", "--broker-id", "1", "--data-dir", "{file}", "-o", "-"], "{file}"),
         (["compare-copies", str(LOG), "{file}"], "{file}"),
+        (["report", "--log-dir", "{file}", "-o", "{out}.html"], "{file}"),
+        (["report", "--log-dir", str(LOG), "-o", "{file}"], "{file}"),  # not a report: never overwritten
+        (["report", "--log-dir", str(LOG), "-o", "{lake}"], "{lake}"),  # a folder
         (["quality", "--cluster", "ogs59", "--conf", str(LOG)], str(LOG)),
     ],
     "bad config key": [
@@ -90,6 +94,7 @@ CASES = {
         (["replay", "--cluster", "ogs59", "--lake", "{lake}", "--conf", "{bad_key}"], "audit.falls_on"),
         (["audit", "--log-dir", str(LOG), "--conf", "{bad_key}"], "audit.falls_on"),
         (["plan", "--log-dir", str(LOG), "--election-type", "preferred", "--conf", "{bad_key}"], "audit.falls_on"),
+        (["report", "--log-dir", str(LOG), "-o", "{out}.html", "--conf", "{bad_key}"], "audit.falls_on"),
         (["quality", "--cluster", "ogs59", "--lake", "{lake}", "--conf", "{bad_key}"], "audit.falls_on"),
         (["simulate", "{scenario}", "-o", "{out}"], "'brokerz'"),
     ],
@@ -108,11 +113,13 @@ CASES = {
         (["plan", "--cluster", "nope", "--lake", "{lake}", "--election-type", "preferred"], "nope"),
         (["quality", "--cluster", "nope", "--lake", "{lake}"], "nope"),
         (["describe", "--cluster", "nope", "--lake", "{lake}"], "nope"),
+        (["report", "--cluster", "nope", "--lake", "{lake}", "-o", "{out}.html"], "nope"),
     ],
     "bad --at-time": [
         (["describe", "--log-dir", str(LOG), "--at-time", "next tuesday"], "--at-time"),
         (["audit", "--log-dir", str(LOG), "--at-time", "2026-13-45"], "--at-time"),
         (["plan", "--log-dir", str(LOG), "--election-type", "preferred", "--at-time", "soon"], "--at-time"),
+        (["report", "--log-dir", str(LOG), "--at-time", "soon", "-o", "{out}.html"], "--at-time"),
         (["audit", "--log-dir", str(LOG), "--at-time", "99999999999999999999"], "--at-time"),  # epoch ms overflow
         (["collect-log-info", "--broker-id", "1", "--data-dir", str(LOG), "--at", "noon", "-o", "-"], "--at"),
     ],
@@ -120,6 +127,8 @@ CASES = {
         (["describe", "--log-dir", str(LOG), "--at-offset", "-1"], "--at-offset"),
         (["audit", "--log-dir", str(LOG), "--at-offset", "-5"], "--at-offset"),
         (["plan", "--log-dir", str(LOG), "--election-type", "preferred", "--at-offset", "-1"], "--at-offset"),
+        (["report", "--log-dir", str(LOG), "--at-offset", "-1", "-o", "{out}.html"], "--at-offset"),
+        (["report", "--log-dir", str(LOG), "--max-index-rows", "-1", "-o", "{out}.html"], "--max-index-rows"),
         (["collect-log-info", "--broker-id", "1", "--data-dir", str(LOG), "--at-offset", "-1", "-o", "-"],
          "--at-offset"),
         (["describe", "--log-dir", str(LOG), "--at-offset", str(2**70)], "--at-offset"),  # past int64

@@ -37,6 +37,7 @@ NOT_TABLE_NAMES = {
     ("simulator/engine.py", catalog.INCIDENTS.name): 2,
     ("tests/audit/test_codes_emitted.py", catalog.INCIDENTS.name): 1,
     ("tests/jobs/test_audit.py", catalog.INCIDENTS.name): 3,
+    ("tests/jobs/test_report.py", catalog.INCIDENTS.name): 1,
     ("tests/jobs/test_scenarios.py", catalog.INCIDENTS.name): 8,
     ("tests/simulator/test_cluster_events.py", catalog.INCIDENTS.name): 1,
     ("tests/simulator/test_simulator.py", catalog.INCIDENTS.name): 3,
