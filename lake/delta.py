@@ -183,6 +183,27 @@ class Lake:
             return [r.asDict(recursive=True) for r in rows]
         return DeltaTable(self.path(table)).history()
 
+    def count(self, table: str, where: dict[str, str] | None = None, version: int | None = None) -> int:
+        """Rows of ``table`` (at ``version``) in the partition ``where`` ({partition column: value}), from the
+        row counts the Delta log keeps per file (delta-rs: no data file read; files without the count are
+        read)."""
+        dt = DeltaTable(self.path(table), version=version)
+        actions = pa.table(dt.get_add_actions(flatten=True)).to_pydict()
+        n, unknown = 0, False
+        for i in range(len(actions.get("path", []))):
+            if where and any(str(actions.get(f"partition.{k}", [None] * (i + 1))[i]) != str(v) for k, v in where.items()):
+                continue
+            rows = actions.get("num_records", [None] * (i + 1))[i]
+            if rows is None:
+                unknown = True
+                break
+            n += int(rows)
+        if unknown:
+            flt = [(k, "=", v) for k, v in (where or {}).items()] or None
+            cols = [next(iter(where))] if where else None
+            return dt.to_pyarrow_table(columns=cols, filters=flt).num_rows
+        return n
+
     def partitions(self, table: str) -> list[dict[str, str]]:
         """Partition values of the table's current files, e.g. ``[{"cluster": "c1"}, ...]``: read from the
         Delta log alone (delta-rs), so it costs no data file and no Spark."""
@@ -530,6 +551,12 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def root_of(root: str | Path) -> tuple[str, bool]:
+    """(the lake root as a Lake names it, whether it is a local path): what the cluster lock needs before
+    any SparkSession exists."""
+    return _normalize_root(root)
 
 
 def _normalize_root(root: str | Path) -> tuple[str, bool]:
