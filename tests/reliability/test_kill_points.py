@@ -195,3 +195,40 @@ def test_sigkill_through_the_hook_then_the_next_run_cleans_up_and_converges(spar
     assert _leftovers(lake_root) == ([], [])
     names = BRONZE if job == "ingest" else SILVER
     assert tables(lake_root, names) == sweep["want"][job]
+
+
+# ------------------------------------------------------------------------------------------ empty success
+def test_a_commit_that_does_not_hold_what_was_decoded_fails_the_job(tmp_path):
+    """ingest's check after its append: the cluster's rows must have grown by exactly the new rows."""
+    import pyarrow as pa
+
+    from jobs.ingest import _appended
+
+    lake = Lake(tmp_path / "lake", None, backend="delta-rs")
+    table = catalog.REPLAY_CHECKPOINTS  # any table partitioned by cluster
+    mark = {f.name: None for f in table.schema} | {"cluster": "c", "last_offset": 1}
+    lake.append_arrow(table.name, pa.Table.from_pylist([mark], table.schema), partition_by="cluster")
+    _appended(lake, table, "c", None, 1)
+    with pytest.raises(delta.CommitCheckError, match="3 new rows were decoded for cluster 'c' but the table went "
+                                                     "from 0 to 1 rows"):
+        _appended(lake, table, "c", None, 3)
+    lake.append_arrow(table.name, pa.Table.from_pylist([mark | {"cluster": "other"}], table.schema))
+    with pytest.raises(delta.CommitCheckError, match="went from 1 to 1 rows"):
+        _appended(lake, table, "c", 0, 2)  # another cluster's rows do not count
+
+
+def test_quality_fails_on_an_empty_bronze(tmp_path):
+    import argparse
+    import io
+
+    from jobs import quality
+
+    lake = Lake(tmp_path / "lake", None, backend="delta-rs")
+    lake.append_arrow(catalog.METADATA_RECORDS.name, catalog.METADATA_RECORDS.schema.empty_table(),
+                      partition_by="cluster")  # an ingest that committed an empty batch
+    out, err = io.StringIO(), io.StringIO()
+    args = argparse.Namespace(conf=None, lake=str(lake.root), cluster="c", json=False)
+    assert quality.run(args, out, err) == 1
+    assert (f"kraft-audit quality: cluster 'c' has no rows in metadata_records ({lake.root}): an empty bronze passes "
+            "no check; ingest its log first") in err.getvalue()
+    assert '[ERROR] metadata_records: ExpectTableRowCountToBeBetween {"min_value": 1}:' in out.getvalue()
