@@ -31,11 +31,22 @@ def _env():
     return dict(os.environ, PYTHONPATH=str(Path(cli.__file__).resolve().parents[1]))
 
 
-def _both(cmd: list[str], cwd: Path) -> list[tuple[int, str]]:
-    """Start ``cmd`` twice at once; (exit code, stderr) of each."""
-    procs = [subprocess.Popen([sys.executable, "-m", "jobs.cli", *cmd], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=_env(), cwd=cwd) for _ in range(2)]
-    return [(p.wait(timeout=900), p.communicate()[1]) for p in procs]
+def _start(cmd: list[str], cwd: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "jobs.cli", *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=_env(), cwd=cwd)
+
+
+def _held_by(path: Path, pid: int, timeout: float = 300) -> None:
+    """Wait until process ``pid`` holds the lock file ``path``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if json.loads(path.read_text()).get("pid") == pid:
+                return
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"pid {pid} never took {path}")
 
 
 def _duplicates(lake: Lake, table) -> int:
@@ -55,25 +66,56 @@ def log_dir(tmp_path_factory):
     return data
 
 
-def test_two_ingests_then_two_replays_at_once_serialise_without_duplicates(log_dir, tmp_path):
+def test_a_second_job_of_the_cluster_is_refused_while_one_runs_and_nothing_is_written_twice(log_dir, tmp_path):
+    """Two ingests at once, then two replays at once (the second of each with lock.timeout_s 0, so that it
+    refuses at once instead of waiting: each job costs a JVM start): the second exits 2 naming the first,
+    and no key of any table is written twice.  Waiting for the lock: test_a_waiting_job_gets_the_lock_..."""
     lake_root = tmp_path / "lake"
-    conf = tmp_path / "conf.yaml"
-    conf.write_text("spark:\n  master: local[1]\n  shuffle_partitions: 2\n  driver_memory: 1g\n"
-                    "replay:\n  buckets: 3\nlock:\n  timeout_s: 600\n")
-    common = ["--cluster", "c", "--lake", str(lake_root), "--conf", str(conf)]
-    ingests = _both(["ingest", "--log-dir", str(log_dir), *common], tmp_path)
-    replays = _both(["replay", *common], tmp_path)
+    spark_conf = "spark:\n  master: local[1]\n  shuffle_partitions: 2\n  driver_memory: 1g\nreplay:\n  buckets: 3\n"
+    (tmp_path / "wait.yaml").write_text(spark_conf + "lock:\n  timeout_s: 600\n")
+    (tmp_path / "refuse.yaml").write_text(spark_conf + "lock:\n  timeout_s: 0\n")
+    lock_file = lake_root / "_locks" / "c.lock"
+
+    def cmd(job, conf):
+        extra = ["--log-dir", str(log_dir)] if job == "ingest" else []
+        return [job, *extra, "--cluster", "c", "--lake", str(lake_root), "--conf", str(tmp_path / f"{conf}.yaml")]
+
+    for job in ("ingest", "replay"):
+        first = _start(cmd(job, "wait"), tmp_path)
+        _held_by(lock_file, first.pid)
+        second = subprocess.run([sys.executable, "-m", "jobs.cli", *cmd(job, "refuse")], capture_output=True,
+                                text=True, env=_env(), cwd=tmp_path, timeout=300)
+        code, (_, err) = first.wait(timeout=600), first.communicate()
+        assert code == 0, err[-1500:]
+        assert second.returncode == 2, second.stderr[-1500:]
+        last = second.stderr.strip().splitlines()[-1]
+        assert last.startswith(f"kraft-audit {job}: cluster 'c' is locked by {job} (pid {first.pid} on ")
+        assert last.endswith(f"gave up after waiting 0 s (lock.timeout_s): run again when it is done, or remove "
+                             f"{lock_file} if that job is gone")
+        assert not lock_file.exists()
     lake = Lake(lake_root, None, backend="delta-rs")
-    for runs, job in ((ingests, "ingest"), (replays, "replay")):
-        assert [code for code, _ in runs] == [0, 0], [err[-1500:] for _, err in runs]
-        waited = [err for _, err in runs if "is locked by" in err]
-        assert len(waited) == 1, [err[-1500:] for _, err in runs]  # exactly one waited for the other
-        assert f"kraft-audit {job}: cluster 'c' is locked by {job} (pid" in waited[0]
-        assert "waiting up to 600 s" in waited[0] and "got the lock of cluster 'c'" in waited[0]
     assert {t.name: _duplicates(lake, t) for t in KEYED} == {t.name: 0 for t in KEYED}
-    marks = lake.read_arrow(catalog.REPLAY_CHECKPOINTS.name)
-    assert marks.num_rows == 1  # the second replay found the cluster up to date
-    assert not (lake_root / "_locks" / "c.lock").exists()
+    assert lake.read_arrow(catalog.REPLAY_CHECKPOINTS.name).num_rows == 1
+
+
+def test_a_waiting_job_gets_the_lock_when_the_holder_releases_it(tmp_path):
+    import io
+    import threading
+
+    first = lock.acquire(str(tmp_path), True, "c", "ingest", 0, 50)
+    threading.Timer(0.5, first.release).start()
+    err = io.StringIO()
+    t0 = time.monotonic()
+    second = lock.acquire(str(tmp_path), True, "c", "replay", 30, 50, err=err, poll_s=0.05)
+    assert 0.5 <= time.monotonic() - t0 < 10
+    lines = err.getvalue().splitlines()
+    assert lines[0].startswith(f"kraft-audit replay: cluster 'c' is locked by ingest (pid {os.getpid()} on ")
+    assert "waiting up to 30 s" in lines[0] and lines[1] == "kraft-audit replay: got the lock of cluster 'c'"
+    assert json.loads(lock.lock_path(tmp_path, "c").read_text())["job"] == "replay"
+    first.release()  # no longer its lock: left alone
+    assert lock.lock_path(tmp_path, "c").exists()
+    second.release()
+    assert not lock.lock_path(tmp_path, "c").exists()
 
 
 def _hold(root: Path, cluster: str, **owner) -> Path:
