@@ -63,11 +63,13 @@ def tables(root: Path, names) -> dict:
     return out
 
 
-def _snapshots(folder: Path, lake_root: Path, run) -> list[Path]:
-    """Run ``run()`` once, copying the lake at each of its commit points; the copies, in commit order."""
+def _snapshots(folder: Path, lake_root: Path, run, events: list) -> list[Path]:
+    """Run ``run()`` once, copying the lake at each of its commit points; the copies, in commit order.
+    ``events`` gets every (commit number, stage, table)."""
     copies = []
 
     def hook(n, stage, table):
+        events.append((n, stage, table))
         if stage == "committed":
             dst = folder / f"after-{n:02d}-{table.replace('/', '_')}"
             shutil.copytree(lake_root, dst)
@@ -95,14 +97,15 @@ def sweep(spark, tmp_path_factory):
     shutil.copy(src / "__cluster_metadata-0" / SEG0, meta)
     lake_root = root / "lake"
     lake = Lake(lake_root, spark)
-    snaps, before, want = {}, {}, {}
+    snaps, before, want, events = {}, {}, {}, {}
 
     def phase(name, run, names):
         before[name] = root / f"before-{name}"
         shutil.copytree(lake_root, before[name]) if lake_root.exists() else before[name].mkdir()
         folder = root / name
         folder.mkdir()
-        snaps[name] = _snapshots(folder, lake_root, run)
+        events[name] = []
+        snaps[name] = _snapshots(folder, lake_root, run, events[name])
         want[name] = tables(lake_root, names)
 
     phase("ingest", lambda: ingest(spark, lake, "c", str(data), SPLIT), BRONZE)
@@ -113,7 +116,7 @@ def sweep(spark, tmp_path_factory):
     ingest(spark, lake, "c", str(grown), SPLIT)
     phase("incremental", lambda: replay(spark, lake, "c", BUCKETS), SILVER)
     assert {k: len(v) for k, v in snaps.items()} == POINTS
-    return dict(root=root, data=data, snaps=snaps, before=before, want=want)
+    return dict(root=root, data=data, snaps=snaps, before=before, want=want, events=events)
 
 
 def _rerun(spark, job: str, lake_root: Path, data: Path, last: bool) -> None:
@@ -145,6 +148,12 @@ def test_the_commit_points_swept(sweep):
     got = {job: [p.name.split("-", 2)[2] for p in paths] for job, paths in sweep["snaps"].items()}
     assert got == {"ingest": list(BRONZE), "full": [B, T_, H, S_, D, I, C],
                    "incremental": [B, T_, H, H, S_, D, I, C]}  # valid-tos closed, then the new history rows
+    # the Spark writes stage their output first (KRAFT_AUDIT_CRASH_AFTER=staged:<n>); the merge and the
+    # checkpoint (Arrow) do not
+    staged = {job: [(n, t) for n, stage, t in ev if stage == "staged"] for job, ev in sweep["events"].items()}
+    assert staged == {"ingest": [(1, BRONZE[0]), (2, BRONZE[1])],
+                      "full": [(1, B), (2, T_), (3, H), (4, S_), (5, D), (6, I)],
+                      "incremental": [(1, B), (2, T_), (4, H), (5, S_), (6, D), (7, I)]}
 
 
 def test_the_incremental_replay_killed_after_its_history_write_left_the_issues_state(sweep):
