@@ -3,6 +3,12 @@
 Tables (partitioned by cluster, so several clusters share one lake):
   metadata_records -- one row per record (controller_core.codec.bronze.SCHEMA)
   quarantine       -- one row per span that could not be decoded (file, position, length, reason)
+
+Crash safety: each table gets only the rows whose key it does not hold yet (one append each), so a run
+killed after any commit and run again adds exactly what is missing.  The rows a table holds after the
+commit are checked against what was decoded (CommitCheckError: exit 2), and a log whose files hold bytes
+but decode to nothing fails instead of committing an empty batch.  ``main`` holds the cluster's lock
+(lake/lock.py) while it runs.
 """
 from __future__ import annotations
 
@@ -17,7 +23,9 @@ from controller_core.codec.logfile import split_points
 from controller_core.logdir import discover
 from lake import catalog
 from lake.config import load_config
-from lake.delta import Lake
+from jobs.common import CannotRun
+from lake import lock as L
+from lake.delta import CommitCheckError, Lake, root_of
 from lake.spark import get_spark
 from transforms import bronze as T
 
@@ -47,31 +55,50 @@ def plan_splits(log_dir: str, cluster: str, split_bytes: int) -> list[tuple]:
     return rows
 
 
+def _appended(lake: Lake, table, cluster: str, before: int | None, added: int) -> None:
+    """The cluster's rows of ``table`` must have grown by exactly the ``added`` rows this run appended."""
+    if before is None and not added:
+        return
+    now = lake.count(table.name, where={"cluster": cluster})
+    had = 0 if before is None else lake.count(table.name, where={"cluster": cluster}, version=before)
+    if now != had + added:
+        raise CommitCheckError(f"table {table.name}: {added} new rows were decoded for cluster {cluster!r} but the "
+                               f"table went from {had} to {now} rows", lake.path(table.name))
+
+
 def ingest(spark, lake: Lake, cluster: str, log_dir: str, split_bytes: int) -> IngestResult:
     splits = plan_splits(log_dir, cluster, split_bytes)
     result = IngestResult(files=len({s[1] for s in splits}))
+    log_bytes = sum(s[4] - s[3] for s in splits)
     df = spark.createDataFrame(splits, T.SPLIT_DDL).repartition(max(1, len(splits)))
     decoded = T.decode_splits(df).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         records = T.records(decoded)
-        existing = (lake.read(RECORDS.name).where(F.col("cluster") == cluster)
-                    if lake.exists(RECORDS.name) else None)
+        before = lake.version(RECORDS.name) if lake.exists(RECORDS.name) else None  # one version read and checked
+        existing = (lake.read(RECORDS.name, version=before).where(F.col("cluster") == cluster)
+                    if before is not None else None)
         new = T.only_new(records, existing, T.RECORD_KEY).persist(StorageLevel.MEMORY_AND_DISK)
         result.types_added = {r["record_type"]: r["count"] for r in new.groupBy("record_type").count().collect()}
         result.records_added = sum(result.types_added.values())
         result.records_seen = records.count()
+        quarantine = T.quarantine(decoded)
+        result.quarantined = [r.asDict() for r in quarantine.orderBy("source_file", "position").collect()]
+        if log_bytes and not result.records_seen and not result.quarantined:
+            raise CannotRun(f"{result.files} files of {log_bytes} bytes decoded to no record and no quarantined span: "
+                            "nothing is committed", log_dir)
         if result.records_added or existing is None:
             lake.append(RECORDS.name, new, partition_by=RECORDS.partition_by)
+            _appended(lake, RECORDS, cluster, before, result.records_added)
         new.unpersist()
 
-        quarantine = T.quarantine(decoded)
-        existing_q = (lake.read(QUARANTINE.name).where(F.col("cluster") == cluster)
-                      if lake.exists(QUARANTINE.name) else None)
-        result.quarantined = [r.asDict() for r in quarantine.orderBy("source_file", "position").collect()]
+        before_q = lake.version(QUARANTINE.name) if lake.exists(QUARANTINE.name) else None
+        existing_q = (lake.read(QUARANTINE.name, version=before_q).where(F.col("cluster") == cluster)
+                      if before_q is not None else None)
         new_q = T.only_new(quarantine, existing_q, T.QUARANTINE_KEY).persist(StorageLevel.MEMORY_AND_DISK)
         result.quarantine_added = new_q.count()
         if result.quarantine_added or existing_q is None:
             lake.append(QUARANTINE.name, new_q, partition_by=QUARANTINE.partition_by)
+            _appended(lake, QUARANTINE, cluster, before_q, result.quarantine_added)
         new_q.unpersist()
     finally:
         decoded.unpersist()
@@ -81,8 +108,22 @@ def ingest(spark, lake: Lake, cluster: str, log_dir: str, split_bytes: int) -> I
 def main(args) -> int:
     overrides = {"lake": args.lake} if args.lake else None
     config = load_config(args.conf, overrides)
+    root, local = root_of(config["lake"])
+    # the cluster's lock first: a second ingest or replay of the cluster waits here, before its Spark starts
+    held = L.acquire(root, local, args.cluster, "ingest", float(config["lock"]["timeout_s"]),
+                     float(config["lock"]["stale_after_s"]))
+    try:
+        return _main(args, config)
+    finally:
+        if held is not None:
+            held.release()
+
+
+def _main(args, config) -> int:
     spark = get_spark(config, getattr(args, "master", None))
     lake = Lake.from_config(config, spark)
+    for d in lake.clean_staging(float(config["lock"]["stale_after_s"])):
+        print(f"kraft-audit ingest: removed {d}, left by a killed job", file=sys.stderr)
     res = ingest(spark, lake, args.cluster, args.log_dir, int(config["ingest"]["split_bytes"]))
     print(f"kraft-audit ingest: cluster {args.cluster!r} from {args.log_dir} into {lake.root}")
     print(f"  {res.files} files, {res.records_seen} records decoded, {res.records_added} new rows in "

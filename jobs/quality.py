@@ -47,7 +47,9 @@ def checks() -> list[Check]:
     """The expectations, table by table."""
     c = []
     b = catalog.METADATA_RECORDS.name
-    c += [Check(b, "ExpectColumnValuesToNotBeNull", {"column": "offset"}),
+    # an empty bronze is no clean bill of health: nothing was ingested, or an ingest committed nothing
+    c += [Check(b, "ExpectTableRowCountToBeBetween", {"min_value": 1}),
+          Check(b, "ExpectColumnValuesToNotBeNull", {"column": "offset"}),
           Check(b, "ExpectColumnValuesToBeBetween", {"column": "offset", "min_value": 0}),
           Check(b, "ExpectCompoundColumnsToBeUnique", {"column_list": catalog.METADATA_RECORDS.key_in_partition}),
           Check(b, "ExpectColumnValuesToBeInSet", {"column": "record_type", "value_set": _known_types()}),
@@ -149,7 +151,12 @@ def validate(tables: dict[str, "object"], cluster: str) -> pa.Table:
 
 
 def load_tables(lake, cluster: str) -> dict:
-    """The columns the checks read, of every table the cluster has, as pandas frames."""
+    """The columns the checks read, of every table the cluster has, as pandas frames: the silver tables at
+    the versions the cluster's last replay recorded (one consistent replay, even while another runs), the
+    others at their latest version."""
+    from lake import gold
+
+    versions = gold.replayed_versions(gold.last_replay(lake, cluster))
     by_table: dict[str, list[Check]] = {}
     for ch in checks():
         by_table.setdefault(ch.table, []).append(ch)
@@ -158,7 +165,9 @@ def load_tables(lake, cluster: str) -> dict:
         if not lake.exists(name):
             continue
         cols = _columns(mine)
-        t = lake.read_arrow(name, columns=cols or ["cluster"], filters=[("cluster", "=", cluster)])
+        silver = catalog.table(name).layer == catalog.SILVER
+        t = lake.read_arrow(name, version=versions.get(name) if silver else None, columns=cols or ["cluster"],
+                            filters=[("cluster", "=", cluster)])
         out[name] = t.to_pandas()
     return out
 
@@ -180,7 +189,8 @@ def run(args, out=None, err=None) -> int:
         print(f"{PROG}: no {catalog.METADATA_RECORDS.name} table in {lake.root}: run kraft-audit ingest first",
               file=err)
         return 2
-    result = validate(load_tables(lake, args.cluster), args.cluster)
+    tables = load_tables(lake, args.cluster)
+    result = validate(tables, args.cluster)
     lake.overwrite_arrow(QUALITY.name, result, partition_by=QUALITY.partition_by, where={"cluster": args.cluster})
     failed = [r for r in result.to_pylist() if not r["success"]]
     if args.json:
@@ -190,4 +200,8 @@ def run(args, out=None, err=None) -> int:
         for r in failed:
             out.write(f"  [{r['severity']}] {r['table']}: {r['expectation']} {r['kwargs']}: "
                       f"{r['unexpected_count']} unexpected of {r['element_count']} {r['unexpected_sample'] or ''}\n")
+    bronze = tables.get(catalog.METADATA_RECORDS.name)
+    if bronze is None or not len(bronze):
+        print(f"{PROG}: cluster {args.cluster!r} has no rows in {catalog.METADATA_RECORDS.name} ({lake.root}): an empty "
+              "bronze passes no check; ingest its log first", file=err)
     return 1 if any(r["severity"] == "ERROR" for r in failed) else 0

@@ -15,6 +15,15 @@ cluster-level history (brokers, topics, configs, features are small), the new hi
 findings are appended and the superseded states get their valid-to.  Anything else -- no checkpoint,
 a different starting snapshot or start offset, ``--full`` -- replaces the cluster's rows.  Either way
 a re-run with nothing new changes nothing (idempotent).
+
+Crash safety: every write is idempotent and the checkpoint row is written last.  A full replay replaces
+the cluster's rows; an incremental one replaces the rows past the checkpoint offset (history, findings)
+and takes its seeds from the history as of that offset (never from ``partition_state``, which a killed run
+may already have moved on), so a run killed after any commit and run again ends with exactly the tables
+of an uninterrupted run.  The checkpoint records the Delta version of every table the run wrote and the
+bronze version it read: readers read those versions together.  After writing, the rows the tables hold
+are checked against the rows the run computed (CommitCheckError: exit 2).  ``main`` holds the cluster's
+lock (lake/lock.py) while it runs.
 """
 from __future__ import annotations
 
@@ -31,7 +40,8 @@ from controller_core.logdir import classify
 from controller_core.replay import Rec, choose
 from lake import catalog
 from lake.config import load_config
-from lake.delta import Lake
+from lake import lock as L
+from lake.delta import CommitCheckError, Lake, root_of
 from lake.spark import get_spark
 from transforms import silver as S
 
@@ -107,7 +117,8 @@ def _write_timelines(spark, lake: Lake, cluster: str, rows) -> dict:
 
 def _write_history(lake: Lake, cluster: str, history, since: int | None) -> int | None:
     """partition_state_history: a full replay (``since`` None) replaces the cluster's rows; an incremental
-    one closes the superseded states and appends the rows past ``since`` (returns how many)."""
+    one closes the superseded states and replaces the rows past ``since`` (returns how many): a re-run after
+    a killed run writes them again instead of twice."""
     where = {"cluster": cluster}
     if since is None:
         lake.overwrite(HISTORY.name, history, partition_by=HISTORY.partition_by, where=where)
@@ -117,19 +128,21 @@ def _write_history(lake: Lake, cluster: str, history, since: int | None) -> int 
     lake.merge_update(HISTORY.name, S.superseded(history, since), on=STATE.key_in_partition,
                       columns=("valid_to_offset", "valid_to_timestamp"), where=where,
                       condition="t.valid_to_offset IS NULL")
-    lake.append(HISTORY.name, new, partition_by=HISTORY.partition_by)
+    lake.overwrite(HISTORY.name, new, partition_by=HISTORY.partition_by, where=where, above={"offset": since})
     count = new.count()
     history.unpersist()
     return count
 
 
-def _write_findings(lake: Lake, cluster: str, found, incremental: bool) -> None:
-    """divergences and invariant_breaches: replaced by a full replay, appended to by an incremental one."""
+def _write_findings(lake: Lake, cluster: str, found, since: int | None) -> dict:
+    """divergences and invariant_breaches: the cluster's rows replaced by a full replay, its rows past ``since``
+    by an incremental one; {table: rows written}."""
+    written = {}
     for t, df in ((DIVERGENCES, S.divergences_of(found)), (BREACHES, S.breaches_of(found))):
-        if incremental:
-            lake.append(t.name, df, partition_by=t.partition_by)
-        else:
-            lake.overwrite(t.name, df, partition_by=t.partition_by, where={"cluster": cluster})
+        above = None if since is None else {"offset": since}
+        lake.overwrite(t.name, df, partition_by=t.partition_by, where={"cluster": cluster}, above=above)
+        written[t.name] = df.count()
+    return written
 
 
 def _silver_counts(lake: Lake, cluster: str) -> dict:
@@ -144,21 +157,52 @@ def _silver_counts(lake: Lake, cluster: str) -> dict:
 
 
 def _write_checkpoint(lake: Lake, cluster: str, mode: str, plan, snapshot, end_offset: int, end_ts,
-                      history_rows: int) -> None:
-    """The replay_checkpoints row the next run resumes from (or starts over when the plan changed)."""
+                      history_rows: int, versions: dict) -> None:
+    """The replay_checkpoints row the next run resumes from (or starts over when the plan changed), with the
+    table versions readers read together; the last commit of a replay."""
     import datetime as dt
 
+    _migrate_checkpoints(lake)
     mark = pa.table({"cluster": [cluster], "replayed_at": [dt.datetime.now(dt.timezone.utc)],
                      "mode": [mode], "start_offset": [plan.start_offset], "snapshot": [snapshot],
                      "last_offset": [end_offset], "last_timestamp": [end_ts],
-                     "records": [history_rows]}, schema=CHECKPOINT_SCHEMA)
+                     "records": [history_rows], "table_versions": [json.dumps(versions, sort_keys=True)]},
+                    schema=CHECKPOINT_SCHEMA)
     lake.append_arrow(CHECKPOINTS.name, mark, partition_by=CHECKPOINTS.partition_by)
+
+
+def _migrate_checkpoints(lake: Lake) -> None:
+    """A replay_checkpoints table written before table versions were recorded gets the column (null)."""
+    if not lake.exists(CHECKPOINTS.name):
+        return
+    old = lake.read_arrow(CHECKPOINTS.name)
+    missing = [f for f in CHECKPOINT_SCHEMA if f.name not in old.column_names]
+    if missing:
+        for f in missing:
+            old = old.append_column(f.name, pa.nulls(old.num_rows, f.type))
+        lake.replace_schema(CHECKPOINTS.name, old.select(CHECKPOINT_SCHEMA.names).cast(CHECKPOINT_SCHEMA))
+
+
+def _seed_states(lake: Lake, cluster: str, since: int):
+    """Every live partition's state as of offset ``since`` (the checkpoint), from the history: the rows
+    valid at ``since``.  Not ``partition_state``: a run killed after rewriting it left the newer states there."""
+    hist = lake.read(HISTORY.name).where(F.col("cluster") == cluster)
+    valid = (F.col("offset") <= since) & (F.col("valid_to_offset").isNull() | (F.col("valid_to_offset") > since))
+    return hist.where(valid).where(~F.col("deleted")).where(~F.col("orphan"))
+
+
+def _check(table: str, what: str, found: int, want: int) -> None:
+    if found != want:
+        raise CommitCheckError(f"table {table}: the replay computed {want} {what} but the table holds {found} "
+                               "after its commits; the tables are not trustworthy: run kraft-audit replay --full",
+                               table)
 
 
 def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = True, full: bool = False) -> dict:
     """Replay the cluster's bronze rows into its silver tables (full, incremental or nothing to do: see
     the module doc); returns the mode, the last offset and the row counts of the tables."""
-    records = lake.read(RECORDS.name).where(F.col("cluster") == cluster)
+    bronze_version = lake.version(RECORDS.name)  # one version of bronze for the whole run
+    records = lake.read(RECORDS.name, version=bronze_version).where(F.col("cluster") == cluster)
     plan = replay_plan(records)
     snapshot = plan.snapshot.label if plan.snapshot else None
     rows = S.replay_rows(records, [(f.label, f.kind) for f in plan.files], plan.start_offset)
@@ -170,41 +214,66 @@ def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = Tru
     counts: dict = {"mode": "incremental" if ckpt is not None else "full", "last_offset": end_offset}
     counts.update(_write_timelines(spark, lake, cluster, rows))
 
-    if since is not None:  # fold only the new partition records, from every partition's latest state
-        state = lake.read(STATE.name).where(F.col("cluster") == cluster).where(~F.col("orphan"))
+    if since is not None:  # fold only the new partition records, from every partition's state at the checkpoint
         rows = S.after_checkpoint(rows, since)
-        rows = rows.unionByName(S.seeds(state, since, ckpt.last_timestamp, rows))
+        rows = rows.unionByName(S.seeds(_seed_states(lake, cluster, since), since, ckpt.last_timestamp, rows))
     bucketed = S.bucketize(rows, buckets).persist()
     try:
         out = S.core(bucketed, plan.start_offset if plan.snapshot else None, invariants).persist()
         found = S.findings_of(out).withColumn("cluster", F.lit(cluster))
         found = (found if since is None else found.where(F.col("offset") > since)).persist()
-        new = _write_history(lake, cluster, S.history_of(out).withColumn("cluster", F.lit(cluster)), since)
+        history = S.history_of(out).withColumn("cluster", F.lit(cluster))
+        computed = history.count() if since is None else None
+        new = _write_history(lake, cluster, history, since)
         if new is not None:
             counts[f"{HISTORY.name}_new"] = new
         hist = lake.read(HISTORY.name).where(F.col("cluster") == cluster)
         lake.overwrite(STATE.name, S.latest_state(hist), partition_by=STATE.partition_by, where={"cluster": cluster})
-        _write_findings(lake, cluster, found, incremental=since is not None)
+        written = _write_findings(lake, cluster, found, since)
         found.unpersist()
         out.unpersist()
         counts.update(_silver_counts(lake, cluster))
     finally:
         bucketed.unpersist()
-    _write_checkpoint(lake, cluster, counts["mode"], plan, snapshot, end_offset, end_ts, counts.get(HISTORY.name, 0))
+    # what the tables hold now must be what this run computed (an empty or doubled commit fails the run)
+    if since is None:
+        _check(HISTORY.name, "history rows", counts[HISTORY.name], computed)
+    else:
+        _check(HISTORY.name, "history rows (those of the last replay and the new ones)", counts[HISTORY.name],
+               int(ckpt.records) + new)
+    past = (F.col("cluster") == cluster) & (F.col("offset") > (since if since is not None else -1))
+    for t in (DIVERGENCES, BREACHES):
+        _check(t.name, "rows past the checkpoint", lake.read(t.name).where(past).count(), written[t.name])
+    _check(STATE.name, "live partitions", counts[STATE.name],
+           lake.read(HISTORY.name).where(F.col("cluster") == cluster).transform(S.latest_state).count())
+    versions = {t: lake.version(t) for t in SILVER}
+    versions[RECORDS.name] = bronze_version
+    _write_checkpoint(lake, cluster, counts["mode"], plan, snapshot, end_offset, end_ts, counts.get(HISTORY.name, 0),
+                      versions)
     return counts
 
 
 def main(args) -> int:
     config = load_config(args.conf, {"lake": args.lake} if args.lake else None)
-    spark = get_spark(config, getattr(args, "master", None))
-    lake = Lake.from_config(config, spark)
-    if not lake.exists(RECORDS.name):
-        print(f"kraft-audit replay: no {RECORDS.name} table in {lake.root}: run kraft-audit ingest first",
-              file=sys.stderr)
-        return 2
-    buckets = config["replay"]["buckets"] or S.default_buckets(spark)
-    counts = replay(spark, lake, args.cluster, int(buckets), bool(config["replay"]["invariants"]),
-                    full=bool(getattr(args, "full", False)))
+    root, local = root_of(config["lake"])
+    # the cluster's lock first: a second replay or ingest of the cluster waits here, before its Spark starts
+    held = L.acquire(root, local, args.cluster, "replay", float(config["lock"]["timeout_s"]),
+                     float(config["lock"]["stale_after_s"]))
+    try:
+        spark = get_spark(config, getattr(args, "master", None))
+        lake = Lake.from_config(config, spark)
+        if not lake.exists(RECORDS.name):
+            print(f"kraft-audit replay: no {RECORDS.name} table in {lake.root}: run kraft-audit ingest first",
+                  file=sys.stderr)
+            return 2
+        for d in lake.clean_staging(float(config["lock"]["stale_after_s"])):
+            print(f"kraft-audit replay: removed {d}, left by a killed job", file=sys.stderr)
+        buckets = config["replay"]["buckets"] or S.default_buckets(spark)
+        counts = replay(spark, lake, args.cluster, int(buckets), bool(config["replay"]["invariants"]),
+                        full=bool(getattr(args, "full", False)))
+    finally:
+        if held is not None:
+            held.release()
     if counts["mode"] == "up-to-date":
         print(f"kraft-audit replay: cluster {args.cluster!r} in {lake.root} is up to date "
               f"(replayed through offset {counts['last_offset']}); --full replays it all again")

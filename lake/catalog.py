@@ -158,6 +158,10 @@ CHECKPOINT_SCHEMA = pa.schema([
     (CLUSTER, pa.string()), ("replayed_at", TS), ("mode", pa.string()),
     ("start_offset", pa.int64()), ("snapshot", pa.string()), ("last_offset", pa.int64()),
     ("last_timestamp", TS), ("records", pa.int64()),
+    # {table: Delta version} of every silver table (and metadata_records) this replay committed and read,
+    # JSON: what readers read together (lake.delta.Lake.replayed_versions); written last, so a reader never
+    # sees a half-done replay
+    ("table_versions", pa.string()),
 ])
 QUALITY_SCHEMA = pa.schema([
     (CLUSTER, pa.string()), ("checked_at", TS), ("table", pa.string()),

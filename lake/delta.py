@@ -23,13 +23,26 @@ Rules the delta-rs backend enforces, each learnt the hard way (stack-notes secti
   executors write the staging files and the driver reads them: before committing, the rows
   the driver finds there must be the rows the Spark tasks reported writing (an executor that
   cannot see the lake writes to its own disk, and the commit would silently lose its rows).
+  After the commit, the rows Delta records as added must be the rows streamed (CommitCheckError).
+* Staging folders are named ``<host>_<pid>_<uuid>``: a job killed mid-write leaves its folder, and the
+  next job removes the folders of processes gone from this host (:meth:`Lake.clean_staging`).
+
+Test hook (crash safety, README "Crash safety and concurrency"): every commit of this process is
+numbered from 1.  ``KRAFT_AUDIT_CRASH_AFTER=<n>`` kills the process with SIGKILL right after its n-th
+commit, ``KRAFT_AUDIT_CRASH_AFTER=staged:<n>`` right after the n-th commit's Spark output is staged and
+before it is committed.  :func:`on_commit` registers an in-process callback instead (tests that copy the
+lake at every commit point).  Never set in production.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import signal
+import socket
+import time
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
@@ -79,6 +92,45 @@ class StagedOutputError(RuntimeError):
 
     def __str__(self) -> str:
         return f"{self.what} ({self.where})"
+
+
+class CommitCheckError(StagedOutputError):
+    """What a commit (or a job's commits) recorded is not what was written: the job fails (exit 2)."""
+
+
+# ---------------------------------------------------------------------- commit points (test hook)
+CRASH_ENV = "KRAFT_AUDIT_CRASH_AFTER"
+_commits = {"n": 0}
+_hooks: list = []
+
+
+def on_commit(hook) -> None:
+    """Call ``hook(n, stage, table)`` at every commit point of this process (``stage`` "staged": Spark's
+    output is staged, not committed; "committed": commit ``n`` is in the table's log).  A test hook."""
+    _hooks.append(hook)
+
+
+def clear_hooks() -> None:
+    _hooks.clear()
+
+
+def commits() -> int:
+    """How many commits this process made (the number of its last commit point)."""
+    return _commits["n"]
+
+
+def _commit_point(stage: str, table: str) -> None:
+    n = _commits["n"] + (1 if stage == "staged" else 0)
+    for hook in list(_hooks):
+        hook(n, stage, table)
+    want = os.environ.get(CRASH_ENV)
+    if want and want == (str(n) if stage == "committed" else f"staged:{n}"):
+        os.kill(os.getpid(), signal.SIGKILL)  # the test hook: die as a killed job dies, no cleanup
+
+
+def _committed(table: str) -> None:
+    _commits["n"] += 1
+    _commit_point("committed", table)
 
 
 class Lake:
@@ -131,6 +183,27 @@ class Lake:
             return [r.asDict(recursive=True) for r in rows]
         return DeltaTable(self.path(table)).history()
 
+    def count(self, table: str, where: dict[str, str] | None = None, version: int | None = None) -> int:
+        """Rows of ``table`` (at ``version``) in the partition ``where`` ({partition column: value}), from the
+        row counts the Delta log keeps per file (delta-rs: no data file read; files without the count are
+        read)."""
+        dt = DeltaTable(self.path(table), version=version)
+        actions = pa.table(dt.get_add_actions(flatten=True)).to_pydict()
+        n, unknown = 0, False
+        for i in range(len(actions.get("path", []))):
+            if where and any(str(actions.get(f"partition.{k}", [None] * (i + 1))[i]) != str(v) for k, v in where.items()):
+                continue
+            rows = actions.get("num_records", [None] * (i + 1))[i]
+            if rows is None:
+                unknown = True
+                break
+            n += int(rows)
+        if unknown:
+            flt = [(k, "=", v) for k, v in (where or {}).items()] or None
+            cols = [next(iter(where))] if where else None
+            return dt.to_pyarrow_table(columns=cols, filters=flt).num_rows
+        return n
+
     def partitions(self, table: str) -> list[dict[str, str]]:
         """Partition values of the table's current files, e.g. ``[{"cluster": "c1"}, ...]``: read from the
         Delta log alone (delta-rs), so it costs no data file and no Spark."""
@@ -181,19 +254,31 @@ class Lake:
         return self._write_spark(table, df, "append", partition_by)
 
     def overwrite(self, table: str, df: DataFrame, partition_by: str | Sequence[str] | None = None,
-                  where: dict[str, str] | None = None) -> int:
+                  where: dict[str, str] | None = None, above: dict[str, int] | None = None) -> int:
         """Replace the table's rows (schema and partitioning are kept); returns the new version.
 
         ``where`` ({partition column: value}) replaces only those rows, e.g. one cluster's, leaving
-        the other clusters sharing the table untouched.  Older versions stay readable via
-        ``read(table, version=...)`` until vacuumed.
+        the other clusters sharing the table untouched; ``above`` ({column: n}) narrows it to the rows
+        whose column is greater than n (any column: e.g. the offsets an incremental replay covers, so a
+        re-run replaces what a killed run appended instead of appending it twice).  Older versions stay
+        readable via ``read(table, version=...)`` until vacuumed.
         """
+        from pyspark.sql import functions as F
+
         predicate = None
-        if where:
+        if where or above:
+            where, above = dict(where or {}), dict(above or {})
             if any("'" in str(v) for v in where.values()):
                 raise ValueError(f"quote in a partition value: {where}")
-            predicate = " AND ".join(f"{k} = '{v}'" for k, v in where.items())
-            df = df.where(predicate)  # only rows of the replaced partition may be written
+            q = "`" if self.backend == "delta-spark" else '"'  # Spark SQL / DataFusion identifier quotes
+            predicate = " AND ".join([f"{q}{k}{q} = '{v}'" for k, v in where.items()]
+                                     + [f"{q}{k}{q} > {int(v)}" for k, v in above.items()])
+            cond = None
+            for k, v in where.items():
+                cond = (F.col(k) == v) if cond is None else cond & (F.col(k) == v)
+            for k, v in above.items():
+                cond = (F.col(k) > int(v)) if cond is None else cond & (F.col(k) > int(v))
+            df = df.where(cond)  # only rows of the replaced part may be written
             if not self.exists(table):
                 predicate = None  # a new table: a plain write creates it
         return self._write_spark(table, df, "overwrite", partition_by, predicate)
@@ -219,6 +304,7 @@ class Lake:
         path = self.path(table)
         parts = list(DeltaTable(path).metadata().partition_columns)
         write_deltalake(path, data, mode="overwrite", schema_mode="overwrite", partition_by=parts or None)
+        _committed(table)
         return DeltaTable(path).version()
 
     def merge_update(self, table: str, source: DataFrame, on: Sequence[str], columns: Sequence[str],
@@ -238,6 +324,7 @@ class Lake:
         if self.backend == "delta-spark":
             (self._spark_delta_table(table).alias("t").merge(source.alias("s"), predicate)
              .whenMatchedUpdate(set=updates).execute())
+            _committed(table)
             return self.version(table)
         data = source.toArrow()
         if data.num_rows == 0:
@@ -247,6 +334,7 @@ class Lake:
         data = data.cast(pa.schema([target.field(n) for n in data.column_names]), safe=True)
         (dt.merge(source=data, predicate=predicate, source_alias="s", target_alias="t")
          .when_matched_update(updates=updates).execute())
+        _committed(table)
         return DeltaTable(self.path(table)).version()
 
     def append_arrow(
@@ -264,6 +352,37 @@ class Lake:
             reader = pa.RecordBatchReader.from_stream(data)  # any Arrow C stream producer
         target, parts, is_new = self._plan(table, reader.schema, _as_list(partition_by))
         return self._commit(table, target, parts, is_new, reader, "append")
+
+    # ------------------------------------------------------------------ crash leftovers
+
+    def clean_staging(self, stale_after_s: float = 86400.0) -> list[str]:
+        """Remove the staging folders killed jobs left (``_staging/<host>_<pid>_<uuid>``): those of a process
+        gone from this host, and any (another host's, or named before pids were) older than ``stale_after_s``.
+        Returns the folders removed.  A live job's folder is never touched."""
+        if not self._local:
+            return []
+        base = Path(self.root) / STAGING_DIR
+        if not base.is_dir():
+            return []
+        removed = []
+        for d in sorted(base.iterdir()):
+            m = re.fullmatch(r"(.+)_(\d+)_[0-9a-f]{32}", d.name)
+            try:
+                age = time.time() - d.stat().st_mtime
+            except FileNotFoundError:
+                continue
+            if m and m.group(1) == _HOST:
+                gone = not _pid_alive(int(m.group(2)))
+            else:
+                gone = age > stale_after_s
+            if gone:
+                shutil.rmtree(d, ignore_errors=True)
+                removed.append(str(d))
+        try:
+            base.rmdir()
+        except OSError:
+            pass
+        return removed
 
     # ------------------------------------------------------------------ internals
 
@@ -287,6 +406,7 @@ class Lake:
             if parts:
                 writer = writer.partitionBy(*parts)
             writer.save(self.path(table))
+            _committed(table)
             return self.version(table)
 
         from pyspark.sql.pandas.types import to_arrow_schema
@@ -304,11 +424,12 @@ class Lake:
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
-        staging = Path(self.root) / STAGING_DIR / uuid.uuid4().hex
+        staging = Path(self.root) / STAGING_DIR / f"{_HOST}_{os.getpid()}_{uuid.uuid4().hex}"
         try:
             written = Observation()  # the rows the tasks wrote, counted by the tasks themselves
             df.observe(written, F.count(F.lit(1)).alias("rows")).write.parquet(str(staging))
             dataset = _staged(table, staging, int(written.get["rows"]))
+            _commit_point("staged", table)
             batches: Iterable[pa.RecordBatch] = () if dataset is None else dataset.to_batches(
                 batch_size=_STREAM_BATCH_ROWS, batch_readahead=2, fragment_readahead=1
             )
@@ -361,18 +482,21 @@ class Lake:
     ) -> int:
         path = self.path(table)
         errors: list[BaseException] = []
+        streamed = [0]
 
         def conform() -> Iterator[pa.RecordBatch]:
             # Reorder by name and cast: only representation changes are left at this point
             # (list child names, int widening, timestamp unit); safe=True rejects any loss.
             try:
                 for batch in batches:
+                    streamed[0] += batch.num_rows
                     yield batch.select(target.names).cast(target, safe=True)
             except BaseException as exc:  # surfaced through delta-rs as a generic error
                 errors.append(exc)
                 raise
 
         reader = pa.RecordBatchReader.from_batches(target, conform())
+        before = -1 if is_new else DeltaTable(path).version()
         try:
             write_deltalake(path, reader, mode=mode, partition_by=parts or None, predicate=predicate)
         except Exception as exc:
@@ -380,6 +504,13 @@ class Lake:
                 raise errors[0] from exc
             raise
         dt = DeltaTable(path)
+        _committed(table)
+        # the commit's own metrics (when no other writer committed since: another cluster sharing the table)
+        added = (((dt.history(1) or [{}])[0].get("operationMetrics") or {}).get("num_added_rows")
+                 if dt.version() == before + 1 else None)
+        if added is not None and int(added) != streamed[0]:
+            raise CommitCheckError(f"table {table}: {streamed[0]} rows were written but version {dt.version()} "
+                                   f"records {added} added rows", path)
         if is_new:
             proto = dt.protocol()
             if (proto.min_reader_version, proto.min_writer_version) != (1, 2):
@@ -407,6 +538,25 @@ def _staged(table: str, staging: Path, reported: int) -> pads.Dataset | None:
         raise StagedOutputError(f"table {table}: the Spark tasks wrote {reported} rows but the driver finds {seen} "
                                 f"in their staged output; {hint}", str(staging))
     return dataset
+
+
+_HOST = re.sub(r"[^A-Za-z0-9.\-]", "-", socket.gethostname()) or "host"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def root_of(root: str | Path) -> tuple[str, bool]:
+    """(the lake root as a Lake names it, whether it is a local path): what the cluster lock needs before
+    any SparkSession exists."""
+    return _normalize_root(root)
 
 
 def _normalize_root(root: str | Path) -> tuple[str, bool]:

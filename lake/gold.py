@@ -35,18 +35,44 @@ def _drop_cluster(t: pa.Table) -> pa.Table:
     return t.drop_columns(["cluster"]) if "cluster" in t.column_names else t
 
 
+def last_replay(lake, cluster: str) -> dict | None:
+    """The checkpoint row of the cluster's last replay (None: never replayed)."""
+    if not lake.exists(catalog.REPLAY_CHECKPOINTS.name):
+        return None
+    marks = lake.read_arrow(catalog.REPLAY_CHECKPOINTS.name, filters=[("cluster", "=", cluster)])
+    if not marks.num_rows:
+        return None
+    return marks.sort_by([("last_offset", "descending"), ("replayed_at", "descending")]).slice(0, 1).to_pylist()[0]
+
+
+def replayed_versions(mark: dict | None) -> dict[str, int]:
+    """{table: Delta version} the replay of checkpoint row ``mark`` committed (and the bronze version it read):
+    the versions a reader reads together, whatever a replay running meanwhile commits.  Empty for a
+    checkpoint written before versions were recorded (the latest versions are read then)."""
+    text = (mark or {}).get("table_versions")
+    return {k: int(v) for k, v in json.loads(text).items()} if text else {}
+
+
 def silver_from_lake(lake, cluster: str) -> tuple[dict[str, pa.Table], int, object]:
-    """(tables, end offset, end time) of a cluster's last replay."""
+    """(tables, end offset, end time) of a cluster's last replay: every table at the version that replay
+    recorded, its history rows checked against the count it recorded."""
     missing = [t for t in (*SILVER_INPUTS, catalog.REPLAY_CHECKPOINTS.name) if not lake.exists(t)]
     if missing:
         raise GoldError(f"no {', '.join(missing)} table in {lake.root}: run kraft-audit replay --cluster {cluster} first")
     flt = [("cluster", "=", cluster)]
-    marks = lake.read_arrow(catalog.REPLAY_CHECKPOINTS.name, filters=flt)
-    if not marks.num_rows:
+    last = last_replay(lake, cluster)
+    if last is None:
         raise GoldError(f"cluster {cluster!r} was never replayed into {lake.root}: run kraft-audit replay first")
-    last = marks.sort_by([("last_offset", "descending"), ("replayed_at", "descending")]).slice(0, 1).to_pylist()[0]
-    tables = {name: _drop_cluster(lake.read_arrow(name, filters=flt)) for name in SILVER_INPUTS}
+    versions = replayed_versions(last)
+    tables = {name: _drop_cluster(lake.read_arrow(name, version=versions.get(name), filters=flt))
+              for name in SILVER_INPUTS}
+    history = catalog.PARTITION_STATE_HISTORY.name
+    if versions and last["records"] is not None and tables[history].num_rows != last["records"]:
+        raise GoldError(f"{history} of cluster {cluster!r} holds {tables[history].num_rows} rows at version "
+                        f"{versions.get(history)} but its replay recorded {last['records']}: run kraft-audit replay "
+                        "--full")
     tables["record_times"] = lake.read_arrow(catalog.METADATA_RECORDS.name, columns=list(pipeline.RECORD_TIME_COLUMNS),
+                                             version=versions.get(catalog.METADATA_RECORDS.name),
                                              filters=flt + [("source_kind", "=", "segment")])
     return tables, int(last["last_offset"]), last["last_timestamp"]
 
