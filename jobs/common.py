@@ -45,7 +45,8 @@ class CannotRun(Exception):
 _CANNOT_RUN_BY_MODULE = {
     "lake.config": ("ConfigError",),
     "lake.gold": ("GoldError",),
-    "lake.delta": ("StagedOutputError", "BackendError"),
+    "lake.delta": ("StagedOutputError", "BackendError", "CommitCheckError"),
+    "lake.lock": ("LockBusy",),  # another job holds the cluster: say who, exit 2
     "controller_core.point": ("PointError",),
     "controller_core.rules.whatif": ("WhatIfError",),
     "simulator.scenario": ("ScenarioError",),
