@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # README command 1: the main pipeline on the embedded default scenario, KIP-966 "last replica standing"
 # with ELR off (conf/scenarios/last-replica-standing-elr-off.yaml): simulate -> verify -> ingest ->
-# replay -> the forensic view at T3 and a recovery plan -> the audit, ending with the findings an
-# operator would act on.
+# replay -> the forensic view at T3, a recovery plan, the partition's timeline and the HTML report -> the
+# audit, ending with the incidents and findings an operator would act on.
 # Creates/refreshes .venv first, so it works on a fresh machine with only python3.11+ and Java 17.
-# The lake goes to ./kraft-lake (or $KRAFT_AUDIT_LAKE); plans to ./plans.
+# The lake goes to ./kraft-lake (or $KRAFT_AUDIT_LAKE); plans to ./plans; the report to ./report.html.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
@@ -34,7 +34,13 @@ echo
 echo "== 6. which replica should lead? KIP-966 aggressive recovery at T3, as ready-to-run files in ./plans"
 $KA plan --cluster "$CLUSTER" --lake "$LAKE" --at-offset "$T3" --election-type longest_log_aggressive -o plans
 echo
-echo "== 7. the audit of the whole log (gold tables violations, recovery_candidates): kraft-audit audit --cluster $CLUSTER"
+echo "== 7. payments-0 change by change, with what triggered each: kraft-audit timeline --topic payments --partition 0"
+$KA timeline --cluster "$CLUSTER" --lake "$LAKE" --topic payments --partition 0
+echo
+echo "== 8. the same in a browser, one self-contained file: kraft-audit report -o report.html"
+$KA report --cluster "$CLUSTER" --lake "$LAKE" --log-info "$DATA/log-info" -o report.html
+echo
+echo "== 9. the audit of the whole log (gold tables violations, incidents, recovery_candidates): kraft-audit audit --cluster $CLUSTER"
 set +e
 $KA audit --cluster "$CLUSTER" --lake "$LAKE"
 code=$?
