@@ -69,8 +69,8 @@ def quorum_history(records: pa.Table) -> pa.Table:
                        granting_voters=_ids(d.get("grantingVoters"), "voterId"))
             if r["source_kind"] == "segment":
                 k = int(np.searchsorted(off_all, r["offset"])) - 1
-                if k >= 0:
-                    row["silent_ms"] = int(ts_all[k + 1] - ts_all[k]) if k + 1 < len(ts_all) else None
+                if k >= 0 and k + 1 < len(off_all) and off_all[k + 1] == r["offset"]:
+                    row["silent_ms"] = int(ts_all[k + 1] - ts_all[k])
         elif kind == "KRAFT_VOTERS":
             voters = d.get("voters") or []
             row.update(voters=_ids(voters, "voterId"),

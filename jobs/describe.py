@@ -269,18 +269,23 @@ def describe_quorum(args, at_time: int | None, out, err) -> int:
     from controller_core import logdir, quorum
     from controller_core.replay import read_log_dir
 
-    if not args.log_dir:
-        raise DescribeError("--quorum reads a log directory: give --log-dir DIR")
-    spans: list = []
-    records, _ = read_log_dir(args.log_dir, spans)
-    warn_quarantined(PROG, args.log_dir, err, spans)
-    hist = quorum.quorum_history(records)
+    if args.lake or args.cluster:
+        if not (args.lake and args.cluster) or args.log_dir:
+            raise DescribeError("--quorum reads --log-dir DIR, or --lake and --cluster")
+        hist, records, node = _quorum_from_lake(args.lake, args.cluster)
+    elif not args.log_dir:
+        raise DescribeError("--quorum reads a log directory (--log-dir DIR) or the lake (--lake, --cluster)")
+    else:
+        spans: list = []
+        records, _ = read_log_dir(args.log_dir, spans)
+        warn_quarantined(PROG, args.log_dir, err, spans)
+        hist = quorum.quorum_history(records)
+        node = quorum.meta_properties(logdir.resolve_log_dir(args.log_dir)[0])
     if args.at_offset is not None:
         hist = hist.filter(pc.less_equal(hist.column("offset"), args.at_offset))
     if at_time is not None:
         hist = hist.filter(pc.fill_null(pc.less_equal(pc.cast(hist.column("timestamp"), pa.int64()), at_time), False))
-    data_dir, _ = logdir.resolve_log_dir(args.log_dir)
-    doc = quorum.summary(hist, quorum.meta_properties(data_dir))
+    doc = quorum.summary(hist, node)
     doc["stalls"] = _stalls(records, args.at_offset, at_time)
     if args.json:
         out.write(json.dumps(doc, default=lambda x: fmt_us(int(x.timestamp() * 1_000_000)) if hasattr(x, "timestamp")
@@ -318,6 +323,28 @@ def describe_quorum(args, at_time: int | None, out, err) -> int:
                      f"\tGrantedBy: {granted or '-'}{silent}")
     out.write("\n".join(lines) + "\n")
     return 0
+
+
+def _quorum_from_lake(lake_root: str, cluster: str):
+    """(quorum_history of the cluster's last replay, its segment records' times for the stalls, no data
+    directory to check: the lake holds the records, not meta.properties)."""
+    import pyarrow.compute as pc
+
+    from controller_core.pipeline import RECORD_TIME_COLUMNS
+    from lake import catalog
+    from lake.delta import Lake
+
+    lake = Lake(lake_root, None, backend="delta-rs")
+    if not lake.exists(catalog.QUORUM_HISTORY.name):
+        raise DescribeError(f"no {catalog.QUORUM_HISTORY.name} table in {lake.root}: run kraft-audit replay "
+                            f"--cluster {cluster} (again, with this version)")
+    flt = [("cluster", "=", cluster)]
+    hist = lake.read_arrow(catalog.QUORUM_HISTORY.name, filters=flt)
+    if "cluster" in hist.column_names:
+        hist = hist.drop_columns(["cluster"])
+    times = lake.read_arrow(catalog.METADATA_RECORDS.name, columns=list(RECORD_TIME_COLUMNS) + ["source_kind"],
+                            filters=flt)
+    return hist.sort_by([("offset", "ascending")]), times, None
 
 
 def _when(ts) -> str:

@@ -48,7 +48,8 @@ from transforms import silver as S
 RECORDS, HISTORY, STATE = catalog.METADATA_RECORDS, catalog.PARTITION_STATE_HISTORY, catalog.PARTITION_STATE
 BROKERS, TOPICS = catalog.BROKER_STATE_HISTORY, catalog.TOPIC_CONFIG_HISTORY
 DIVERGENCES, BREACHES, CHECKPOINTS = catalog.DIVERGENCES, catalog.INVARIANT_BREACHES, catalog.REPLAY_CHECKPOINTS
-SILVER = tuple(t.name for t in (HISTORY, STATE, BROKERS, TOPICS, DIVERGENCES, BREACHES))
+QUORUM = catalog.QUORUM_HISTORY
+SILVER = tuple(t.name for t in (HISTORY, STATE, BROKERS, TOPICS, QUORUM, DIVERGENCES, BREACHES))
 CHECKPOINT_SCHEMA = CHECKPOINTS.schema
 
 
@@ -113,6 +114,30 @@ def _write_timelines(spark, lake: Lake, cluster: str, rows) -> dict:
                        where={"cluster": cluster})
         counts[t.name] = table.num_rows
     return counts
+
+
+def _write_quorum(spark, lake: Lake, cluster: str, records, plan) -> int:
+    """quorum_history, rebuilt every run from the few quorum records of the replay plan's files
+    (controller_core/quorum.py) and, for each LeaderChange, the record before it (how long the log was silent
+    before the election).  The plan's rows as a log directory replay reads them (``replay.read_plan``):
+    segments from its start offset, the starting snapshot's rows dated at its end offset - 1."""
+    from controller_core import quorum
+
+    start = plan.start_offset
+    records = records.where(F.col("source_file").isin([f.label for f in plan.files]))
+    if start:
+        records = records.where((F.col("source_kind") != "segment") | (F.col("offset") >= start))
+    records = records.withColumn("offset", F.when(F.col("source_kind") == "snapshot", F.lit(start - 1).cast("long"))
+                                 .otherwise(F.col("offset")))
+    q = records.where(F.col("record_type").isin(list(quorum.EVENTS)))
+    changes = [r.offset for r in q.where((F.col("record_type") == "LEADER_CHANGE")
+                                         & (F.col("source_kind") == "segment")).select("offset").collect()]
+    before = records.where((F.col("source_kind") == "segment") & F.col("offset").isin([o - 1 for o in changes]))
+    cols = ["offset", "timestamp", "source_kind", "record_type", "batch_leader_epoch", "data_json"]
+    table = quorum.quorum_history(q.select(*cols).unionByName(before.select(*cols)).toArrow())
+    lake.overwrite(QUORUM.name, _with_cluster(spark, table, cluster), partition_by=QUORUM.partition_by,
+                   where={"cluster": cluster})
+    return table.num_rows
 
 
 def _write_history(lake: Lake, cluster: str, history, since: int | None) -> int | None:
@@ -213,6 +238,7 @@ def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = Tru
     since = ckpt.last_offset if ckpt is not None else None
     counts: dict = {"mode": "incremental" if ckpt is not None else "full", "last_offset": end_offset}
     counts.update(_write_timelines(spark, lake, cluster, rows))
+    counts[QUORUM.name] = _write_quorum(spark, lake, cluster, records, plan)
 
     if since is not None:  # fold only the new partition records, from every partition's state at the checkpoint
         rows = S.after_checkpoint(rows, since)

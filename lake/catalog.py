@@ -111,6 +111,12 @@ def _topics() -> pa.Schema:
     return _with_cluster(timelines.TOPIC_SCHEMA)
 
 
+def _quorum() -> pa.Schema:
+    from controller_core import quorum
+
+    return _with_cluster(quorum.QUORUM_SCHEMA)
+
+
 def _breaches() -> pa.Schema:
     from audit import local
 
@@ -196,6 +202,10 @@ BROKER_STATE_HISTORY = Table(
 TOPIC_CONFIG_HISTORY = Table(
     "topic_config_history", SILVER, (CLUSTER, "topic_id", "offset"),
     "change of a topic's resolved settings (min ISR, effective min ISR, unclean election, ELR, MV)", _topics)
+QUORUM_HISTORY = Table(
+    "quorum_history", SILVER, (CLUSTER, "offset", "event", "controller_id"),  # a snapshot's rows share an offset
+    "record of the metadata quorum: LeaderChange (leader, Raft epoch, voters, silence before it), VotersRecord, "
+    "KRaftVersionRecord, (Un)RegisterControllerRecord", _quorum)
 DIVERGENCES = Table(
     "divergences", SILVER, (CLUSTER, "offset", "topic", "partition", "field"),
     "recorded field != recomputed field", lambda: DIVERGENCE_SCHEMA)
@@ -224,7 +234,7 @@ DATA_QUALITY = Table(
 
 TABLES: tuple[Table, ...] = (
     METADATA_RECORDS, QUARANTINE, REPLICA_LOG_INFO, REPLICA_LOG_INFO_QUARANTINE,
-    PARTITION_STATE_HISTORY, PARTITION_STATE, BROKER_STATE_HISTORY, TOPIC_CONFIG_HISTORY, DIVERGENCES,
+    PARTITION_STATE_HISTORY, PARTITION_STATE, BROKER_STATE_HISTORY, TOPIC_CONFIG_HISTORY, QUORUM_HISTORY, DIVERGENCES,
     INVARIANT_BREACHES, REPLAY_CHECKPOINTS, VIOLATIONS, INCIDENTS, RECOVERY_CANDIDATES, AUDIT_RUNS, DATA_QUALITY,
 )
 BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}

@@ -106,3 +106,19 @@ def test_timeline_from_the_lake_equals_the_log_dir(lake, capsys):
         outs.append([{k: v for k, v in json.loads(x).items() if k != "cluster"}
                      for x in capsys.readouterr().out.splitlines()])
     assert outs[0] == outs[1] and len(outs[0]) >= 5
+
+
+def test_the_quorum_from_the_lake_equals_the_log_dir(lake, capsys):
+    """The replay's silver quorum_history answers describe --quorum --cluster as the log itself does."""
+    d, root = lake
+    docs = []
+    for src in (["--cluster", "lrs", "--lake", root], ["--log-dir", str(d)]):
+        capsys.readouterr()
+        assert cli.main(["describe", "--quorum", "--json", *src]) == 0
+        docs.append(json.loads(capsys.readouterr().out))
+    lake_doc, log_doc = docs
+    for key in ("leaderId", "epoch", "leaderSince", "voters", "controllers", "elections", "stalls"):
+        assert lake_doc[key] == log_doc[key], key
+    assert log_doc["elections"] and "dataDirectory" not in lake_doc  # the lake has no meta.properties to check
+    rows = _sql(root, f"SELECT event, count(*) AS n FROM {catalog.QUORUM_HISTORY.name} GROUP BY event", capsys)
+    assert {r["event"]: r["n"] for r in rows}["LEADER_CHANGE"] == len(log_doc["elections"])
