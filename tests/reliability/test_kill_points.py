@@ -34,12 +34,12 @@ SEG1 = "00000000000000005151.log"
 BUCKETS = 3
 BRONZE = (catalog.METADATA_RECORDS.name, catalog.QUARANTINE.name)
 SILVER = tuple(t.name for t in (catalog.PARTITION_STATE_HISTORY, catalog.PARTITION_STATE, catalog.BROKER_STATE_HISTORY,
-                                catalog.TOPIC_CONFIG_HISTORY, catalog.DIVERGENCES, catalog.INVARIANT_BREACHES,
-                                catalog.REPLAY_CHECKPOINTS))
+                                catalog.TOPIC_CONFIG_HISTORY, catalog.QUORUM_HISTORY, catalog.DIVERGENCES,
+                                catalog.INVARIANT_BREACHES, catalog.REPLAY_CHECKPOINTS))
 # a checkpoint row's run-specific columns: when it ran, and the versions of the commits it made
 RUN_SPECIFIC = {catalog.REPLAY_CHECKPOINTS.name: ("replayed_at", "table_versions")}
 # the commit points of each job on this log: a new commit must be added to the sweep knowingly
-POINTS = {"ingest": 2, "full": 7, "incremental": 8}
+POINTS = {"ingest": 2, "full": 8, "incremental": 9}
 
 
 def _half(path: Path) -> bytes:
@@ -141,25 +141,26 @@ def test_a_run_killed_after_any_commit_then_run_again_equals_an_uninterrupted_ru
 H, S_, B, T_ = (catalog.PARTITION_STATE_HISTORY.name, catalog.PARTITION_STATE.name, catalog.BROKER_STATE_HISTORY.name,
                 catalog.TOPIC_CONFIG_HISTORY.name)
 D, I, C = catalog.DIVERGENCES.name, catalog.INVARIANT_BREACHES.name, catalog.REPLAY_CHECKPOINTS.name
+Q = catalog.QUORUM_HISTORY.name
 
 
 def test_the_commit_points_swept(sweep):
     """What each commit point of each job is (the table it commits to), the checkpoint last."""
     got = {job: [p.name.split("-", 2)[2] for p in paths] for job, paths in sweep["snaps"].items()}
-    assert got == {"ingest": list(BRONZE), "full": [B, T_, H, S_, D, I, C],
-                   "incremental": [B, T_, H, H, S_, D, I, C]}  # valid-tos closed, then the new history rows
+    assert got == {"ingest": list(BRONZE), "full": [B, T_, Q, H, S_, D, I, C],
+                   "incremental": [B, T_, Q, H, H, S_, D, I, C]}  # valid-tos closed, then the new history rows
     # the Spark writes stage their output first (KRAFT_AUDIT_CRASH_AFTER=staged:<n>); the merge and the
     # checkpoint (Arrow) do not
     staged = {job: [(n, t) for n, stage, t in ev if stage == "staged"] for job, ev in sweep["events"].items()}
     assert staged == {"ingest": [(1, BRONZE[0]), (2, BRONZE[1])],
-                      "full": [(1, B), (2, T_), (3, H), (4, S_), (5, D), (6, I)],
-                      "incremental": [(1, B), (2, T_), (4, H), (5, S_), (6, D), (7, I)]}
+                      "full": [(1, B), (2, T_), (3, Q), (4, H), (5, S_), (6, D), (7, I)],
+                      "incremental": [(1, B), (2, T_), (3, Q), (5, H), (6, S_), (7, D), (8, I)]}
 
 
 def test_the_incremental_replay_killed_after_its_history_write_left_the_issues_state(sweep):
-    """Commit 4 of the incremental replay, the issue's point: the new history rows are in, the checkpoint
+    """Commit 5 of the incremental replay, the issue's point: the new history rows are in, the checkpoint
     is still the full replay's -- what a re-run must replace, not append a second time."""
-    at = tables(sweep["snaps"]["incremental"][3], [H, C])
+    at = tables(sweep["snaps"]["incremental"][4], [H, C])
     assert len(at[C]) == 1 and len(sweep["want"]["full"][H]) < len(at[H]) == len(sweep["want"]["incremental"][H])
 
 
@@ -184,10 +185,10 @@ def _leftovers(lake_root: Path):
             sorted(p.name for p in (lake_root / "_locks").glob("*.lock")))
 
 
-@pytest.mark.parametrize("job,crash_after", [("incremental", "4")])
+@pytest.mark.parametrize("job,crash_after", [("incremental", "5")])
 def test_sigkill_through_the_hook_then_the_next_run_cleans_up_and_converges(spark, sweep, tmp_path, capsys, job,
                                                                            crash_after):
-    """The incremental replay killed right after writing the new history rows (commit 4), before the findings
+    """The incremental replay killed right after writing the new history rows (commit 5), before the findings
     and the checkpoint: it leaves its staging folder and its lock.  (One real kill: each costs a JVM start;
     ``("ingest", "staged:1")`` kills an ingest with its records staged, not committed.)"""
     lake_root = tmp_path / "lake"
