@@ -23,7 +23,7 @@ from controller_core.codec.logfile import split_points
 from controller_core.logdir import discover
 from lake import catalog
 from lake.config import load_config
-from jobs.common import CannotRun
+from jobs.common import CannotRun, Progress
 from lake import lock as L
 from lake.delta import CommitCheckError, Lake, root_of
 from lake.spark import get_spark
@@ -66,10 +66,12 @@ def _appended(lake: Lake, table, cluster: str, before: int | None, added: int) -
                                f"table went from {had} to {now} rows", lake.path(table.name))
 
 
-def ingest(spark, lake: Lake, cluster: str, log_dir: str, split_bytes: int) -> IngestResult:
+def ingest(spark, lake: Lake, cluster: str, log_dir: str, split_bytes: int, progress=None) -> IngestResult:
+    progress = progress or (lambda message: None)
     splits = plan_splits(log_dir, cluster, split_bytes)
     result = IngestResult(files=len({s[1] for s in splits}))
     log_bytes = sum(s[4] - s[3] for s in splits)
+    progress(f"decoding {result.files} files, {log_bytes / 1e6:.1f} MB, in {len(splits)} Spark tasks")
     df = spark.createDataFrame(splits, T.SPLIT_DDL).repartition(max(1, len(splits)))
     decoded = T.decode_splits(df).persist(StorageLevel.MEMORY_AND_DISK)
     try:
@@ -81,6 +83,7 @@ def ingest(spark, lake: Lake, cluster: str, log_dir: str, split_bytes: int) -> I
         result.types_added = {r["record_type"]: r["count"] for r in new.groupBy("record_type").count().collect()}
         result.records_added = sum(result.types_added.values())
         result.records_seen = records.count()
+        progress(f"{result.records_seen} records decoded, {result.records_added} new: committing {RECORDS.name}")
         quarantine = T.quarantine(decoded)
         result.quarantined = [r.asDict() for r in quarantine.orderBy("source_file", "position").collect()]
         if log_bytes and not result.records_seen and not result.quarantined:
@@ -124,7 +127,8 @@ def _main(args, config) -> int:
     lake = Lake.from_config(config, spark)
     for d in lake.clean_staging(float(config["lock"]["stale_after_s"])):
         print(f"kraft-audit ingest: removed {d}, left by a killed job", file=sys.stderr)
-    res = ingest(spark, lake, args.cluster, args.log_dir, int(config["ingest"]["split_bytes"]))
+    res = ingest(spark, lake, args.cluster, args.log_dir, int(config["ingest"]["split_bytes"]),
+                 progress=Progress("kraft-audit ingest"))
     print(f"kraft-audit ingest: cluster {args.cluster!r} from {args.log_dir} into {lake.root}")
     print(f"  {res.files} files, {res.records_seen} records decoded, {res.records_added} new rows in "
           f"{RECORDS.name}")

@@ -38,6 +38,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from controller_core import timelines
 from controller_core.logdir import classify
 from controller_core.replay import Rec, choose
+from jobs.common import Progress
 from lake import catalog
 from lake.config import load_config
 from lake import lock as L
@@ -223,10 +224,13 @@ def _check(table: str, what: str, found: int, want: int) -> None:
                                table)
 
 
-def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = True, full: bool = False) -> dict:
+def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = True, full: bool = False,
+           progress=None) -> dict:
     """Replay the cluster's bronze rows into its silver tables (full, incremental or nothing to do: see
     the module doc); returns the mode, the last offset and the row counts of the tables."""
+    progress = progress or (lambda message: None)
     bronze_version = lake.version(RECORDS.name)  # one version of bronze for the whole run
+    progress(f"reading {RECORDS.name} version {bronze_version}")
     records = lake.read(RECORDS.name, version=bronze_version).where(F.col("cluster") == cluster)
     plan = replay_plan(records)
     snapshot = plan.snapshot.label if plan.snapshot else None
@@ -237,12 +241,14 @@ def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = Tru
         return {"mode": "up-to-date", "last_offset": end_offset}
     since = ckpt.last_offset if ckpt is not None else None
     counts: dict = {"mode": "incremental" if ckpt is not None else "full", "last_offset": end_offset}
+    progress(f"{counts['mode']} replay through offset {end_offset}: broker, topic and quorum timelines")
     counts.update(_write_timelines(spark, lake, cluster, rows))
     counts[QUORUM.name] = _write_quorum(spark, lake, cluster, records, plan)
 
     if since is not None:  # fold only the new partition records, from every partition's state at the checkpoint
         rows = S.after_checkpoint(rows, since)
         rows = rows.unionByName(S.seeds(_seed_states(lake, cluster, since), since, ckpt.last_timestamp, rows))
+    progress(f"folding and recomputing every partition change in {buckets} buckets, then writing silver")
     bucketed = S.bucketize(rows, buckets).persist()
     try:
         out = S.core(bucketed, plan.start_offset if plan.snapshot else None, invariants).persist()
@@ -272,6 +278,7 @@ def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = Tru
         _check(t.name, "rows past the checkpoint", lake.read(t.name).where(past).count(), written[t.name])
     _check(STATE.name, "live partitions", counts[STATE.name],
            lake.read(HISTORY.name).where(F.col("cluster") == cluster).transform(S.latest_state).count())
+    progress("checking what was committed; writing the checkpoint")
     versions = {t: lake.version(t) for t in SILVER}
     versions[RECORDS.name] = bronze_version
     _write_checkpoint(lake, cluster, counts["mode"], plan, snapshot, end_offset, end_ts, counts.get(HISTORY.name, 0),
@@ -296,7 +303,7 @@ def main(args) -> int:
             print(f"kraft-audit replay: removed {d}, left by a killed job", file=sys.stderr)
         buckets = config["replay"]["buckets"] or S.default_buckets(spark)
         counts = replay(spark, lake, args.cluster, int(buckets), bool(config["replay"]["invariants"]),
-                        full=bool(getattr(args, "full", False)))
+                        full=bool(getattr(args, "full", False)), progress=Progress("kraft-audit replay"))
     finally:
         if held is not None:
             held.release()

@@ -49,6 +49,10 @@ _SHIPPED_SUFFIXES = (".py", ".yaml")
 DEFAULT_MASTER = "local[*]"
 
 
+def _progress_wanted() -> bool:
+    return bool(getattr(sys.stderr, "isatty", lambda: False)()) and not os.environ.get("CI")
+
+
 def get_spark(config: dict, master: str | None = None) -> SparkSession:
     """Create (or return the already running) SparkSession configured from ``config``.
 
@@ -74,7 +78,8 @@ def get_spark(config: dict, master: str | None = None) -> SparkSession:
         .appName(sc["app_name"])
         .config("spark.driver.memory", sc["driver_memory"])
         .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
+        # Spark's own stage bar only for a person at a terminal (never in CI logs or pipes)
+        .config("spark.ui.showConsoleProgress", "true" if _progress_wanted() else "false")
         .config("spark.sql.warehouse.dir", warehouse)
     )
     for key, value in _runtime_confs(sc).items():

@@ -9,6 +9,7 @@ a subprocess, to see what a terminal or a scheduler sees.
 from __future__ import annotations
 
 import argparse
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -276,3 +277,24 @@ def test_an_error_in_a_spark_task_is_one_line_naming_what_the_task_raised(monkey
     assert _raised("An error occurred while calling o12.parquet.\n: org.apache.spark.SparkException: Job aborted.\n"
                    "\tat org.apache.spark.Foo(Foo.scala:1)\n\t... 3 more\n") == (
         "An error occurred while calling o12.parquet. : org.apache.spark.SparkException: Job aborted.")
+
+
+def test_progress_lines_only_for_a_terminal_outside_ci(monkeypatch):
+    """Long jobs print stage lines to a person at a terminal, never into pipes, files or CI logs."""
+    import io
+
+    from jobs.common import Progress
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.delenv("CI", raising=False)
+    tty, pipe = Tty(), io.StringIO()
+    Progress("kraft-audit replay", tty)("folding")
+    Progress("kraft-audit replay", pipe)("folding")
+    assert re.fullmatch(r"kraft-audit replay: \[ +\d+\.\d s\] folding\n", tty.getvalue()) and pipe.getvalue() == ""
+    monkeypatch.setenv("CI", "true")
+    quiet = Tty()
+    Progress("kraft-audit ingest", quiet)("decoding")
+    assert quiet.getvalue() == ""
