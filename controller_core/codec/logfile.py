@@ -263,6 +263,10 @@ def walk_batches(buf, end: int, at_eof: bool, file: str, base: int = 0, a: np.nd
 
 # ----------------------------------------------------------------------------------- record walk
 LOCKSTEP_MIN = 128  # below this many batches still walking, a plain Python loop is cheaper
+# The smallest record: length, attributes, timestampDelta, offsetDelta, key length, value length,
+# header count, one byte each (a record's value is never shorter than its framing, but this bound only
+# has to be safe: no valid record is smaller).
+MIN_RECORD_BYTES = 7
 
 
 def _record_positions(buf, a: np.ndarray, batches: list[int], file: str, base: int, bad: list[Quarantine],
@@ -280,12 +284,21 @@ def _record_positions(buf, a: np.ndarray, batches: list[int], file: str, base: i
     bend = bpos + B.LOG_OVERHEAD + V.be(a, bpos + 8, "int32").astype(np.int64)
     attrs = V.be(a, bpos + 21, "int16")
     count = V.be(a, bpos + 57, "int32").astype(np.int64)
-    broken = _compressed(attrs, bpos, bend, file, base, bad) | (count < 0)
+    # Bounded before anything is walked or allocated: a record takes at least MIN_RECORD_BYTES of its
+    # batch, so a count the batch's bytes cannot hold is damage (a crafted batch may carry a valid CRC).
+    impossible = (count < 0) | (count > (bend - bpos - B.HEADER_SIZE) // MIN_RECORD_BYTES)
+    broken = _compressed(attrs, bpos, bend, file, base, bad)
+    for i in np.flatnonzero(impossible & ~broken).tolist():
+        bad.append(Quarantine(file, base + int(bpos[i]), int(bend[i] - bpos[i]), E.MALFORMED_RECORD,
+                              f"{file} at byte {base + int(bpos[i])}: recordsCount {int(count[i])} cannot fit in the "
+                              f"batch's {int(bend[i] - bpos[i] - B.HEADER_SIZE)} bytes of records"))
+    broken |= impossible
+    count = np.where(impossible, 0, count)
     if compiled:
         rpos, rbody, rend, rown = _compiled_chains(a, bpos, bend, count, broken)
     else:
         rpos, rbody, rend, rown = _vectorized_chains(buf, a, bpos, bend, count, broken)
-    for i in np.flatnonzero(broken & ((attrs & B.ATTR_COMPRESSION_MASK) == 0)).tolist():
+    for i in np.flatnonzero(broken & ((attrs & B.ATTR_COMPRESSION_MASK) == 0) & ~impossible).tolist():
         bad.append(Quarantine(file, base + int(bpos[i]), int(bend[i] - bpos[i]), E.MALFORMED_RECORD,
                               f"{file} at byte {base + int(bpos[i])}: the records of this batch do not add up to "
                               f"its length (recordsCount {int(count[i])})"))
@@ -371,19 +384,25 @@ def _straggler_starts(buf, active: np.ndarray, k: int, cur: np.ndarray, bend: np
             append(p)
             b = buf[p]
             if b < 0x80:
-                p += 1 + ((b >> 1) ^ -(b & 1))
-                continue
-            b2 = buf[p + 1] if p + 1 < end_i else 0x80
-            if b2 < 0x80:
-                ln = (b & 0x7F) | (b2 << 7)
-                p += 2 + ((ln >> 1) ^ -(ln & 1))
-                continue
-            try:
-                ln, q = B.read_uvarint(buf, p, end_i)
-            except DecodeError:
+                ln = (b >> 1) ^ -(b & 1)
+                q = p + 1
+            else:
+                b2 = buf[p + 1] if p + 1 < end_i else 0x80
+                if b2 < 0x80:
+                    ln = (b & 0x7F) | (b2 << 7)
+                    ln = (ln >> 1) ^ -(ln & 1)
+                    q = p + 2
+                else:
+                    try:
+                        ln, q = B.read_uvarint(buf, p, end_i)
+                    except DecodeError:
+                        broken[i] = True
+                        break
+                    ln = (ln >> 1) ^ -(ln & 1)
+            if ln < 0:  # a chain never goes back: a negative length breaks the batch
                 broken[i] = True
                 break
-            p = q + ((ln >> 1) ^ -(ln & 1))
+            p = q + ln
         tail_owner.extend([i] * (len(tail_starts) - n0))
         cur[i] = p
     return tail_starts, tail_owner
