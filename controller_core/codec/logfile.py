@@ -95,8 +95,11 @@ def _plausible(buf, p: int, end: int) -> bool:
     return magic == B.MAGIC_V2 and B.HEADER_SIZE - B.LOG_OVERHEAD <= blen <= MAX_BATCH_BYTES
 
 
-def _find_next_batch(buf, start: int, end: int, at_eof: bool) -> int:
+def _find_next_batch(buf, start: int, end: int, at_eof: bool, scan_end: int | None = None) -> int:
     """Position of the next batch at or after ``start`` whose CRC verifies (or -1).
+
+    ``scan_end``: only batches starting before it are looked for (a batch whose length is in doubt
+    only needs the span it claims searched: batches never overlap).
 
     In a window that is not the file's last, a candidate running past the window cannot be verified
     here.  It is returned (for the next window, which starts there, to judge) only if no batch that
@@ -106,7 +109,8 @@ def _find_next_batch(buf, start: int, end: int, at_eof: bool) -> int:
     arr = np.frombuffer(buf, np.uint8, count=end)
     pending = -1  # an unverifiable candidate
     pending_end = -1
-    for p in (np.flatnonzero(arr[start + 16:end] == B.MAGIC_V2) + start).tolist():
+    limit = end if scan_end is None else min(end, scan_end + 16)
+    for p in (np.flatnonzero(arr[start + 16:limit] == B.MAGIC_V2) + start).tolist():
         if pending >= 0 and p >= pending_end:
             break
         if p + B.HEADER_SIZE > end:
@@ -123,6 +127,8 @@ def _find_next_batch(buf, start: int, end: int, at_eof: bool) -> int:
             return p
     if pending >= 0:
         return pending
+    if scan_end is not None and scan_end + B.HEADER_SIZE < end:
+        return -1
     if not at_eof and end - start > B.HEADER_SIZE:
         # a batch may start in the last bytes of the window, beyond what could be checked
         tail = np.flatnonzero(arr[max(start, end - B.HEADER_SIZE) + 16:end] == B.MAGIC_V2)
@@ -247,9 +253,15 @@ def walk_batches(buf, end: int, at_eof: bool, file: str, base: int = 0, a: np.nd
         actual = crc32c(mv[pos + B.CRC_START:pos + size])
         if actual != stored:
             stop = pos + size
-            if stop < end and not _plausible(buf, stop, end):
-                # the length itself is probably damaged: resynchronise instead of trusting it
-                nxt = _find_next_batch(buf, pos + 1, end, at_eof)
+            # The length may be what is damaged (it is not covered by the CRC): a batch that verifies
+            # inside the span it claims proves it, and the walk resynchronises there, losing only this
+            # batch.  No such batch: the span is skipped whole, unless what follows it is no batch
+            # header either (then on to the next batch that verifies).
+            nxt = _find_next_batch(buf, pos + 1, end, at_eof, scan_end=stop)
+            if 0 <= nxt < stop:
+                stop = nxt
+            elif stop < end and not _plausible(buf, stop, end):
+                nxt = _find_next_batch(buf, stop, end, at_eof)
                 stop = end if nxt < 0 else nxt
             bad.append(Quarantine(file, base + pos, stop - pos, E.CRC_MISMATCH,
                                   f"{file} at byte {base + pos}: CRC32C mismatch, stored {stored:#010x}, "
