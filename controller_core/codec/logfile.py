@@ -260,7 +260,8 @@ def walk_batches(buf, end: int, at_eof: bool, file: str, base: int = 0, a: np.nd
             nxt = _find_next_batch(buf, pos + 1, end, at_eof, scan_end=stop)
             if 0 <= nxt < stop:
                 stop = nxt
-            elif stop < end and not _plausible(buf, stop, end):
+            elif stop < end and (at_eof or stop + B.HEADER_SIZE <= end) and not _plausible(buf, stop, end):
+                # (a header cut by the window's end is judged by the next window, which starts there)
                 nxt = _find_next_batch(buf, stop, end, at_eof)
                 stop = end if nxt < 0 else nxt
             bad.append(Quarantine(file, base + pos, stop - pos, E.CRC_MISMATCH,
@@ -435,43 +436,93 @@ def _kept_records(found: list, broken: np.ndarray):
     return rpos, rbody, rend, remap[rown]
 
 
+LOOKAHEAD = 8  # batches after a jump in the offsets looked at to tell a gap from a damaged baseOffset
+
+
 def check_offsets(a: np.ndarray, batches: list[int], prev_last: int | None, file: str, base: int,
                   bad: list[Quarantine]) -> tuple[list[int], int | None]:
-    """Drop batches whose baseOffset was damaged.
+    """Keep the batches whose offsets continue the log; quarantine the others.
 
     The batch CRC does not cover baseOffset (nor batchLength and partitionLeaderEpoch), so a flipped
-    bit there passes the CRC.  A Raft log's offsets are contiguous, so a batch that breaks the
-    sequence while its neighbours agree with each other (once its own offset count is accounted
-    for) carries a bad baseOffset.  Returns the kept batches and the last offset they reach.
+    bit there passes the CRC.  A Raft log's offsets are contiguous: every batch starts one after the
+    last offset of the batch before it.  A healthy window is checked in one vectorized comparison; a
+    window with a break is walked batch by batch from the first break:
+
+    * a batch that goes back (its baseOffset at or before the last offset kept) is a duplicate or has a
+      damaged baseOffset: quarantined, the batches after it are judged against the ones kept;
+    * a batch that jumps ahead is kept when the batch after it continues from it (two batches agreeing
+      is the evidence), or when bytes quarantined just before it explain the missing offsets; it is
+      quarantined as carrying a damaged baseOffset otherwise, and also when the next batch continues
+      as if this one had started where it should, or one of the LOOKAHEAD batches after it falls back
+      into the offsets it skipped; the last batch of a window, with nothing after it, only when its
+      jump is impossible (more than 2^31 offsets);
+    * with no known offset before the window, the first batch is kept unless the two batches after it
+      agree with each other but not with it.
+
+    Returns the kept batches and the last offset they reach.
     """
     if not batches:
         return batches, prev_last
     bp = np.array(batches, np.int64)
     first = V.be(a, bp, "int64").astype(np.int64)
-    last = first + V.be(a, bp + 23, "int32").astype(np.int64)
+    delta = V.be(a, bp + 23, "int32").astype(np.int64)
+    last = first + np.maximum(delta, 0)
     before = np.empty(len(bp), np.int64)  # last offset of the previous batch
     before[1:] = last[:-1]
     before[0] = prev_last if prev_last is not None else first[0] - 1
-    breaks = first != before + 1
-    nxt = np.empty(len(bp), np.int64)
-    nxt[:-1] = first[1:]
-    has_next = np.arange(len(bp)) < len(bp) - 1
-    # In the middle: the batch agrees with neither neighbour (a quarantined batch before it leaves a
-    # gap, but then the batch still leads into the next one).  At the end of a window nothing
-    # follows, so only an impossible jump (backwards, or beyond what any batches could span) counts.
-    damaged = breaks & np.where(has_next, nxt != last + 1, (first <= before) | (first - before > (1 << 31)))
-    if damaged.any():
-        for i in np.flatnonzero(damaged).tolist():
-            end = int(V.be(a, bp[i:i + 1] + 8, "int32")[0]) + B.LOG_OVERHEAD
-            bad.append(Quarantine(file, base + int(bp[i]), end, E.BAD_BATCH_HEADER,
-                                  f"{file} at byte {base + int(bp[i])}: baseOffset {int(first[i])} breaks the log's "
-                                  f"offset sequence (the previous batch ends at {int(before[i])}); the field is "
-                                  f"not covered by the batch CRC"))
-        bad.sort(key=lambda q: q.position)
-        keep = ~damaged
-        batches = bp[keep].tolist()
-        last = last[keep]
-    return batches, int(last[-1]) if len(batches) else prev_last
+    breaks = (first != before + 1) | (delta < 0)
+    if not breaks.any():
+        return batches, int(last[-1])
+    keep = np.ones(len(bp), bool)
+    start = int(np.argmax(breaks))
+    if start == 1 and prev_last is None:  # nothing before the window: the first batch is as suspect as the second
+        start = 0
+    expected = None if start == 0 and prev_last is None else int(before[start]) + 1
+    # positions (in the window) where a quarantined span ends: missing offsets there are explained
+    spans = sorted((q.position - base, q.position - base + q.length) for q in bad)
+    kept_end = 0 if start == 0 else int(bp[start - 1] + B.LOG_OVERHEAD + V.be(a, bp[start - 1:start] + 8, "int32")[0])
+
+    def reject(i: int, why: str) -> None:
+        keep[i] = False
+        size = int(V.be(a, bp[i:i + 1] + 8, "int32")[0]) + B.LOG_OVERHEAD
+        bad.append(Quarantine(file, base + int(bp[i]), size, E.BAD_BATCH_HEADER,
+                              f"{file} at byte {base + int(bp[i])}: baseOffset {int(first[i])} {why}; the field is "
+                              f"not covered by the batch CRC"))
+
+    n = len(bp)
+    for i in range(start, n):
+        f, lo = int(first[i]), int(last[i])
+        if delta[i] < 0:
+            reject(i, f"with lastOffsetDelta {int(delta[i])} (negative)")
+            continue
+        nxt_ok = i + 1 < n and int(first[i + 1]) == lo + 1
+        if expected is None:
+            if not nxt_ok and i + 2 < n and int(first[i + 2]) == int(last[i + 1]) + 1:
+                reject(i, "disagrees with the batches after it")
+                continue
+        elif f < expected:
+            reject(i, f"goes back (the log is at offset {expected - 1} already): a duplicated batch or a damaged "
+                      "baseOffset")
+            continue
+        elif f > expected:
+            gap = any(kept_end <= s < int(bp[i]) for s, _ in spans)
+            follows_expected = i + 1 < n and int(first[i + 1]) == expected + (lo - f) + 1
+            # a batch shortly after that falls back into the gap: the log goes on there, so this batch
+            # (and any after it agreeing with it) carries a damaged baseOffset
+            back = first[i + 1:i + 1 + LOOKAHEAD]
+            falls_back = bool(((back >= expected) & (back < f)).any())
+            if i + 1 == n:  # nothing after it to agree or disagree: only an impossible jump is damage
+                damaged = f - expected > (1 << 31)
+            else:
+                damaged = falls_back or (not nxt_ok and (follows_expected or not gap))
+            if damaged:
+                reject(i, f"breaks the log's offset sequence (the previous batch ends at {expected - 1})")
+                continue
+        expected = lo + 1
+        kept_end = int(bp[i]) + B.LOG_OVERHEAD + int(V.be(a, bp[i:i + 1] + 8, "int32")[0])
+    bad.sort(key=lambda q: q.position)
+    kept_last = last[keep]
+    return bp[keep].tolist(), int(kept_last[-1]) if len(kept_last) else prev_last
 
 
 def decode_window(buf, a: np.ndarray, batches: list[int], file: str, base: int, bad: list[Quarantine],
