@@ -541,6 +541,7 @@ def decode_window(buf, a: np.ndarray, batches: list[int], file: str, base: int, 
     ctl = b_ctl[rbatch]
     type_code, version, bstart, unframed = _message_framing(a, ctl, r)
     scalar = r.scalar | unframed
+    outside = _outside_batch(a, bpos, rbatch, r) & ~scalar
 
     chunk.offset = b_base[rbatch] + r.off_delta
     chunk.position = rpos + base
@@ -553,9 +554,19 @@ def decode_window(buf, a: np.ndarray, batches: list[int], file: str, base: int, 
     chunk.type_code = type_code.astype(np.int32)
     chunk.version = version.astype(np.int16)
 
-    _decode_groups(chunk, a, type_code, version, bstart, r.vpos + np.maximum(r.vlen, 0), scalar)
+    skip = scalar | outside
+    _decode_groups(chunk, a, type_code, version, bstart, r.vpos + np.maximum(r.vlen, 0), skip)
+    scalar = skip & ~outside
+    keep = ~outside
+    for i in np.flatnonzero(outside).tolist():
+        b = int(bpos[rbatch[i]])
+        lod = int(V.be(a, np.array([b + 23]), "int32")[0])
+        bad.append(Quarantine(file, base + int(rpos[i]), int(rend[i] - rpos[i]), E.MALFORMED_RECORD,
+                              f"{file} at byte {base + int(rpos[i])}: offsetDelta {int(r.off_delta[i])} / "
+                              f"timestampDelta {int(r.ts_delta[i])} outside the batch at byte {base + b} "
+                              f"(lastOffsetDelta {lod}, baseTimestamp {int(b_ts[rbatch[i]])}, maxTimestamp "
+                              f"{int(V.be(a, np.array([b + 35]), 'int64')[0])})"))
     # The scalar reader names the error of every record the vectorized path could not take.
-    keep = np.ones(len(rpos), bool)
     for i in np.flatnonzero(scalar).tolist():
         keep[i] = False
         err = _scalar_error(buf, bool(ctl[i]), int(r.kpos[i]), int(r.klen[i]), int(r.vpos[i]), int(r.vlen[i]),
@@ -563,8 +574,27 @@ def decode_window(buf, a: np.ndarray, batches: list[int], file: str, base: int, 
         bad.append(Quarantine(file, base + int(rpos[i]), int(rend[i] - rpos[i]), err.reason,
                               f"{file} at byte {base + int(rpos[i])} (offset {int(chunk.offset[i])}): {err.detail}"))
     if not keep.all():
+        bad.sort(key=lambda q: q.position)
         _drop_rows(chunk, keep)
     return chunk
+
+
+def _outside_batch(a: np.ndarray, bpos: np.ndarray, rbatch: np.ndarray, r: "_Framing") -> np.ndarray:
+    """Records whose offsetDelta or timestamp the batch header contradicts (a crafted batch can carry
+    a valid CRC): offsetDelta below 0, above lastOffsetDelta or not after the record before it in
+    the batch; timestampDelta below 0 or past maxTimestamp (when maxTimestamp is not below
+    baseTimestamp)."""
+    lod = V.be(a, bpos + 23, "int32").astype(np.int64)[rbatch]
+    b_ts = V.be(a, bpos + 27, "int64").astype(np.int64)[rbatch]
+    m_ts = V.be(a, bpos + 35, "int64").astype(np.int64)[rbatch]
+    off = r.off_delta
+    bad = (off < 0) | (off > lod) | (r.ts_delta < 0) | ((m_ts >= b_ts) & (r.ts_delta > m_ts - b_ts))
+    same = np.zeros(len(off), bool)
+    same[1:] = rbatch[1:] == rbatch[:-1]
+    prev = np.empty(len(off), np.int64)
+    prev[1:] = off[:-1]
+    bad[1:] |= same[1:] & (off[1:] <= prev[1:])
+    return bad
 
 
 def _batch_headers(a: np.ndarray, bpos: np.ndarray):

@@ -396,7 +396,16 @@ def walk_window(a, end, at_eof, prev_last, has_prev, hw, prog, counts, bpos, bou
         ctl = (a[bstart + 22] & 0x20) != 0
         base = _be64(a, bstart)
         p = bstart + HEADER_SIZE
-        for _ in range(_be32(a, bstart + 57)):
+        count = _be32(a, bstart + 57)
+        # what the full decoder checks each record against: offsetDelta inside the batch (regular only
+        # when it is the record's index, as KRaft writes it) and the timestamp inside
+        # [baseTimestamp, maxTimestamp]
+        if count != _be32(a, bstart + 23) + 1:
+            return i, nrec, bstart, RECORD_COUNT, bstart, last
+        bts = _be64(a, bstart + 27)
+        mts = _be64(a, bstart + 35)
+        ts_room = mts - bts if mts >= bts else np.int64(1) << 62
+        for k in range(count):
             rpos = p
             code = np.int64(-1)
             if not ctl:  # the common shape first, without the chain of varint reads
@@ -412,6 +421,8 @@ def walk_window(a, end, at_eof, prev_last, has_prev, hw, prog, counts, bpos, bou
                 st, code, version, vpos, vlen, off_delta, ts_delta = _record(a, q + 1, rend, ctl, prog)
                 if st != OK:
                     return i, nrec, bstart, st, rpos, last
+            if off_delta != k or ts_delta < 0 or ts_delta > ts_room:
+                return i, nrec, bstart, RECORD_FRAMING, rpos, last
             if want:
                 rout[nrec, R_POS] = rpos
                 rout[nrec, R_OFFSET] = base + off_delta
