@@ -588,12 +588,13 @@ def _outside_batch(a: np.ndarray, bpos: np.ndarray, rbatch: np.ndarray, r: "_Fra
     b_ts = V.be(a, bpos + 27, "int64").astype(np.int64)[rbatch]
     m_ts = V.be(a, bpos + 35, "int64").astype(np.int64)[rbatch]
     off = r.off_delta
-    bad = (off < 0) | (off > lod) | (r.ts_delta < 0) | ((m_ts >= b_ts) & (r.ts_delta > m_ts - b_ts))
-    same = np.zeros(len(off), bool)
-    same[1:] = rbatch[1:] == rbatch[:-1]
-    prev = np.empty(len(off), np.int64)
-    prev[1:] = off[:-1]
-    bad[1:] |= same[1:] & (off[1:] <= prev[1:])
+    out_of_range = (off < 0) | (off > lod)
+    bad = out_of_range | (r.ts_delta < 0) | ((m_ts >= b_ts) & (r.ts_delta > m_ts - b_ts))
+    # each in-range offsetDelta after the in-range one before it in its batch (the bad one costs itself)
+    ok = np.flatnonzero(~out_of_range)
+    if len(ok) > 1:
+        back = (rbatch[ok[1:]] == rbatch[ok[:-1]]) & (off[ok[1:]] <= off[ok[:-1]])
+        bad[ok[1:][back]] = True
     return bad
 
 
