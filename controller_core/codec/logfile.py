@@ -440,7 +440,7 @@ LOOKAHEAD = 8  # batches after a jump in the offsets looked at to tell a gap fro
 
 
 def check_offsets(a: np.ndarray, batches: list[int], prev_last: int | None, file: str, base: int,
-                  bad: list[Quarantine]) -> tuple[list[int], int | None]:
+                  bad: list[Quarantine], next_first: int | None = None) -> tuple[list[int], int | None]:
     """Keep the batches whose offsets continue the log; quarantine the others.
 
     The batch CRC does not cover baseOffset (nor batchLength and partitionLeaderEpoch), so a flipped
@@ -454,10 +454,11 @@ def check_offsets(a: np.ndarray, batches: list[int], prev_last: int | None, file
       is the evidence), or when bytes quarantined just before it explain the missing offsets; it is
       quarantined as carrying a damaged baseOffset otherwise, and also when the next batch continues
       as if this one had started where it should, or one of the LOOKAHEAD batches after it falls back
-      into the offsets it skipped; the last batch of a window, with nothing after it, only when its
-      jump is impossible (more than 2^31 offsets);
+      into the offsets it skipped.  The batch after a window's last is the next window's first:
+      ``next_first`` is its baseOffset (read ahead, not yet verified); at the end of the file, with
+      nothing after it, the last batch is quarantined only for an impossible jump (over 2^31 offsets);
     * with no known offset before the window, the first batch is kept unless the two batches after it
-      agree with each other but not with it.
+      agree with each other but not with it (and no quarantined bytes between them explain it).
 
     Returns the kept batches and the last offset they reach.
     """
@@ -490,14 +491,17 @@ def check_offsets(a: np.ndarray, batches: list[int], prev_last: int | None, file
                               f"not covered by the batch CRC"))
 
     n = len(bp)
+    ahead = first if next_first is None else np.append(first, np.int64(next_first))  # look-ahead only
     for i in range(start, n):
         f, lo = int(first[i]), int(last[i])
         if delta[i] < 0:
             reject(i, f"with lastOffsetDelta {int(delta[i])} (negative)")
             continue
-        nxt_ok = i + 1 < n and int(first[i + 1]) == lo + 1
+        nxt_ok = i + 1 < len(ahead) and int(ahead[i + 1]) == lo + 1
         if expected is None:
-            if not nxt_ok and i + 2 < n and int(first[i + 2]) == int(last[i + 1]) + 1:
+            end_i = int(bp[i]) + B.LOG_OVERHEAD + int(V.be(a, bp[i:i + 1] + 8, "int32")[0])
+            lost_after = i + 1 < n and any(end_i <= s < int(bp[i + 1]) for s, _ in spans)
+            if not nxt_ok and not lost_after and i + 2 < n and int(first[i + 2]) == int(last[i + 1]) + 1:
                 reject(i, "disagrees with the batches after it")
                 continue
         elif f < expected:
@@ -506,12 +510,12 @@ def check_offsets(a: np.ndarray, batches: list[int], prev_last: int | None, file
             continue
         elif f > expected:
             gap = any(kept_end <= s < int(bp[i]) for s, _ in spans)
-            follows_expected = i + 1 < n and int(first[i + 1]) == expected + (lo - f) + 1
+            follows_expected = i + 1 < len(ahead) and int(ahead[i + 1]) == expected + (lo - f) + 1
             # a batch shortly after that falls back into the gap: the log goes on there, so this batch
             # (and any after it agreeing with it) carries a damaged baseOffset
-            back = first[i + 1:i + 1 + LOOKAHEAD]
+            back = ahead[i + 1:i + 1 + LOOKAHEAD]
             falls_back = bool(((back >= expected) & (back < f)).any())
-            if i + 1 == n:  # nothing after it to agree or disagree: only an impossible jump is damage
+            if i + 1 == len(ahead):  # nothing after it to agree or disagree: only an impossible jump is damage
                 damaged = f - expected > (1 << 31)
             else:
                 damaged = falls_back or (not nxt_ok and (follows_expected or not gap))
@@ -526,10 +530,11 @@ def check_offsets(a: np.ndarray, batches: list[int], prev_last: int | None, file
 
 
 def decode_window(buf, a: np.ndarray, batches: list[int], file: str, base: int, bad: list[Quarantine],
-                  prev_last: int | None = None, compiled: bool = False) -> DecodedChunk:
+                  prev_last: int | None = None, compiled: bool = False,
+                  next_first: int | None = None) -> DecodedChunk:
     """Decode the given (CRC-valid) batches of a window into a chunk."""
     chunk = DecodedChunk(file=file, quarantine=bad, batches=0)
-    batches, chunk.last_offset = check_offsets(a, batches, prev_last, file, base, bad)
+    batches, chunk.last_offset = check_offsets(a, batches, prev_last, file, base, bad, next_first)
     if not batches:
         return chunk
     rpos, body, rend, rbatch, bpos = _record_positions(buf, a, batches, file, base, bad, compiled)
@@ -766,7 +771,8 @@ def iter_chunks(path: str, label: str | None = None, start: int = 0, end: int | 
                     f"{label} at byte 0: not a Kafka log: no intact record batch anywhere in its {size} bytes "
                     f"(first problem: {first})")])
                 return
-            chunk = decode_window(buf, a, good, label, pos, bad, prev_last, compiled)
+            chunk = decode_window(buf, a, good, label, pos, bad, prev_last, compiled,
+                                  None if at_eof else _peek_base_offset(fh, view, pos + stop, size))
             prev_last = chunk.last_offset
             yield chunk
             pos += max(stop, 1)
@@ -795,6 +801,13 @@ def _mapped(fh, wanted: bool):
         with contextlib.suppress(BufferError):  # a window still referenced: unmapped when collected
             view.release()
             mm.close()
+
+
+def _peek_base_offset(fh, view, pos: int, size: int) -> int | None:
+    """The baseOffset field at ``pos`` (the batch the next window starts with), or None past the end."""
+    if pos + 8 > size:
+        return None
+    return struct.unpack(">q", bytes(_read(fh, view, pos, 8)))[0]
 
 
 def _read(fh, view, pos: int, n: int):
