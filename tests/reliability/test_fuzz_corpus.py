@@ -1,5 +1,5 @@
 """Every input a fuzz run ever flagged (tests/reliability/corpus/, named ``s<seed>-<input>-<what>``: the
-run's seed and input number, ``python -m fuzz.run --seed S --start I --inputs 1`` regenerates it) goes
+run's seed and input number; ``fuzz.mutate.make_input(load_corpus(), S, I)`` regenerates it) goes
 through every decode path (``.bin``) or ``read_log_info`` (``.json``) without an exception, within a
 bounded CPU time.  See README "Bad input" for the fuzz run itself."""
 from __future__ import annotations
