@@ -8,6 +8,7 @@ decoded as usual.  Records that are malformed inside an intact batch are quarant
 """
 from __future__ import annotations
 
+import bisect
 import contextlib
 import mmap
 import os
@@ -158,19 +159,34 @@ def _fast_chain(buf, a: np.ndarray, pos: int, end: int, good: list[int], compile
     The common case -- a healthy log -- is one compiled pass (:func:`controller_core.codec.walk.intact_run`:
     header chain, magic bytes, CRC32C) if ``compiled``, else one length read per batch in Python plus
     vectorized header checks and one CRC32C call per batch.  The first batch that is not plainly intact
-    stops the run; :func:`walk_batches` then handles it with full diagnostics.
+    stops the run; :func:`walk_batches` then handles it with full diagnostics.  The run is taken in
+    blocks of batches growing from CHAIN_BLOCK: a window with many damaged batches costs each of them
+    the batches up to the next damage, not the rest of the window.
     """
+    block = CHAIN_BLOCK
+    while True:
+        n, stop = _chain_block(buf, a, pos, end, good, compiled, block)
+        if n < block:
+            return stop
+        pos, block = stop, min(block * 2, CHAIN_BLOCK_MAX)
+
+
+CHAIN_BLOCK, CHAIN_BLOCK_MAX = 256, 1 << 16
+
+
+def _chain_block(buf, a: np.ndarray, pos: int, end: int, good: list[int], compiled: bool, limit: int):
+    """Up to ``limit`` batches of the run from ``pos``: (batches taken, where the run stops)."""
     if compiled:
         from controller_core.codec import walk
 
-        out = np.empty((end - pos) // B.HEADER_SIZE + 1, np.int64)
+        out = np.empty(min(limit, (end - pos) // B.HEADER_SIZE + 1), np.int64)
         n, stop = walk.intact_run(a, pos, end, walk.HAS_SSE42, out)
         good.extend(out[:n].tolist())
-        return int(stop)
+        return int(n), int(stop)
     starts = []
     unpack = _LEN.unpack_from
     lo = B.HEADER_SIZE - B.LOG_OVERHEAD
-    while pos + B.HEADER_SIZE <= end:
+    while pos + B.HEADER_SIZE <= end and len(starts) < limit:
         blen = unpack(buf, pos + 8)[0]
         nxt = pos + B.LOG_OVERHEAD + blen
         if blen < lo or nxt > end or blen > MAX_BATCH_BYTES:
@@ -178,7 +194,7 @@ def _fast_chain(buf, a: np.ndarray, pos: int, end: int, good: list[int], compile
         starts.append(pos)
         pos = nxt
     if not starts:
-        return pos
+        return 0, pos
     sp = np.array(starts, np.int64)
     size = V.be(a, sp + 8, "int32").astype(np.int64) + B.LOG_OVERHEAD
     mv = memoryview(buf)
@@ -188,10 +204,10 @@ def _fast_chain(buf, a: np.ndarray, pos: int, end: int, good: list[int], compile
     fine = (a[sp + 16] == B.MAGIC_V2) & (actual == V.be(a, sp + 17, "uint32"))
     if fine.all():
         good.extend(starts)
-        return pos
+        return len(starts), pos
     first_bad = int(np.argmin(fine))
     good.extend(starts[:first_bad])
-    return starts[first_bad]
+    return first_bad, starts[first_bad]
 
 
 def walk_batches(buf, end: int, at_eof: bool, file: str, base: int = 0, a: np.ndarray | None = None,
@@ -276,9 +292,9 @@ def walk_batches(buf, end: int, at_eof: bool, file: str, base: int = 0, a: np.nd
 
 # ----------------------------------------------------------------------------------- record walk
 LOCKSTEP_MIN = 128  # below this many batches still walking, a plain Python loop is cheaper
-# The smallest record: length, attributes, timestampDelta, offsetDelta, key length, value length,
-# header count, one byte each (a record's value is never shorter than its framing, but this bound only
-# has to be safe: no valid record is smaller).
+# The smallest record a batch can hold: its length varint, attributes, timestampDelta, offsetDelta, key
+# length, value length and header count, one byte each (real records are longer: the bound only has to
+# be one no valid record is below).
 MIN_RECORD_BYTES = 7
 
 
@@ -479,13 +495,18 @@ def check_offsets(a: np.ndarray, batches: list[int], prev_last: int | None, file
     if start == 1 and prev_last is None:  # nothing before the window: the first batch is as suspect as the second
         start = 0
     expected = None if start == 0 and prev_last is None else int(before[start]) + 1
-    # positions (in the window) where a quarantined span ends: missing offsets there are explained
-    spans = sorted((q.position - base, q.position - base + q.length) for q in bad)
-    kept_end = 0 if start == 0 else int(bp[start - 1] + B.LOG_OVERHEAD + V.be(a, bp[start - 1:start] + 8, "int32")[0])
+    # where (in the window) quarantined spans start: offsets missing after such a span are explained
+    spans = sorted(q.position - base for q in bad)
+    ends = (bp + B.LOG_OVERHEAD + V.be(a, bp + 8, "int32").astype(np.int64)).tolist()
+    kept_end = 0 if start == 0 else ends[start - 1]
+
+    def lost_between(lo: int, hi: int) -> bool:
+        k = bisect.bisect_left(spans, lo)
+        return k < len(spans) and spans[k] < hi
 
     def reject(i: int, why: str) -> None:
         keep[i] = False
-        size = int(V.be(a, bp[i:i + 1] + 8, "int32")[0]) + B.LOG_OVERHEAD
+        size = ends[i] - int(bp[i])
         bad.append(Quarantine(file, base + int(bp[i]), size, E.BAD_BATCH_HEADER,
                               f"{file} at byte {base + int(bp[i])}: baseOffset {int(first[i])} {why}; the field is "
                               f"not covered by the batch CRC"))
@@ -499,8 +520,7 @@ def check_offsets(a: np.ndarray, batches: list[int], prev_last: int | None, file
             continue
         nxt_ok = i + 1 < len(ahead) and int(ahead[i + 1]) == lo + 1
         if expected is None:
-            end_i = int(bp[i]) + B.LOG_OVERHEAD + int(V.be(a, bp[i:i + 1] + 8, "int32")[0])
-            lost_after = i + 1 < n and any(end_i <= s < int(bp[i + 1]) for s, _ in spans)
+            lost_after = i + 1 < n and lost_between(ends[i], int(bp[i + 1]))
             if not nxt_ok and not lost_after and i + 2 < n and int(first[i + 2]) == int(last[i + 1]) + 1:
                 reject(i, "disagrees with the batches after it")
                 continue
@@ -509,7 +529,7 @@ def check_offsets(a: np.ndarray, batches: list[int], prev_last: int | None, file
                       "baseOffset")
             continue
         elif f > expected:
-            gap = any(kept_end <= s < int(bp[i]) for s, _ in spans)
+            gap = lost_between(kept_end, int(bp[i]))
             follows_expected = i + 1 < len(ahead) and int(ahead[i + 1]) == expected + (lo - f) + 1
             # a batch shortly after that falls back into the gap: the log goes on there, so this batch
             # (and any after it agreeing with it) carries a damaged baseOffset
@@ -523,7 +543,7 @@ def check_offsets(a: np.ndarray, batches: list[int], prev_last: int | None, file
                 reject(i, f"breaks the log's offset sequence (the previous batch ends at {expected - 1})")
                 continue
         expected = lo + 1
-        kept_end = int(bp[i]) + B.LOG_OVERHEAD + int(V.be(a, bp[i:i + 1] + 8, "int32")[0])
+        kept_end = ends[i]
     bad.sort(key=lambda q: q.position)
     kept_last = last[keep]
     return bp[keep].tolist(), int(kept_last[-1]) if len(kept_last) else prev_last

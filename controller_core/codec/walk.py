@@ -477,10 +477,10 @@ def intact_run(a, pos, end, hw, out):
     """The run of intact batches of a[0:end] starting at ``pos``, as ``logfile._fast_chain`` defines
     it for the full decoder: batches follow each other while each header fits and declares a sane
     length that ends by ``end``; the run stops before the first of them whose magic byte or CRC32C is
-    wrong.  Writes the batch positions into ``out`` and returns (count, where the run stops: the bad
-    batch, or the end of the chain)."""
+    wrong.  Writes the batch positions into ``out`` (at most its length) and returns (count, where the
+    run stops: the bad batch, or the end of the chain or of ``out``)."""
     m = 0
-    while pos + HEADER_SIZE <= end:
+    while pos + HEADER_SIZE <= end and m < len(out):  # at most len(out) batches: the caller goes on after them
         blen = _be32(a, pos + 8)
         nxt = pos + LOG_OVERHEAD + blen
         if blen < HEADER_SIZE - LOG_OVERHEAD or nxt > end or blen > MAX_BATCH_BYTES:
