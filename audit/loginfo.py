@@ -32,7 +32,10 @@ Error codes (Kafka's numbering), set on the entry while every field that could s
 * ``UNKNOWN_SERVER_ERROR`` (-1): a folder name without ``-<partition>``; anything unexpected.
 
 A torn *tail* (the last batch cut short, the normal result of a crash) is not an error: Kafka's log
-recovery truncates it too, so the last complete batch is what the broker would report.
+recovery truncates it too, so the last complete batch is what the broker would report.  A declared
+length is a torn tail only when it is possible (at most ``MAX_BATCH_BYTES``, 1 GiB) and no batch whose
+CRC verifies starts after it: a damaged length (a header claiming 2 GiB) hides the batches behind it
+and is ``CORRUPT_MESSAGE``.
 """
 from __future__ import annotations
 
@@ -47,6 +50,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from controller_core.codec.batch import CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD, crc32c
+from controller_core.codec.logfile import MAX_BATCH_BYTES  # larger declared lengths are damage, not batches
 
 NONE = 0
 UNKNOWN_SERVER_ERROR = -1
@@ -184,7 +188,7 @@ def segment_log_end_offset(data: bytes, base_offset: int) -> SegmentEnd:
             offset, size = _OLD_HEADER.unpack_from(data, pos)
             if size < 14 or pos + LOG_OVERHEAD + size > end:
                 return stop(f"magic {magic} entry declares {size} bytes, {end - pos - LOG_OVERHEAD} remain",
-                            torn=size >= 14)
+                            torn=14 <= size <= MAX_BATCH_BYTES and _no_batch_after(data, pos + 1))
             if offset < next_offset:
                 return stop(f"offset {offset} goes back (expected >= {next_offset})")
             next_offset, n, pos = offset + 1, n + 1, pos + LOG_OVERHEAD + size
@@ -196,14 +200,36 @@ def segment_log_end_offset(data: bytes, base_offset: int) -> SegmentEnd:
         (bo, length, _ple, _magic, crc, _attr, last_delta, *_rest) = HEADER.unpack_from(data, pos)
         if length < HEADER_SIZE - LOG_OVERHEAD:
             return stop(f"batchLength {length} is smaller than a batch header")
+        if length > MAX_BATCH_BYTES:
+            return stop(f"batchLength {length} is larger than any batch ({MAX_BATCH_BYTES} bytes at most)")
         if pos + LOG_OVERHEAD + length > end:
-            return stop(f"batch declares {LOG_OVERHEAD + length} bytes, {end - pos} remain", torn=True)
+            # a torn tail only if nothing after it verifies: a damaged length hides the batches behind it
+            torn = _no_batch_after(data, pos + 1)
+            return stop(f"batch declares {LOG_OVERHEAD + length} bytes, {end - pos} remain"
+                        + ("" if torn else "; an intact batch follows inside that span (the length is damaged)"),
+                        torn=torn)
         if crc32c(memoryview(data)[pos + CRC_START:pos + LOG_OVERHEAD + length]) != crc:
             return stop("CRC32C mismatch")
         if bo < next_offset or last_delta < 0:
             return stop(f"baseOffset {bo} / lastOffsetDelta {last_delta} go back (expected >= {next_offset})")
         next_offset, n, pos = bo + last_delta + 1, n + 1, pos + LOG_OVERHEAD + length
     return SegmentEnd(next_offset, n)
+
+
+def _no_batch_after(data: bytes, start: int) -> bool:
+    """No v2 batch whose header is sane and whose CRC32C verifies starts at or after ``start``."""
+    p = start
+    end = len(data)
+    while True:
+        p = data.find(b"\x02", p + _MAGIC_AT) - _MAGIC_AT  # candidates: a magic byte 2 at offset 16
+        if p < start or p + HEADER_SIZE > end:
+            return True
+        length = struct.unpack_from(">i", data, p + 8)[0]
+        if HEADER_SIZE - LOG_OVERHEAD <= length <= MAX_BATCH_BYTES and p + LOG_OVERHEAD + length <= end:
+            stored = struct.unpack_from(">I", data, p + 17)[0]
+            if crc32c(memoryview(data)[p + CRC_START:p + LOG_OVERHEAD + length]) == stored:
+                return False
+        p += 1
 
 
 def read_partition_dir(path: Path) -> PartitionLogInfo | None:
@@ -388,6 +414,9 @@ def _read_one(src: str, rows: list, bad: list) -> None:
         doc = json.loads(Path(src).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         quarantine("$", f"not a readable JSON file ({exc})")
+        return
+    except RecursionError:  # arrays or objects nested deeper than the parser goes: no log info document
+        quarantine("$", "not a readable JSON file (nested too deeply)")
         return
     if not isinstance(doc, dict):
         quarantine("$", f"top level is {type(doc).__name__}, expected an object")

@@ -19,12 +19,35 @@ def _items(table, rest: tuple[str, ...]) -> list[dict]:
     return out
 
 
+def _nothing_decoded(log_dir: str) -> None:
+    """Not one record could be decoded (an empty file, one that is not a log, a segment cut inside its
+    first batch): no verdict, exit 2 (CLI contract: unreadable input) with one line naming the first
+    damaged file and byte.  A log of which anything was decoded is verified, and its quarantined bytes
+    make it exit 1 instead."""
+    from controller_core.replay import read_log_dir
+    from jobs.common import CannotRun
+
+    spans: list = []
+    try:
+        read_log_dir(log_dir, spans)
+    except (OSError, ValueError):
+        return  # the original error says what is missing
+    if spans:
+        q = spans[0]
+        more = f" (and {len(spans) - 1} more spans)" if len(spans) > 1 else ""
+        raise CannotRun(f"nothing could be decoded, no verdict: {q.message} [{q.reason}]{more}", log_dir)
+
+
 def run(log_dir: str, as_json: bool = False, elr: str | None = None, out=None, err=None) -> int:
     """Exit 1 on a divergence, an ERROR breach or any quarantined byte of the input (a log that could
     not be read whole cannot be trusted: the records in the damaged span are missing from the replay)."""
     out, err = out or sys.stdout, err or sys.stderr
     override = None if elr in (None, "auto") else elr == "on"
-    rep, _ = pipeline.from_log_dir(log_dir, elr_override=override)
+    try:
+        rep, _ = pipeline.from_log_dir(log_dir, elr_override=override)
+    except FileNotFoundError:
+        _nothing_decoded(log_dir)
+        raise
     divergences = _items(rep.divergences, ("field", "trigger"))
     breaches = _items(rep.breaches, ("message",))
     errors = sum(b["severity"] == "ERROR" for b in breaches)

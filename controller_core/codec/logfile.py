@@ -8,6 +8,7 @@ decoded as usual.  Records that are malformed inside an intact batch are quarant
 """
 from __future__ import annotations
 
+import bisect
 import contextlib
 import mmap
 import os
@@ -95,8 +96,11 @@ def _plausible(buf, p: int, end: int) -> bool:
     return magic == B.MAGIC_V2 and B.HEADER_SIZE - B.LOG_OVERHEAD <= blen <= MAX_BATCH_BYTES
 
 
-def _find_next_batch(buf, start: int, end: int, at_eof: bool) -> int:
+def _find_next_batch(buf, start: int, end: int, at_eof: bool, scan_end: int | None = None) -> int:
     """Position of the next batch at or after ``start`` whose CRC verifies (or -1).
+
+    ``scan_end``: only batches starting before it are looked for (a batch whose length is in doubt
+    only needs the span it claims searched: batches never overlap).
 
     In a window that is not the file's last, a candidate running past the window cannot be verified
     here.  It is returned (for the next window, which starts there, to judge) only if no batch that
@@ -106,7 +110,8 @@ def _find_next_batch(buf, start: int, end: int, at_eof: bool) -> int:
     arr = np.frombuffer(buf, np.uint8, count=end)
     pending = -1  # an unverifiable candidate
     pending_end = -1
-    for p in (np.flatnonzero(arr[start + 16:end] == B.MAGIC_V2) + start).tolist():
+    limit = end if scan_end is None else min(end, scan_end + 16)
+    for p in (np.flatnonzero(arr[start + 16:limit] == B.MAGIC_V2) + start).tolist():
         if pending >= 0 and p >= pending_end:
             break
         if p + B.HEADER_SIZE > end:
@@ -123,6 +128,8 @@ def _find_next_batch(buf, start: int, end: int, at_eof: bool) -> int:
             return p
     if pending >= 0:
         return pending
+    if scan_end is not None and scan_end + B.HEADER_SIZE < end:
+        return -1
     if not at_eof and end - start > B.HEADER_SIZE:
         # a batch may start in the last bytes of the window, beyond what could be checked
         tail = np.flatnonzero(arr[max(start, end - B.HEADER_SIZE) + 16:end] == B.MAGIC_V2)
@@ -152,19 +159,34 @@ def _fast_chain(buf, a: np.ndarray, pos: int, end: int, good: list[int], compile
     The common case -- a healthy log -- is one compiled pass (:func:`controller_core.codec.walk.intact_run`:
     header chain, magic bytes, CRC32C) if ``compiled``, else one length read per batch in Python plus
     vectorized header checks and one CRC32C call per batch.  The first batch that is not plainly intact
-    stops the run; :func:`walk_batches` then handles it with full diagnostics.
+    stops the run; :func:`walk_batches` then handles it with full diagnostics.  The run is taken in
+    blocks of batches growing from CHAIN_BLOCK: a window with many damaged batches costs each of them
+    the batches up to the next damage, not the rest of the window.
     """
+    block = CHAIN_BLOCK
+    while True:
+        n, stop = _chain_block(buf, a, pos, end, good, compiled, block)
+        if n < block:
+            return stop
+        pos, block = stop, min(block * 2, CHAIN_BLOCK_MAX)
+
+
+CHAIN_BLOCK, CHAIN_BLOCK_MAX = 256, 1 << 16
+
+
+def _chain_block(buf, a: np.ndarray, pos: int, end: int, good: list[int], compiled: bool, limit: int):
+    """Up to ``limit`` batches of the run from ``pos``: (batches taken, where the run stops)."""
     if compiled:
         from controller_core.codec import walk
 
-        out = np.empty((end - pos) // B.HEADER_SIZE + 1, np.int64)
+        out = np.empty(min(limit, (end - pos) // B.HEADER_SIZE + 1), np.int64)
         n, stop = walk.intact_run(a, pos, end, walk.HAS_SSE42, out)
         good.extend(out[:n].tolist())
-        return int(stop)
+        return int(n), int(stop)
     starts = []
     unpack = _LEN.unpack_from
     lo = B.HEADER_SIZE - B.LOG_OVERHEAD
-    while pos + B.HEADER_SIZE <= end:
+    while pos + B.HEADER_SIZE <= end and len(starts) < limit:
         blen = unpack(buf, pos + 8)[0]
         nxt = pos + B.LOG_OVERHEAD + blen
         if blen < lo or nxt > end or blen > MAX_BATCH_BYTES:
@@ -172,7 +194,7 @@ def _fast_chain(buf, a: np.ndarray, pos: int, end: int, good: list[int], compile
         starts.append(pos)
         pos = nxt
     if not starts:
-        return pos
+        return 0, pos
     sp = np.array(starts, np.int64)
     size = V.be(a, sp + 8, "int32").astype(np.int64) + B.LOG_OVERHEAD
     mv = memoryview(buf)
@@ -182,10 +204,10 @@ def _fast_chain(buf, a: np.ndarray, pos: int, end: int, good: list[int], compile
     fine = (a[sp + 16] == B.MAGIC_V2) & (actual == V.be(a, sp + 17, "uint32"))
     if fine.all():
         good.extend(starts)
-        return pos
+        return len(starts), pos
     first_bad = int(np.argmin(fine))
     good.extend(starts[:first_bad])
-    return starts[first_bad]
+    return first_bad, starts[first_bad]
 
 
 def walk_batches(buf, end: int, at_eof: bool, file: str, base: int = 0, a: np.ndarray | None = None,
@@ -247,9 +269,16 @@ def walk_batches(buf, end: int, at_eof: bool, file: str, base: int = 0, a: np.nd
         actual = crc32c(mv[pos + B.CRC_START:pos + size])
         if actual != stored:
             stop = pos + size
-            if stop < end and not _plausible(buf, stop, end):
-                # the length itself is probably damaged: resynchronise instead of trusting it
-                nxt = _find_next_batch(buf, pos + 1, end, at_eof)
+            # The length may be what is damaged (it is not covered by the CRC): a batch that verifies
+            # inside the span it claims proves it, and the walk resynchronises there, losing only this
+            # batch.  No such batch: the span is skipped whole, unless what follows it is no batch
+            # header either (then on to the next batch that verifies).
+            nxt = _find_next_batch(buf, pos + 1, end, at_eof, scan_end=stop)
+            if 0 <= nxt < stop:
+                stop = nxt
+            elif stop < end and (at_eof or stop + B.HEADER_SIZE <= end) and not _plausible(buf, stop, end):
+                # (a header cut by the window's end is judged by the next window, which starts there)
+                nxt = _find_next_batch(buf, stop, end, at_eof)
                 stop = end if nxt < 0 else nxt
             bad.append(Quarantine(file, base + pos, stop - pos, E.CRC_MISMATCH,
                                   f"{file} at byte {base + pos}: CRC32C mismatch, stored {stored:#010x}, "
@@ -263,6 +292,10 @@ def walk_batches(buf, end: int, at_eof: bool, file: str, base: int = 0, a: np.nd
 
 # ----------------------------------------------------------------------------------- record walk
 LOCKSTEP_MIN = 128  # below this many batches still walking, a plain Python loop is cheaper
+# The smallest record a batch can hold: its length varint, attributes, timestampDelta, offsetDelta, key
+# length, value length and header count, one byte each (real records are longer: the bound only has to
+# be one no valid record is below).
+MIN_RECORD_BYTES = 7
 
 
 def _record_positions(buf, a: np.ndarray, batches: list[int], file: str, base: int, bad: list[Quarantine],
@@ -280,12 +313,21 @@ def _record_positions(buf, a: np.ndarray, batches: list[int], file: str, base: i
     bend = bpos + B.LOG_OVERHEAD + V.be(a, bpos + 8, "int32").astype(np.int64)
     attrs = V.be(a, bpos + 21, "int16")
     count = V.be(a, bpos + 57, "int32").astype(np.int64)
-    broken = _compressed(attrs, bpos, bend, file, base, bad) | (count < 0)
+    # Bounded before anything is walked or allocated: a record takes at least MIN_RECORD_BYTES of its
+    # batch, so a count the batch's bytes cannot hold is damage (a crafted batch may carry a valid CRC).
+    impossible = (count < 0) | (count > (bend - bpos - B.HEADER_SIZE) // MIN_RECORD_BYTES)
+    broken = _compressed(attrs, bpos, bend, file, base, bad)
+    for i in np.flatnonzero(impossible & ~broken).tolist():
+        bad.append(Quarantine(file, base + int(bpos[i]), int(bend[i] - bpos[i]), E.MALFORMED_RECORD,
+                              f"{file} at byte {base + int(bpos[i])}: recordsCount {int(count[i])} cannot fit in the "
+                              f"batch's {int(bend[i] - bpos[i] - B.HEADER_SIZE)} bytes of records"))
+    broken |= impossible
+    count = np.where(impossible, 0, count)
     if compiled:
         rpos, rbody, rend, rown = _compiled_chains(a, bpos, bend, count, broken)
     else:
         rpos, rbody, rend, rown = _vectorized_chains(buf, a, bpos, bend, count, broken)
-    for i in np.flatnonzero(broken & ((attrs & B.ATTR_COMPRESSION_MASK) == 0)).tolist():
+    for i in np.flatnonzero(broken & ((attrs & B.ATTR_COMPRESSION_MASK) == 0) & ~impossible).tolist():
         bad.append(Quarantine(file, base + int(bpos[i]), int(bend[i] - bpos[i]), E.MALFORMED_RECORD,
                               f"{file} at byte {base + int(bpos[i])}: the records of this batch do not add up to "
                               f"its length (recordsCount {int(count[i])})"))
@@ -371,19 +413,25 @@ def _straggler_starts(buf, active: np.ndarray, k: int, cur: np.ndarray, bend: np
             append(p)
             b = buf[p]
             if b < 0x80:
-                p += 1 + ((b >> 1) ^ -(b & 1))
-                continue
-            b2 = buf[p + 1] if p + 1 < end_i else 0x80
-            if b2 < 0x80:
-                ln = (b & 0x7F) | (b2 << 7)
-                p += 2 + ((ln >> 1) ^ -(ln & 1))
-                continue
-            try:
-                ln, q = B.read_uvarint(buf, p, end_i)
-            except DecodeError:
+                ln = (b >> 1) ^ -(b & 1)
+                q = p + 1
+            else:
+                b2 = buf[p + 1] if p + 1 < end_i else 0x80
+                if b2 < 0x80:
+                    ln = (b & 0x7F) | (b2 << 7)
+                    ln = (ln >> 1) ^ -(ln & 1)
+                    q = p + 2
+                else:
+                    try:
+                        ln, q = B.read_uvarint(buf, p, end_i)
+                    except DecodeError:
+                        broken[i] = True
+                        break
+                    ln = (ln >> 1) ^ -(ln & 1)
+            if ln < 0:  # a chain never goes back: a negative length breaks the batch
                 broken[i] = True
                 break
-            p = q + ((ln >> 1) ^ -(ln & 1))
+            p = q + ln
         tail_owner.extend([i] * (len(tail_starts) - n0))
         cur[i] = p
     return tail_starts, tail_owner
@@ -404,50 +452,109 @@ def _kept_records(found: list, broken: np.ndarray):
     return rpos, rbody, rend, remap[rown]
 
 
+LOOKAHEAD = 8  # batches after a jump in the offsets looked at to tell a gap from a damaged baseOffset
+
+
 def check_offsets(a: np.ndarray, batches: list[int], prev_last: int | None, file: str, base: int,
-                  bad: list[Quarantine]) -> tuple[list[int], int | None]:
-    """Drop batches whose baseOffset was damaged.
+                  bad: list[Quarantine], next_first: int | None = None) -> tuple[list[int], int | None]:
+    """Keep the batches whose offsets continue the log; quarantine the others.
 
     The batch CRC does not cover baseOffset (nor batchLength and partitionLeaderEpoch), so a flipped
-    bit there passes the CRC.  A Raft log's offsets are contiguous, so a batch that breaks the
-    sequence while its neighbours agree with each other (once its own offset count is accounted
-    for) carries a bad baseOffset.  Returns the kept batches and the last offset they reach.
+    bit there passes the CRC.  A Raft log's offsets are contiguous: every batch starts one after the
+    last offset of the batch before it.  A healthy window is checked in one vectorized comparison; a
+    window with a break is walked batch by batch from the first break:
+
+    * a batch that goes back (its baseOffset at or before the last offset kept) is a duplicate or has a
+      damaged baseOffset: quarantined, the batches after it are judged against the ones kept;
+    * a batch that jumps ahead is kept when the batch after it continues from it (two batches agreeing
+      is the evidence), or when bytes quarantined just before it explain the missing offsets; it is
+      quarantined as carrying a damaged baseOffset otherwise, and also when the next batch continues
+      as if this one had started where it should, or one of the LOOKAHEAD batches after it falls back
+      into the offsets it skipped.  The batch after a window's last is the next window's first:
+      ``next_first`` is its baseOffset (read ahead, not yet verified); at the end of the file, with
+      nothing after it, the last batch is quarantined only for an impossible jump (over 2^31 offsets);
+    * with no known offset before the window, the first batch is kept unless the two batches after it
+      agree with each other but not with it (and no quarantined bytes between them explain it).
+
+    Returns the kept batches and the last offset they reach.
     """
     if not batches:
         return batches, prev_last
     bp = np.array(batches, np.int64)
     first = V.be(a, bp, "int64").astype(np.int64)
-    last = first + V.be(a, bp + 23, "int32").astype(np.int64)
+    delta = V.be(a, bp + 23, "int32").astype(np.int64)
+    last = first + np.maximum(delta, 0)
     before = np.empty(len(bp), np.int64)  # last offset of the previous batch
     before[1:] = last[:-1]
     before[0] = prev_last if prev_last is not None else first[0] - 1
-    breaks = first != before + 1
-    nxt = np.empty(len(bp), np.int64)
-    nxt[:-1] = first[1:]
-    has_next = np.arange(len(bp)) < len(bp) - 1
-    # In the middle: the batch agrees with neither neighbour (a quarantined batch before it leaves a
-    # gap, but then the batch still leads into the next one).  At the end of a window nothing
-    # follows, so only an impossible jump (backwards, or beyond what any batches could span) counts.
-    damaged = breaks & np.where(has_next, nxt != last + 1, (first <= before) | (first - before > (1 << 31)))
-    if damaged.any():
-        for i in np.flatnonzero(damaged).tolist():
-            end = int(V.be(a, bp[i:i + 1] + 8, "int32")[0]) + B.LOG_OVERHEAD
-            bad.append(Quarantine(file, base + int(bp[i]), end, E.BAD_BATCH_HEADER,
-                                  f"{file} at byte {base + int(bp[i])}: baseOffset {int(first[i])} breaks the log's "
-                                  f"offset sequence (the previous batch ends at {int(before[i])}); the field is "
-                                  f"not covered by the batch CRC"))
-        bad.sort(key=lambda q: q.position)
-        keep = ~damaged
-        batches = bp[keep].tolist()
-        last = last[keep]
-    return batches, int(last[-1]) if len(batches) else prev_last
+    breaks = (first != before + 1) | (delta < 0)
+    if not breaks.any():
+        return batches, int(last[-1])
+    keep = np.ones(len(bp), bool)
+    start = int(np.argmax(breaks))
+    if start == 1 and prev_last is None:  # nothing before the window: the first batch is as suspect as the second
+        start = 0
+    expected = None if start == 0 and prev_last is None else int(before[start]) + 1
+    # where (in the window) quarantined spans start: offsets missing after such a span are explained
+    spans = sorted(q.position - base for q in bad)
+    ends = (bp + B.LOG_OVERHEAD + V.be(a, bp + 8, "int32").astype(np.int64)).tolist()
+    kept_end = 0 if start == 0 else ends[start - 1]
+
+    def lost_between(lo: int, hi: int) -> bool:
+        k = bisect.bisect_left(spans, lo)
+        return k < len(spans) and spans[k] < hi
+
+    def reject(i: int, why: str) -> None:
+        keep[i] = False
+        size = ends[i] - int(bp[i])
+        bad.append(Quarantine(file, base + int(bp[i]), size, E.BAD_BATCH_HEADER,
+                              f"{file} at byte {base + int(bp[i])}: baseOffset {int(first[i])} {why}; the field is "
+                              f"not covered by the batch CRC"))
+
+    n = len(bp)
+    ahead = first if next_first is None else np.append(first, np.int64(next_first))  # look-ahead only
+    for i in range(start, n):
+        f, lo = int(first[i]), int(last[i])
+        if delta[i] < 0:
+            reject(i, f"with lastOffsetDelta {int(delta[i])} (negative)")
+            continue
+        nxt_ok = i + 1 < len(ahead) and int(ahead[i + 1]) == lo + 1
+        if expected is None:
+            lost_after = i + 1 < n and lost_between(ends[i], int(bp[i + 1]))
+            if not nxt_ok and not lost_after and i + 2 < n and int(first[i + 2]) == int(last[i + 1]) + 1:
+                reject(i, "disagrees with the batches after it")
+                continue
+        elif f < expected:
+            reject(i, f"goes back (the log is at offset {expected - 1} already): a duplicated batch or a damaged "
+                      "baseOffset")
+            continue
+        elif f > expected:
+            gap = lost_between(kept_end, int(bp[i]))
+            follows_expected = i + 1 < len(ahead) and int(ahead[i + 1]) == expected + (lo - f) + 1
+            # a batch shortly after that falls back into the gap: the log goes on there, so this batch
+            # (and any after it agreeing with it) carries a damaged baseOffset
+            back = ahead[i + 1:i + 1 + LOOKAHEAD]
+            falls_back = bool(((back >= expected) & (back < f)).any())
+            if i + 1 == len(ahead):  # nothing after it to agree or disagree: only an impossible jump is damage
+                damaged = f - expected > (1 << 31)
+            else:
+                damaged = falls_back or (not nxt_ok and (follows_expected or not gap))
+            if damaged:
+                reject(i, f"breaks the log's offset sequence (the previous batch ends at {expected - 1})")
+                continue
+        expected = lo + 1
+        kept_end = ends[i]
+    bad.sort(key=lambda q: q.position)
+    kept_last = last[keep]
+    return bp[keep].tolist(), int(kept_last[-1]) if len(kept_last) else prev_last
 
 
 def decode_window(buf, a: np.ndarray, batches: list[int], file: str, base: int, bad: list[Quarantine],
-                  prev_last: int | None = None, compiled: bool = False) -> DecodedChunk:
+                  prev_last: int | None = None, compiled: bool = False,
+                  next_first: int | None = None) -> DecodedChunk:
     """Decode the given (CRC-valid) batches of a window into a chunk."""
     chunk = DecodedChunk(file=file, quarantine=bad, batches=0)
-    batches, chunk.last_offset = check_offsets(a, batches, prev_last, file, base, bad)
+    batches, chunk.last_offset = check_offsets(a, batches, prev_last, file, base, bad, next_first)
     if not batches:
         return chunk
     rpos, body, rend, rbatch, bpos = _record_positions(buf, a, batches, file, base, bad, compiled)
@@ -459,6 +566,7 @@ def decode_window(buf, a: np.ndarray, batches: list[int], file: str, base: int, 
     ctl = b_ctl[rbatch]
     type_code, version, bstart, unframed = _message_framing(a, ctl, r)
     scalar = r.scalar | unframed
+    outside = _outside_batch(a, bpos, rbatch, r) & ~scalar
 
     chunk.offset = b_base[rbatch] + r.off_delta
     chunk.position = rpos + base
@@ -471,9 +579,19 @@ def decode_window(buf, a: np.ndarray, batches: list[int], file: str, base: int, 
     chunk.type_code = type_code.astype(np.int32)
     chunk.version = version.astype(np.int16)
 
-    _decode_groups(chunk, a, type_code, version, bstart, r.vpos + np.maximum(r.vlen, 0), scalar)
+    skip = scalar | outside
+    _decode_groups(chunk, a, type_code, version, bstart, r.vpos + np.maximum(r.vlen, 0), skip)
+    scalar = skip & ~outside
+    keep = ~outside
+    for i in np.flatnonzero(outside).tolist():
+        b = int(bpos[rbatch[i]])
+        lod = int(V.be(a, np.array([b + 23]), "int32")[0])
+        bad.append(Quarantine(file, base + int(rpos[i]), int(rend[i] - rpos[i]), E.MALFORMED_RECORD,
+                              f"{file} at byte {base + int(rpos[i])}: offsetDelta {int(r.off_delta[i])} / "
+                              f"timestampDelta {int(r.ts_delta[i])} outside the batch at byte {base + b} "
+                              f"(lastOffsetDelta {lod}, baseTimestamp {int(b_ts[rbatch[i]])}, maxTimestamp "
+                              f"{int(V.be(a, np.array([b + 35]), 'int64')[0])})"))
     # The scalar reader names the error of every record the vectorized path could not take.
-    keep = np.ones(len(rpos), bool)
     for i in np.flatnonzero(scalar).tolist():
         keep[i] = False
         err = _scalar_error(buf, bool(ctl[i]), int(r.kpos[i]), int(r.klen[i]), int(r.vpos[i]), int(r.vlen[i]),
@@ -481,8 +599,28 @@ def decode_window(buf, a: np.ndarray, batches: list[int], file: str, base: int, 
         bad.append(Quarantine(file, base + int(rpos[i]), int(rend[i] - rpos[i]), err.reason,
                               f"{file} at byte {base + int(rpos[i])} (offset {int(chunk.offset[i])}): {err.detail}"))
     if not keep.all():
+        bad.sort(key=lambda q: q.position)
         _drop_rows(chunk, keep)
     return chunk
+
+
+def _outside_batch(a: np.ndarray, bpos: np.ndarray, rbatch: np.ndarray, r: "_Framing") -> np.ndarray:
+    """Records whose offsetDelta or timestamp the batch header contradicts (a crafted batch can carry
+    a valid CRC): offsetDelta below 0, above lastOffsetDelta or not after the record before it in
+    the batch; timestampDelta below 0 or past maxTimestamp (when maxTimestamp is not below
+    baseTimestamp)."""
+    lod = V.be(a, bpos + 23, "int32").astype(np.int64)[rbatch]
+    b_ts = V.be(a, bpos + 27, "int64").astype(np.int64)[rbatch]
+    m_ts = V.be(a, bpos + 35, "int64").astype(np.int64)[rbatch]
+    off = r.off_delta
+    out_of_range = (off < 0) | (off > lod)
+    bad = out_of_range | (r.ts_delta < 0) | ((m_ts >= b_ts) & (r.ts_delta > m_ts - b_ts))
+    # each in-range offsetDelta after the in-range one before it in its batch (the bad one costs itself)
+    ok = np.flatnonzero(~out_of_range)
+    if len(ok) > 1:
+        back = (rbatch[ok[1:]] == rbatch[ok[:-1]]) & (off[ok[1:]] <= off[ok[:-1]])
+        bad[ok[1:][back]] = True
+    return bad
 
 
 def _batch_headers(a: np.ndarray, bpos: np.ndarray):
@@ -653,7 +791,8 @@ def iter_chunks(path: str, label: str | None = None, start: int = 0, end: int | 
                     f"{label} at byte 0: not a Kafka log: no intact record batch anywhere in its {size} bytes "
                     f"(first problem: {first})")])
                 return
-            chunk = decode_window(buf, a, good, label, pos, bad, prev_last, compiled)
+            chunk = decode_window(buf, a, good, label, pos, bad, prev_last, compiled,
+                                  None if at_eof else _peek_base_offset(fh, view, pos + stop, size))
             prev_last = chunk.last_offset
             yield chunk
             pos += max(stop, 1)
@@ -682,6 +821,13 @@ def _mapped(fh, wanted: bool):
         with contextlib.suppress(BufferError):  # a window still referenced: unmapped when collected
             view.release()
             mm.close()
+
+
+def _peek_base_offset(fh, view, pos: int, size: int) -> int | None:
+    """The baseOffset field at ``pos`` (the batch the next window starts with), or None past the end."""
+    if pos + 8 > size:
+        return None
+    return struct.unpack(">q", bytes(_read(fh, view, pos, 8)))[0]
 
 
 def _read(fh, view, pos: int, n: int):

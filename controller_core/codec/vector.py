@@ -299,13 +299,18 @@ def _decode_scalar(c: Cursor, t: str, nullable: bool) -> pa.Array:
     if t in ("string", "bytes"):
         ln, valid = _compact_length(c, nullable)
         data, offsets = gather_ranges(c.a, c.pos, ln)
-        c.pos = c.pos + ln
         arr = pa.Array.from_buffers(_ARROW[t], n, [_validity(valid), pa.py_buffer(offsets), pa.py_buffer(data)])
         if t == "string":
             try:
                 arr.validate(full=True)  # UTF-8
             except pa.ArrowInvalid:
-                c.ok &= False  # let the scalar reader name the bad record(s)
+                bad = _not_utf8(data, offsets)
+                c.ok &= ~bad  # only those records: the scalar reader names their error
+                ln = np.where(bad, 0, ln)
+                data, offsets = gather_ranges(c.a, c.pos, ln)
+                arr = pa.Array.from_buffers(_ARROW[t], n, [_validity(valid), pa.py_buffer(offsets),
+                                                          pa.py_buffer(data)])
+        c.pos = c.pos + ln
         return arr
     width, _ = _FIXED[t]
     c.need(width)
@@ -316,6 +321,22 @@ def _decode_scalar(c: Cursor, t: str, nullable: bool) -> pa.Array:
     if t == "bool":
         return from_numpy(c.a[p] != 0)
     return from_numpy(be(c.a, p, t))
+
+
+def _not_utf8(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Which of the strings data[offsets[i]:offsets[i+1]] are not valid UTF-8.  Only strings with a
+    byte >= 0x80 can be invalid: found vectorized, and only those are decoded one by one."""
+    high = np.zeros(len(data) + 1, np.int64)
+    np.cumsum(data >= 0x80, out=high[1:])
+    o = offsets.astype(np.int64)
+    bad = np.zeros(len(o) - 1, bool)
+    raw = data.tobytes()
+    for i in np.flatnonzero(high[o[1:]] > high[o[:-1]]).tolist():
+        try:
+            raw[o[i]:o[i + 1]].decode("utf-8")
+        except UnicodeDecodeError:
+            bad[i] = True
+    return bad
 
 
 def _decode_array(c: Cursor, f: Field, version: int, nullable: bool) -> pa.Array:

@@ -396,7 +396,14 @@ def walk_window(a, end, at_eof, prev_last, has_prev, hw, prog, counts, bpos, bou
         ctl = (a[bstart + 22] & 0x20) != 0
         base = _be64(a, bstart)
         p = bstart + HEADER_SIZE
-        for _ in range(_be32(a, bstart + 57)):
+        count = _be32(a, bstart + 57)
+        # what the full decoder checks each record against (offsetDelta inside the batch, timestamp in
+        # [baseTimestamp, maxTimestamp]): regular only as KRaft writes it, offsetDelta = the record's
+        # index and timestampDelta 0; anything else goes to the full decoder
+        if count != _be32(a, bstart + 23) + 1:
+            return i, nrec, bstart, RECORD_COUNT, bstart, last
+        odd = np.int64(0)
+        for k in range(count):
             rpos = p
             code = np.int64(-1)
             if not ctl:  # the common shape first, without the chain of varint reads
@@ -412,6 +419,7 @@ def walk_window(a, end, at_eof, prev_last, has_prev, hw, prog, counts, bpos, bou
                 st, code, version, vpos, vlen, off_delta, ts_delta = _record(a, q + 1, rend, ctl, prog)
                 if st != OK:
                     return i, nrec, bstart, st, rpos, last
+            odd |= (off_delta ^ k) | ts_delta  # no branch per record: judged once per batch
             if want:
                 rout[nrec, R_POS] = rpos
                 rout[nrec, R_OFFSET] = base + off_delta
@@ -425,6 +433,8 @@ def walk_window(a, end, at_eof, prev_last, has_prev, hw, prog, counts, bpos, bou
             nrec += 1
             p = rend
         if p != bend:
+            return i, nrec, bstart, RECORD_FRAMING, bstart, last
+        if odd != 0:  # an offsetDelta that is not the record's index, or a timestamp not the batch's
             return i, nrec, bstart, RECORD_FRAMING, bstart, last
     return n, nrec, stop, status, at, last
 
@@ -467,10 +477,10 @@ def intact_run(a, pos, end, hw, out):
     """The run of intact batches of a[0:end] starting at ``pos``, as ``logfile._fast_chain`` defines
     it for the full decoder: batches follow each other while each header fits and declares a sane
     length that ends by ``end``; the run stops before the first of them whose magic byte or CRC32C is
-    wrong.  Writes the batch positions into ``out`` and returns (count, where the run stops: the bad
-    batch, or the end of the chain)."""
+    wrong.  Writes the batch positions into ``out`` (at most its length) and returns (count, where the
+    run stops: the bad batch, or the end of the chain or of ``out``)."""
     m = 0
-    while pos + HEADER_SIZE <= end:
+    while pos + HEADER_SIZE <= end and m < len(out):  # at most len(out) batches: the caller goes on after them
         blen = _be32(a, pos + 8)
         nxt = pos + LOG_OVERHEAD + blen
         if blen < HEADER_SIZE - LOG_OVERHEAD or nxt > end or blen > MAX_BATCH_BYTES:
