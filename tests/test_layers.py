@@ -9,7 +9,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 ENGINES = {"pyspark", "delta", "deltalake", "great_expectations", "pandas"}
-OURS = {"controller_core", "audit", "lake", "transforms", "jobs", "simulator", "benchmarks", "tests", "conf"}
+OURS = {"controller_core", "audit", "lake", "transforms", "jobs", "simulator", "benchmarks", "tests", "conf", "fuzz"}
 
 # package -> (what it must never import, the only modules of those it may import anyway)
 RULES = {
