@@ -414,7 +414,8 @@ def types_svg(types: list[tuple[str, int]]) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- HTML
-CSS = """
+CSS = """tr.bad td{background:#fde8e8}
+
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;max-width:1000px;padding:16px;color:#222}
 h1{font-size:22px;margin:8px 0}h2{font-size:18px;border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:28px}
 h3{font-size:15px;margin:16px 0 6px}
@@ -627,9 +628,29 @@ def _inputs_html(source: dict, result: AuditResult) -> str:
     return "".join(out)
 
 
+def _quality_html(quality: pa.Table | None) -> str:
+    """The latest ``kraft-audit quality`` run of the cluster (gold data_quality), failed expectations first."""
+    if quality is None or not quality.num_rows:
+        return ('<p class="note" id="quality-none">No data-quality results: the Great Expectations suites run on the '
+                "lake's tables, <code>kraft-audit quality --cluster NAME</code>, after ingest and replay.</p>")
+    rows = sorted(quality.to_pylist(), key=lambda r: (bool(r["success"]), r["table"] or "", r["expectation"] or ""))
+    met = sum(1 for r in rows if r["success"])
+    when = rows[0].get("checked_at")
+    out = [f'<p id="quality-summary">{met} of {len(rows)} expectations met (checked {e(_iso(_ms(when)))}).</p>',
+           "<table><tr><th>result</th><th>table</th><th>expectation</th><th>severity</th><th>unexpected</th>"
+           "<th>sample</th></tr>"]
+    for r in rows:
+        ok = "met" if r["success"] else "FAILED"
+        out.append(f'<tr class="{"ok" if r["success"] else "bad"}"><td>{ok}</td><td>{e(r["table"])}</td>'
+                   f'<td>{e(r["expectation"])} {e(r["kwargs"] or "")}</td><td>{e(r["severity"])}</td>'
+                   f'<td>{e(r["unexpected_count"])}</td><td>{e((r["unexpected_sample"] or "")[:200])}</td></tr>')
+    out.append("</table>")
+    return "".join(out)
+
+
 def render(tables: dict, result: AuditResult, *, name: str, fail_on: str, source: dict, version: str,
            plan: dict | None, timelines: list[tuple[str, list[dict]]], timelines_total: int,
-           max_index_rows: int = MAX_INDEX_ROWS) -> str:
+           max_index_rows: int = MAX_INDEX_ROWS, quality: pa.Table | None = None) -> str:
     """The report.  ``timelines``: (``topic-partition``, its history rows as ``kraft-audit timeline`` reads them)
     for the partitions of :func:`incident_partitions`; ``source``: ``facts`` [(label, value)], ``files`` [{file,
     kind, bytes or records}], ``quarantined`` [{file, position, length, message}]."""
@@ -711,6 +732,7 @@ def render(tables: dict, result: AuditResult, *, name: str, fail_on: str, source
           'autocomplete="off"> <button type="submit">Show</button></form>',
           f'<p class="note" id="index-note">{idx_note}</p><div id="search-results"></div>',
           f"<h2>Recovery</h2>{_recovery_html(result, plan)}",
+          f'<h2 id="quality">Data quality</h2>{_quality_html(quality)}',
           f"<h2>Inputs</h2>{_inputs_html(source, result)}",
           f'<p class="note">kraft-audit {e(version)}</p>',
           f'<script type="application/json" id="partition-index">{embed_json(index)}</script>',

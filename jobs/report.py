@@ -104,6 +104,20 @@ def _source(args, tables, end_offset, end_time, info, lake) -> dict:
     return {"facts": facts, "files": files, "quarantined": spans}
 
 
+def _latest_quality(lake, cluster: str | None):
+    """The rows of the cluster's latest ``kraft-audit quality`` run (gold data_quality), or None."""
+    import pyarrow.compute as pc
+
+    from lake import catalog
+
+    if lake is None or not lake.exists(catalog.DATA_QUALITY.name):
+        return None
+    t = lake.read_arrow(catalog.DATA_QUALITY.name, filters=[("cluster", "=", cluster)])
+    if not t.num_rows:
+        return None
+    return t.filter(pc.equal(t.column("checked_at"), pc.max(t.column("checked_at"))))
+
+
 def run(args, out=None, err=None) -> int:
     from audit import report
     from audit.planning import plan_at
@@ -137,7 +151,8 @@ def run(args, out=None, err=None) -> int:
     timelines = [(f"{t}-{p}", partition_rows(cut, t, p)) for t, p in wanted]
     page = report.render(cut, result, name=args.cluster or str(args.log_dir), fail_on=fail_on,
                          source=_source(args, tables, end_offset, end_time, info, lake), version=version(),
-                         plan=plan, timelines=timelines, timelines_total=total, max_index_rows=max_rows)
+                         plan=plan, timelines=timelines, timelines_total=total, max_index_rows=max_rows,
+                         quality=_latest_quality(lake, args.cluster))
     fd, tmp = tempfile.mkstemp(prefix=".kraft-audit-report-", suffix=".html", dir=target.parent)  # all or nothing
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:

@@ -122,3 +122,35 @@ def test_the_quorum_from_the_lake_equals_the_log_dir(lake, capsys):
     assert log_doc["elections"] and "dataDirectory" not in lake_doc  # the lake has no meta.properties to check
     rows = _sql(root, f"SELECT event, count(*) AS n FROM {catalog.QUORUM_HISTORY.name} GROUP BY event", capsys)
     assert {r["event"]: r["n"] for r in rows}["LEADER_CHANGE"] == len(log_doc["elections"])
+
+
+def test_the_report_shows_the_latest_quality_run(lake, tmp_path, capsys):
+    """The report of a cluster carries its latest data-quality results; a log directory's says how to get them."""
+    from html.parser import HTMLParser
+
+    d, root = lake
+    capsys.readouterr()
+    code = cli.main(["quality", "--cluster", "lrs", "--lake", root, "--json"])
+    rows = json.loads(capsys.readouterr().out)
+    assert code in (0, 1) and rows
+    met = sum(1 for r in rows if r["success"])
+    assert cli.main(["report", "--cluster", "lrs", "--lake", root, "-o", str(tmp_path / "r.html")]) == 0
+    assert cli.main(["report", "--log-dir", str(d), "-o", str(tmp_path / "d.html")]) == 0
+
+    class Text(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.ids, self.cur = {}, None
+
+        def handle_starttag(self, tag, attrs):
+            self.cur = dict(attrs).get("id") or self.cur
+
+        def handle_data(self, data):
+            if self.cur:
+                self.ids[self.cur] = self.ids.get(self.cur, "") + data
+
+    page, plain = Text(), Text()
+    page.feed((tmp_path / "r.html").read_text())
+    plain.feed((tmp_path / "d.html").read_text())
+    assert page.ids["quality-summary"].startswith(f"{met} of {len(rows)} expectations met")
+    assert "kraft-audit quality --cluster" in plain.ids["quality-none"]
