@@ -37,7 +37,7 @@ from controller_core import timelines
 from controller_core.codec.arrowutil import from_numpy, to_numpy
 from controller_core.image import Cluster
 from controller_core.kernels import invariants as invariant_pass
-from controller_core.replay import SKIP, read_log_dir
+from controller_core.replay import SKIP, nothing_to_replay, read_log_dir
 from controller_core.vector import fold
 from controller_core.vector.explain import cluster_level_recs, explain, scalar_batches
 
@@ -122,7 +122,7 @@ def from_log_dir(log_dir: str | Path, **kw) -> tuple[Replay, pa.Table]:
     quarantine: list = []
     records, start_offset = read_log_dir(log_dir, quarantine)
     if records is None:
-        raise FileNotFoundError(f"{log_dir}: no metadata records to replay")
+        raise FileNotFoundError(nothing_to_replay(log_dir, quarantine))
     seg = pc.equal(records.column("source_kind"), SEGMENT)
     times = pa.table({"offset": records.column("offset").filter(seg),
                       "timestamp": records.column("timestamp").filter(seg).cast(TS),

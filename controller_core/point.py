@@ -29,7 +29,7 @@ from controller_core import pipeline
 from controller_core.codec.arrowutil import from_numpy, to_numpy
 from controller_core.image import Cluster, Partition, replica_dirs
 from controller_core.logdir import SEGMENT, SNAPSHOT, LogFile, discover
-from controller_core.replay import Plan, iter_file_records, plan, read_plan
+from controller_core.replay import Plan, iter_file_records, nothing_to_replay, plan, read_plan
 from controller_core.vector import fold
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -145,10 +145,13 @@ def image_at(log_dir, at_offset: int | None = None, at_time: int | None = None, 
     if at_offset is not None and at_offset < 0:
         raise PointError(f"--at-offset {at_offset}: offsets start at 0")
     p = plan_for(log_dir, at_offset, at_time)
-    records = read_plan(p, quarantine)
+    spans: list = []
+    records = read_plan(p, spans)
+    if quarantine is not None:
+        quarantine.extend(spans)
     notes: list[str] = []
     if records is None:
-        raise PointError(f"{log_dir}: no metadata records to replay")
+        raise PointError(nothing_to_replay(log_dir, spans))
     records, reached = cut(records, at_offset, at_time, p.snapshot, notes)
     rejected: list = []
     rep = pipeline.run(records, invariants=False, rejected=rejected)

@@ -109,6 +109,16 @@ def read_log_dir(log_dir: str | Path, quarantine: list | None = None) -> tuple[p
     return read_plan(p, quarantine), p.start_offset
 
 
+def nothing_to_replay(log_dir, spans: list) -> str:
+    """Why a log directory gave no record: the first span that could not be decoded (file, byte, reason),
+    or that it holds none."""
+    if spans:
+        q = spans[0]
+        more = f" (and {len(spans) - 1} more spans)" if len(spans) > 1 else ""
+        return f"{log_dir}: nothing could be decoded, no verdict: {q.message} [{q.reason}]{more}"
+    return f"{log_dir}: no metadata records to replay"
+
+
 def read_plan(p: Plan, quarantine: list | None = None) -> pa.Table | None:
     """The bronze rows of a replay plan's files, in replay order; rows of the starting snapshot are
     dated at the snapshot's end offset - 1 (the state they describe).  None when there is nothing.

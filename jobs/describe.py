@@ -278,6 +278,10 @@ def describe_quorum(args, at_time: int | None, out, err) -> int:
     else:
         spans: list = []
         records, _ = read_log_dir(args.log_dir, spans)
+        if records is None:
+            from controller_core.replay import nothing_to_replay
+
+            raise DescribeError(nothing_to_replay(args.log_dir, spans))
         warn_quarantined(PROG, args.log_dir, err, spans)
         hist = quorum.quorum_history(records)
         node = quorum.meta_properties(logdir.resolve_log_dir(args.log_dir)[0])

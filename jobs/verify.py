@@ -24,7 +24,7 @@ def _nothing_decoded(log_dir: str) -> None:
     first batch): no verdict, exit 2 (CLI contract: unreadable input) with one line naming the first
     damaged file and byte.  A log of which anything was decoded is verified, and its quarantined bytes
     make it exit 1 instead."""
-    from controller_core.replay import read_log_dir
+    from controller_core.replay import nothing_to_replay, read_log_dir
     from jobs.common import CannotRun
 
     spans: list = []
@@ -33,9 +33,8 @@ def _nothing_decoded(log_dir: str) -> None:
     except (OSError, ValueError):
         return  # the original error says what is missing
     if spans:
-        q = spans[0]
-        more = f" (and {len(spans) - 1} more spans)" if len(spans) > 1 else ""
-        raise CannotRun(f"nothing could be decoded, no verdict: {q.message} [{q.reason}]{more}", log_dir)
+        why = nothing_to_replay(log_dir, spans)
+        raise CannotRun(why[len(f"{log_dir}: "):], log_dir)
 
 
 def run(log_dir: str, as_json: bool = False, elr: str | None = None, out=None, err=None) -> int:
