@@ -24,72 +24,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from audit import frames as F
-from audit.gaps import Gaps, metadata_gaps
+from audit.gaps import Gaps, Intervals, metadata_gaps
 from controller_core import codes as C
 from controller_core.brokers import active_rows
 from lake import catalog
 
 LEADER_CHANGE = "LEADER_CHANGE"
-
-
-# ------------------------------------------------------------------------------------------ intervals
-@dataclass
-class Intervals:
-    """Disjoint time intervals [start, end] in ms, sorted."""
-
-    start: np.ndarray
-    end: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.start)
-
-    @staticmethod
-    def union(*pairs: tuple[np.ndarray, np.ndarray]) -> "Intervals":
-        s = np.concatenate([np.asarray(a, np.int64) for a, _ in pairs]) if pairs else np.zeros(0, np.int64)
-        e = np.concatenate([np.asarray(b, np.int64) for _, b in pairs]) if pairs else np.zeros(0, np.int64)
-        if not len(s):
-            return Intervals(s, e)
-        order = np.argsort(s, kind="stable")
-        s, e = s[order], e[order]
-        reach = np.maximum.accumulate(e)
-        # a new interval starts where it begins after everything before it has ended
-        head = np.r_[True, s[1:] > reach[:-1]]
-        group = np.cumsum(head) - 1
-        ends = np.full(int(group[-1]) + 1, np.iinfo(np.int64).min, np.int64)
-        np.maximum.at(ends, group, e)
-        return Intervals(s[head], ends)
-
-    def covered(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """Per window [a, b], how much of it the intervals cover."""
-        a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
-        if not len(self):
-            return np.zeros(len(a), np.int64)
-        lens = self.end - self.start
-        total = np.concatenate([[0], np.cumsum(lens)[:-1]])
-
-        def before(t):
-            k = np.searchsorted(self.start, t, side="right") - 1
-            kk = np.maximum(k, 0)
-            inside = np.clip(t - self.start[kk], 0, lens[kk])
-            return np.where(k >= 0, total[kk] + inside, 0)
-
-        return np.maximum(before(b) - before(a), 0)
-
-    def touches(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """Per window [a, b], whether any interval overlaps it or shares an instant with it (bounds
-        included: a window the outage's first record opens is the outage's)."""
-        a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
-        if not len(self):
-            return np.zeros(len(a), bool)
-        k = np.searchsorted(self.start, b, side="right") - 1  # the last interval starting at or before b
-        return (k >= 0) & (self.end[np.maximum(k, 0)] >= a)
-
-    # the same two questions for one window, interval by interval (the scalar reference)
-    def covered_one(self, a: int, b: int) -> int:
-        return sum(max(0, min(e, b) - max(s, a)) for s, e in zip(self.start.tolist(), self.end.tolist()))
-
-    def touches_one(self, a: int, b: int) -> bool:
-        return any(s <= b and e >= a for s, e in zip(self.start.tolist(), self.end.tolist()))
 
 
 # ------------------------------------------------------------------------------------------ the events

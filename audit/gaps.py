@@ -18,6 +18,65 @@ import pyarrow.compute as pc
 
 
 @dataclass
+class Intervals:
+    """Disjoint time intervals [start, end] in ms, sorted."""
+
+    start: np.ndarray
+    end: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    @staticmethod
+    def union(*pairs: tuple[np.ndarray, np.ndarray]) -> "Intervals":
+        s = np.concatenate([np.asarray(a, np.int64) for a, _ in pairs]) if pairs else np.zeros(0, np.int64)
+        e = np.concatenate([np.asarray(b, np.int64) for _, b in pairs]) if pairs else np.zeros(0, np.int64)
+        if not len(s):
+            return Intervals(s, e)
+        order = np.argsort(s, kind="stable")
+        s, e = s[order], e[order]
+        reach = np.maximum.accumulate(e)
+        # a new interval starts where it begins after everything before it has ended
+        head = np.r_[True, s[1:] > reach[:-1]]
+        group = np.cumsum(head) - 1
+        ends = np.full(int(group[-1]) + 1, np.iinfo(np.int64).min, np.int64)
+        np.maximum.at(ends, group, e)
+        return Intervals(s[head], ends)
+
+    def covered(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Per window [a, b], how much of it the intervals cover."""
+        a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+        if not len(self):
+            return np.zeros(len(a), np.int64)
+        lens = self.end - self.start
+        total = np.concatenate([[0], np.cumsum(lens)[:-1]])
+
+        def before(t):
+            k = np.searchsorted(self.start, t, side="right") - 1
+            kk = np.maximum(k, 0)
+            inside = np.clip(t - self.start[kk], 0, lens[kk])
+            return np.where(k >= 0, total[kk] + inside, 0)
+
+        return np.maximum(before(b) - before(a), 0)
+
+    def touches(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Per window [a, b], whether any interval overlaps it or shares an instant with it (bounds
+        included: a window the outage's first record opens is the outage's)."""
+        a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+        if not len(self):
+            return np.zeros(len(a), bool)
+        k = np.searchsorted(self.start, b, side="right") - 1  # the last interval starting at or before b
+        return (k >= 0) & (self.end[np.maximum(k, 0)] >= a)
+
+    # the same two questions for one window, interval by interval (the scalar reference)
+    def covered_one(self, a: int, b: int) -> int:
+        return sum(max(0, min(e, b) - max(s, a)) for s, e in zip(self.start.tolist(), self.end.tolist()))
+
+    def touches_one(self, a: int, b: int) -> bool:
+        return any(s <= b and e >= a for s, e in zip(self.start.tolist(), self.end.tolist()))
+
+
+@dataclass
 class Gaps:
     start_ms: np.ndarray  # time of the last record before the gap
     end_ms: np.ndarray  # time of the first record after it
@@ -30,10 +89,9 @@ class Gaps:
         return len(self.start_ms)
 
     @property
-    def before_total(self) -> np.ndarray:
-        """Gap time before each gap starts (the cumulative sum the exclusion is computed from)."""
-        lens = self.end_ms - self.start_ms
-        return np.concatenate([[0], np.cumsum(lens)[:-1]]) if len(lens) else lens
+    def intervals(self) -> "Intervals":
+        """The gaps as time intervals (disjoint and sorted: consecutive records never overlap)."""
+        return Intervals(self.start_ms, self.end_ms)
 
 
 def metadata_gaps(record_times: pa.Table | None, threshold_ms: int) -> Gaps:
@@ -67,22 +125,9 @@ def metadata_gaps(record_times: pa.Table | None, threshold_ms: int) -> Gaps:
 
 def excluded_ms(gaps: Gaps, start_ms: np.ndarray, end_ms: np.ndarray) -> np.ndarray:
     """Per window [start, end], how much of it the gaps cover."""
-    if not len(gaps):
-        return np.zeros(len(start_ms), np.int64)
-    total = gaps.before_total
-
-    def covered_before(t: np.ndarray) -> np.ndarray:
-        k = np.searchsorted(gaps.start_ms, t, side="right") - 1
-        kk = np.maximum(k, 0)
-        inside = np.clip(t - gaps.start_ms[kk], 0, gaps.end_ms[kk] - gaps.start_ms[kk])
-        return np.where(k >= 0, total[kk] + inside, 0)
-
-    return np.maximum(covered_before(np.asarray(end_ms, np.int64)) - covered_before(np.asarray(start_ms, np.int64)), 0)
+    return gaps.intervals.covered(start_ms, end_ms)
 
 
 def excluded_ms_one(gaps: Gaps, start_ms: int, end_ms: int) -> int:
     """:func:`excluded_ms` for one window, gap by gap."""
-    out = 0
-    for a, b in zip(gaps.start_ms.tolist(), gaps.end_ms.tolist()):
-        out += max(0, min(b, end_ms) - max(a, start_ms))
-    return out
+    return gaps.intervals.covered_one(start_ms, end_ms)
