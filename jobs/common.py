@@ -170,13 +170,18 @@ def cluster_name(name: str, flag: str = "--cluster") -> str:
     raise CannotRun(f"{shown}: {why}; {CLUSTER_NAME_RULE}", flag)
 
 
-def add_source_arguments(p) -> None:
-    """Where ``audit`` and ``plan`` read a cluster's history from, and the point they look at."""
+def add_cluster_or_log_dir(p, log_dir_help: str) -> None:
+    """``--cluster`` (with ``--lake``) or ``--log-dir``, and ``--conf``: where a command reads a history from."""
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--cluster", help="cluster name in the lake (after kraft-audit ingest + replay)")
-    src.add_argument("--log-dir", help="audit a log directory directly (replays it; no lake, no Spark)")
+    src.add_argument("--log-dir", help=log_dir_help)
     p.add_argument("--lake", help="lake root (default: conf lake, env KRAFT_AUDIT_LAKE)")
     p.add_argument("--conf", help="YAML file overriding conf/defaults.yaml")
+
+
+def add_source_arguments(p) -> None:
+    """Where ``audit`` and ``plan`` read a cluster's history from, and the point they look at."""
+    add_cluster_or_log_dir(p, "audit a log directory directly (replays it; no lake, no Spark)")
     at = p.add_mutually_exclusive_group()
     at.add_argument("--at-offset", type=int, metavar="N", help="audit the history through offset N (default: end)")
     at.add_argument("--at-time", metavar="T", help="audit the history through time T (ISO 8601 or epoch ms)")

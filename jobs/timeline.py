@@ -18,18 +18,14 @@ import sys
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.common import CannotRun, change_what as _what, config_of, parse_time, partition_rows, warn_quarantined
+from jobs.common import CannotRun, add_cluster_or_log_dir, change_what as _what, config_of, parse_time, partition_rows, warn_quarantined
 
 PROG = "kraft-audit timeline"
 TS = pa.timestamp("us", tz="UTC")
 
 
 def add_arguments(p) -> None:
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--cluster", help="cluster name in the lake (after kraft-audit ingest + replay)")
-    src.add_argument("--log-dir", help="replay a log directory in process (no lake, no Spark)")
-    p.add_argument("--lake", help="lake root (default: conf lake, env KRAFT_AUDIT_LAKE)")
-    p.add_argument("--conf", help="YAML file overriding conf/defaults.yaml")
+    add_cluster_or_log_dir(p, "replay a log directory in process (no lake, no Spark)")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--topic", help="the topic whose partitions to show (all of them without --partition)")
     what.add_argument("--broker", type=int, help="a broker's registrations, fences, unfences, controlled shutdowns")
