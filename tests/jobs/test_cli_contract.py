@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_errors import one_line
 from jobs import cli
 from realdata_facts import REALDATA
 
@@ -144,11 +145,7 @@ def _fill(text: str, inputs: dict) -> str:
 
 
 def _assert_one_line(command: str, err: str, names: str) -> None:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    assert lines[0].startswith(f"kraft-audit {command}: "), lines[0]
-    assert names in lines[0], lines[0]
-    assert "Traceback" not in err
+    one_line(err, command, names)
 
 
 @pytest.mark.parametrize("kind, argv, names", TABLE)

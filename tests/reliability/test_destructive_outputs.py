@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_errors import one_line as _one_line
 from jobs import cli
 from simulator.writer import MARKER
 
@@ -28,15 +29,6 @@ META = "__cluster_metadata-0"
 def _tree(root: Path) -> dict[str, str]:
     return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def _one_line(err: str, command: str, *names: str) -> None:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    assert lines[0].startswith(f"kraft-audit {command}: "), lines[0]
-    for n in names:
-        assert n in lines[0], lines[0]
-    assert "Traceback" not in err
 
 
 # ------------------------------------------------------------------------------------------ simulate -o

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_errors import one_line as _one_line
 from jobs import cli, common
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,16 +39,6 @@ BAD = {
     "percent": ("a%2Fb", "'%' is not allowed"),
 }
 GOOD_NAMES = ["ok-name_1.2", "prod-eu1", "A", "9", "x" * 128, "a..b", "kafka_01.prod-EU"]
-
-
-def _one_line(err: str, command: str, *names: str) -> str:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    assert lines[0].startswith(f"kraft-audit {command}: "), lines[0]
-    for n in names:
-        assert n in lines[0], lines[0]
-    assert "Traceback" not in err
-    return lines[0]
 
 
 @pytest.mark.parametrize("name", GOOD_NAMES)

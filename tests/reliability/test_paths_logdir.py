@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_errors import one_line as _one_line
 from jobs import cli
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,15 +35,6 @@ def log_dir(tmp_path) -> Path:
         shutil.copy(p, d / META / p.name)
     shutil.copy(SOURCE / "bootstrap.checkpoint", d / "bootstrap.checkpoint")
     return d
-
-
-def _one_line(err: str, command: str, *names: str) -> None:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    assert lines[0].startswith(f"kraft-audit {command}: "), lines[0]
-    for n in names:
-        assert n in lines[0], lines[0]
-    assert "Traceback" not in err
 
 
 def _run(*argv, timeout=120):
