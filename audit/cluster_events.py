@@ -96,6 +96,18 @@ def _empty_down() -> Down:
     return Down(z, z, z, z, np.zeros(0, bool), np.zeros(0, bool), [])
 
 
+def previous_active(bid: np.ndarray, order_key: np.ndarray, act: np.ndarray) -> np.ndarray:
+    """Per broker_state_history row, whether the same broker was active after its previous row (``order_key``:
+    the rows' order, e.g. their offsets; False for a broker's first row)."""
+    n = len(bid)
+    by_broker = np.lexsort((np.arange(n), order_key, bid))
+    prev = np.zeros(n, bool)
+    if n:
+        same = bid[by_broker][1:] == bid[by_broker][:-1]
+        prev[by_broker[1:]] = np.where(same, act[by_broker[:-1]], False)
+    return prev
+
+
 def cluster_down(brokers: pa.Table, end_ms: int | None) -> Down:
     """The periods after a broker record left no registered broker active, once one had been."""
     if brokers is None or not brokers.num_rows:
@@ -107,12 +119,8 @@ def cluster_down(brokers: pa.Table, end_ms: int | None) -> Down:
     reg = F.np_col(brokers, "registered", False, bool)
     order = np.argsort(off, kind="stable")
     off, bid, ms, ms_ok, act, reg = off[order], bid[order], ms[order], ms_ok[order], act[order], reg[order]
-    n = len(off)
     # each row's change to the number of active brokers: its state against the same broker's row before
-    by_broker = np.lexsort((np.arange(n), bid))
-    prev = np.zeros(n, bool)
-    same = bid[by_broker][1:] == bid[by_broker][:-1]
-    prev[by_broker[1:]] = np.where(same, act[by_broker[:-1]], False)
+    prev = previous_active(bid, np.arange(len(off)), act)
     count = np.cumsum(act.astype(np.int64) - prev.astype(np.int64))
     # the count after the last record at each offset decides (a snapshot lists every broker at one offset)
     last = np.r_[off[1:] != off[:-1], True]

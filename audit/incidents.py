@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from audit import frames as F
+from audit.cluster_events import previous_active
 from controller_core import codes as C
 from controller_core.brokers import active_rows
 from controller_core.codes import SEVERITIES
@@ -87,7 +88,7 @@ def broker_downs(brokers: pa.Table | None, end_ms: int | None) -> dict[str, np.n
     order = np.lexsort((off, bid))
     off, bid, ms, act, event, cs, rack = (x[order] for x in (off, bid, ms, act, event, cs, rack))
     first = np.r_[True, bid[1:] != bid[:-1]]
-    prev = np.r_[False, act[:-1]] & ~first
+    prev = previous_active(bid, off, act)
     down = np.flatnonzero(prev & ~act)
     up = np.flatnonzero(~prev & act & ~first)
     # the first "up" of the same broker after each down
