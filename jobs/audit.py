@@ -14,6 +14,7 @@ import sys
 
 import pyarrow.compute as pc
 
+from lake.lock import GOLD, holding
 from jobs.common import CannotRun, add_source_arguments, at_offset_of, config_of, warn_quarantined
 
 PROG = "kraft-audit audit"
@@ -52,16 +53,8 @@ def run(args, out=None, err=None) -> int:
     result = audit(tables, config, end_offset, end_time, at_offset=at, log_info=info, strategy=args.strategy)
     news = None
     if lake is not None:
-        run = gold.AuditRun(args.cluster, result.at_offset, result.at_time, end_offset, at_end, fail_on, result.strategy,
-                            json.dumps({"audit": config["audit"],
-                                        "log_info": sorted(pc.unique(info.column("source_file")).to_pylist())},
-                                       default=str, sort_keys=True))
-        previous = gold.previous_run(lake, args.cluster)
-        seen = gold.run_findings(lake, args.cluster, previous["run_id"]) if previous else None
-        seen_incidents = gold.run_incidents(lake, args.cluster, previous["run_id"]) if previous else None
-        news = (previous, gold.new_since(result.violations, seen), run.run_id,
-                gold.new_incidents(result.incidents, seen_incidents))
-        gold.write_gold(lake, run, result, previous, news[1].num_rows)
+        with holding(config, args.cluster, "audit", GOLD):  # two audits of a cluster: one after the other
+            news = _record_run(lake, args, config, result, info, end_offset, at_end, fail_on)
     name = args.cluster or args.log_dir
     if args.json:
         doc = summary_json(result, name, fail_on, None if args.all else args.limit)
@@ -110,3 +103,20 @@ def _news_text(news, limit: int) -> str:
     if new.num_rows > limit:
         lines.append(f"  ... {new.num_rows - limit} more: --json --all, or the violations table of this run")
     return "\n".join(lines) + "\n"
+
+
+def _record_run(lake, args, config, result, info, end_offset, at_end, fail_on) -> tuple:
+    """Write this run's gold rows; what is new since the previous audit of the end of the log."""
+    from lake import gold
+
+    run = gold.AuditRun(args.cluster, result.at_offset, result.at_time, end_offset, at_end, fail_on, result.strategy,
+                        json.dumps({"audit": config["audit"],
+                                    "log_info": sorted(pc.unique(info.column("source_file")).to_pylist())},
+                                   default=str, sort_keys=True))
+    previous = gold.previous_run(lake, args.cluster)
+    seen = gold.run_findings(lake, args.cluster, previous["run_id"]) if previous else None
+    seen_incidents = gold.run_incidents(lake, args.cluster, previous["run_id"]) if previous else None
+    news = (previous, gold.new_since(result.violations, seen), run.run_id,
+            gold.new_incidents(result.incidents, seen_incidents))
+    gold.write_gold(lake, run, result, previous, news[1].num_rows)
+    return news

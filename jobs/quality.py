@@ -23,6 +23,7 @@ import pyarrow as pa
 from controller_core import codes
 from lake import catalog
 from lake.config import load_config
+from lake.lock import GOLD, holding
 
 PROG = "kraft-audit quality"
 QUALITY = catalog.DATA_QUALITY
@@ -191,7 +192,8 @@ def run(args, out=None, err=None) -> int:
         return 2
     tables = load_tables(lake, args.cluster)
     result = validate(tables, args.cluster)
-    lake.overwrite_arrow(QUALITY.name, result, partition_by=QUALITY.partition_by, where={"cluster": args.cluster})
+    with holding(config, args.cluster, "quality", GOLD):  # its results replace the cluster's previous ones
+        lake.overwrite_arrow(QUALITY.name, result, partition_by=QUALITY.partition_by, where={"cluster": args.cluster})
     failed = [r for r in result.to_pylist() if not r["success"]]
     if args.json:
         out.write(json.dumps(result.to_pylist(), default=str, indent=2) + "\n")

@@ -11,9 +11,12 @@ another host that cannot be checked).  A job that finds a live lock says on stde
 waits, polling, up to ``timeout_s`` (0: it does not wait); then :class:`LockBusy` (a ``TimeoutError``:
 exit 2, one line naming the holder).
 
-Readers (``audit``, ``quality``, ``describe --cluster``) take no lock: they read the table versions the
-last replay recorded with its checkpoint (``lake.delta.Lake.replayed_versions``), which a running job
-never changes.
+Readers (``audit``, ``quality``, ``describe --cluster``) take no lock to read: they read the table versions
+the last replay recorded with its checkpoint (``lake.delta.Lake.replayed_versions``), which a running job
+never changes.  What they write -- the gold tables of an audit run, the data-quality results -- is written
+under the cluster's *gold* lock (``<lake>/_locks/gold/<cluster>.lock``, scope ``GOLD``): two audits of one
+cluster at once serialise there (the second compares with the first's run), and neither waits for an
+ingest or replay, which hold the cluster's log lock.
 
 Only a local lake (or one on a shared file system) can hold a lock file; on a remote lake (``s3a://``)
 jobs run unlocked (:func:`acquire` returns None).
@@ -27,11 +30,13 @@ import socket
 import sys
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 LOCKS_DIR = "_locks"
+LOG, GOLD = "log", "gold"  # the scopes: bronze + silver writers (ingest, replay); gold writers (audit, quality)
 
 
 class LockBusy(TimeoutError):
@@ -63,10 +68,11 @@ def _alive(pid: int, start: str | None) -> bool:
     return True
 
 
-def lock_path(root: str | Path, cluster: str) -> Path:
-    """``<root>/_locks/<cluster>.lock``, the cluster name made a safe file name (%XX for other characters)."""
+def lock_path(root: str | Path, cluster: str, scope: str = LOG) -> Path:
+    """``<root>/_locks/<cluster>.lock`` (scope LOG) or ``<root>/_locks/gold/<cluster>.lock`` (GOLD), the cluster
+    name made a safe file name (%XX for other characters)."""
     safe = re.sub(r"[^A-Za-z0-9_.\-]", lambda m: "".join(f"%{b:02X}" for b in m.group().encode()), cluster)
-    return Path(root) / LOCKS_DIR / f"{safe}.lock"
+    return Path(root) / LOCKS_DIR / ("" if scope == LOG else scope) / f"{safe}.lock"
 
 
 @dataclass
@@ -140,13 +146,14 @@ def _break(path: Path, seen: dict) -> None:
 
 
 def acquire(root: str, local: bool, cluster: str, job: str, timeout_s: float, stale_after_s: float,
-            err=None, poll_s: float = 0.25) -> ClusterLock | None:
-    """Take the cluster's lock for ``job``, waiting up to ``timeout_s`` for a live holder; None for a remote
-    lake.  Says on ``err`` (stderr) whom it waits for and which stale lock it took over."""
+            err=None, poll_s: float = 0.25, scope: str = LOG) -> ClusterLock | None:
+    """Take the cluster's lock of ``scope`` for ``job``, waiting up to ``timeout_s`` for a live holder; None
+    for a remote lake.  Says on ``err`` (stderr) whom it waits for and which stale lock it took over."""
     if not local:
         return None
     err = err or sys.stderr
-    path = lock_path(root, cluster)
+    path = lock_path(root, cluster, scope)
+    what, are = (f"cluster {cluster!r}", "is") if scope == LOG else (f"the {scope} tables of cluster {cluster!r}", "are")
     path.parent.mkdir(parents=True, exist_ok=True)
     owner = {"job": job, "cluster": cluster, "pid": os.getpid(), "pid_start": _pid_start(os.getpid()),
              "host": socket.gethostname(), "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -162,16 +169,16 @@ def acquire(root: str, local: bool, cluster: str, job: str, timeout_s: float, st
                 continue  # released between the two calls
             why = _stale(path, held, stale_after_s)
             if why is not None:
-                print(f"kraft-audit {job}: taking over the stale lock of {describe(held)} on cluster {cluster!r}: "
+                print(f"kraft-audit {job}: taking over the stale lock of {describe(held)} on {what}: "
                       f"{why} ({path})", file=err)
                 _break(path, held)
                 continue
             if time.monotonic() >= deadline:
-                raise LockBusy(f"cluster {cluster!r} is locked by {describe(held)}; gave up after waiting "
+                raise LockBusy(f"{what} {are} locked by {describe(held)}; gave up after waiting "
                                f"{timeout_s:g} s (lock.timeout_s): run again when it is done, or remove {path} "
                                "if that job is gone") from None
             if said != held.get("token"):
-                print(f"kraft-audit {job}: cluster {cluster!r} is locked by {describe(held)}: waiting up to "
+                print(f"kraft-audit {job}: {what} {are} locked by {describe(held)}: waiting up to "
                       f"{timeout_s:g} s ({path})", file=err, flush=True)
                 said = held.get("token")
             time.sleep(poll_s)
@@ -181,5 +188,21 @@ def acquire(root: str, local: bool, cluster: str, job: str, timeout_s: float, st
             f.flush()
             os.fsync(f.fileno())
         if said is not None:
-            print(f"kraft-audit {job}: got the lock of cluster {cluster!r}", file=err, flush=True)
+            print(f"kraft-audit {job}: got the lock of {what}", file=err, flush=True)
         return ClusterLock(path, owner)
+
+
+@contextmanager
+def holding(config: dict, cluster: str, job: str, scope: str = LOG):
+    """``with holding(config, cluster, "audit", GOLD):`` the cluster's lock of ``scope`` on the configured
+    lake (``lock.timeout_s`` / ``lock.stale_after_s``), released at the end whatever happens."""
+    from lake.delta import root_of
+
+    root, local = root_of(config["lake"])
+    held = acquire(root, local, cluster, job, float(config["lock"]["timeout_s"]),
+                   float(config["lock"]["stale_after_s"]), scope=scope)
+    try:
+        yield held
+    finally:
+        if held is not None:
+            held.release()

@@ -118,8 +118,8 @@ def test_a_waiting_job_gets_the_lock_when_the_holder_releases_it(tmp_path):
     assert not lock.lock_path(tmp_path, "c").exists()
 
 
-def _hold(root: Path, cluster: str, **owner) -> Path:
-    path = lock.lock_path(root, cluster)
+def _hold(root: Path, cluster: str, scope: str = lock.LOG, **owner) -> Path:
+    path = lock.lock_path(root, cluster, scope)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"job": "replay", "pid": os.getpid(), "pid_start": lock._pid_start(os.getpid()),
                                 "host": socket.gethostname(), "started": "2026-11-26T00:00:00+00:00",
@@ -196,3 +196,61 @@ def test_readers_read_the_versions_the_last_replay_recorded(tmp_path):
         catalog.CHECKPOINT_SCHEMA))
     with pytest.raises(gold.GoldError, match="holds 2 rows at version 1 but its replay recorded 5"):
         gold.silver_from_lake(lake, "c")
+
+
+def test_gold_writers_serialise_on_the_gold_lock_and_never_wait_for_ingest_or_replay(silver, tmp_path, capsys):
+    """audit and quality write their gold rows under the cluster's gold lock (``_locks/gold/<cluster>.lock``):
+    held by another live job, they wait lock.timeout_s and exit 2 naming it, writing nothing; the log lock of
+    a running ingest / replay does not stop them; two audits at once leave no key twice."""
+    import threading
+
+    from lake import gold
+
+    src, _ = silver
+    root = tmp_path / "lake"
+    shutil.copytree(src.root, root, ignore=shutil.ignore_patterns("_locks"))
+    conf = tmp_path / "conf.yaml"
+    conf.write_text("lock:\n  timeout_s: 1\n")
+    c = "induswargods"
+    base = ["--cluster", c, "--lake", str(root), "--conf", str(conf)]
+    lake = Lake(root, None, backend="delta-rs")
+    runs = lambda: lake.read_arrow(catalog.AUDIT_RUNS.name).num_rows if lake.exists(catalog.AUDIT_RUNS.name) else 0  # noqa: E731
+    before = runs()
+
+    held = _hold(root, c, lock.GOLD)
+    assert held == root / "_locks" / "gold" / f"{c}.lock"
+    holder = f"replay (pid {os.getpid()} on {socket.gethostname()}, since 2026-11-26T00:00:00+00:00)"
+    for job in ("audit", "quality"):
+        assert cli.main([job, *base]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err[-1] == (f"kraft-audit {job}: the gold tables of cluster {c!r} are locked by {holder}; gave up after "
+                           f"waiting 1 s (lock.timeout_s): run again when it is done, or remove {held} if that job "
+                           "is gone")
+    assert runs() == before and not lake.exists(catalog.DATA_QUALITY.name)  # nothing written
+    held.unlink()
+
+    log_lock = _hold(root, c)  # an ingest or replay running: readers and gold writers go on
+    assert cli.main(["audit", *base]) in (0, 1)
+    assert runs() == before + 1
+    log_lock.unlink()
+
+    # waiting: the holder releases after 0.5 s, the audit then writes its run
+    first = lock.acquire(str(root), True, c, "audit", 0, 50, scope=lock.GOLD)
+    threading.Timer(0.5, first.release).start()
+    (tmp_path / "wait.yaml").write_text("lock:\n  timeout_s: 60\n")
+    assert cli.main(["audit", "--cluster", c, "--lake", str(root), "--conf", str(tmp_path / "wait.yaml")]) in (0, 1)
+    err = capsys.readouterr().err
+    assert f"kraft-audit audit: the gold tables of cluster {c!r} are locked by audit (pid {os.getpid()} on " in err
+    assert f"kraft-audit audit: got the lock of the gold tables of cluster {c!r}" in err
+
+    # two audits at once (separate processes): one run, no key twice
+    procs = [_start(["audit", "--cluster", c, "--lake", str(root), "--conf", str(tmp_path / "wait.yaml")], tmp_path)
+             for _ in range(2)]
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode in (0, 1), err[-1500:]
+    for t in (catalog.AUDIT_RUNS, catalog.VIOLATIONS, catalog.INCIDENTS, catalog.RECOVERY_CANDIDATES):
+        assert _duplicates(lake, t) == 0, t.name
+    assert runs() == before + 1  # the same audit again replaces its own run
+    assert not lock.lock_path(root, c, lock.GOLD).exists()
+    assert gold.previous_run(lake, c) is not None
