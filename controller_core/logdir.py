@@ -137,7 +137,21 @@ def discover(path: Path) -> list[LogFile]:
         if lf is not None and lf.kind != BOOTSTRAP_KIND:
             files.append(check_readable(lf))
     boots = [f for f in files if f.kind == BOOTSTRAP_KIND]
-    return boots + sorted((f for f in files if f.kind != BOOTSTRAP_KIND), key=lambda f: f.sort_key)
+    return boots + _without_empty_active_segment(
+        sorted((f for f in files if f.kind != BOOTSTRAP_KIND), key=lambda f: f.sort_key))
+
+
+def _without_empty_active_segment(files: list[LogFile]) -> list[LogFile]:
+    """Kafka rolls a segment by creating the next one, empty, as the active segment: a log copied right
+    after a roll ends in an empty ``.log`` whose base offset is where the records end.  That file holds
+    nothing and lost nothing, so it is left out (not quarantined as EMPTY_FILE).  Only that one: an empty
+    segment before other files, or an empty log with nothing before it, stays in and is reported."""
+    if len(files) < 2:
+        return files
+    last = files[-1]
+    if last.kind == SEGMENT and last.offset > 0 and last.path.is_file() and last.path.stat().st_size == 0:
+        return files[:-1]
+    return files
 
 
 def expand(paths: list[str]) -> list[LogFile]:

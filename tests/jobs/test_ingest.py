@@ -134,7 +134,8 @@ def test_bad_input_is_quarantined_and_good_records_survive(spark, lake, tmp_path
 
     q = {(r.source_file, r.reason) for r in lake.read(QUARANTINE_TABLE).collect()}
     assert ("__cluster_metadata-0/00000000000000000000.log", "CRC_MISMATCH") in q
-    assert ("__cluster_metadata-0/00000000000000003088.log", "EMPTY_FILE") in q
+    # the empty active segment Kafka creates when it rolls is no damage: not quarantined
+    assert not any(f.endswith("00000000000000003088.log") for f, _ in q)
     assert any(f == "__cluster_metadata-0/00000000000000000000.log" and r in ("GARBAGE", "TRUNCATED_BATCH")
                for f, r in q)
     # everything but the one damaged batch is in bronze

@@ -22,7 +22,7 @@ NAME = "00000000000000000000.log"
 
 def _log_dir(tmp_path: Path, data: bytes) -> Path:
     meta = tmp_path / "__cluster_metadata-0"
-    meta.mkdir()
+    meta.mkdir(parents=True)
     (meta / NAME).write_bytes(data)
     return tmp_path
 
@@ -103,3 +103,30 @@ def test_collect_log_info_damaged_length_hiding_a_batch_is_not_a_torn_tail():
     assert not walked.torn_tail and "an intact batch follows" in walked.stop_reason
     cut = segment_log_end_offset((REAL / "ogs59-3broker-mv3.7/kafka-1/rxx-topic-1" / NAME).read_bytes()[:-5], 0)
     assert cut.torn_tail  # a real torn tail stays one
+
+
+def test_the_empty_active_segment_after_a_roll_is_no_damage_an_empty_segment_elsewhere_is(tmp_path, capsys):
+    """Kafka rolls a segment by creating the next, empty, one: a log copied right after a roll ends in an empty
+    ``.log`` at the offset where the records end.  verify of it equals verify without it (exit 0, nothing
+    quarantined); an empty segment followed by another one is a hole and is reported (EMPTY_FILE, exit 1)."""
+    from controller_core.logdir import discover
+
+    raw = SEGMENT.read_bytes()
+    clean = _log_dir(tmp_path / "clean", raw)
+    assert cli.main(["verify", "--log-dir", str(clean), "--json"]) == 0
+    expected = capsys.readouterr().out
+
+    rolled = _log_dir(tmp_path / "rolled", raw)
+    (rolled / "__cluster_metadata-0" / "00000000000000003088.log").write_bytes(b"")
+    assert [f.path.name for f in discover(rolled)] == [NAME]
+    assert cli.main(["verify", "--log-dir", str(rolled), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert out == expected and "quarantined" not in err
+
+    holed = _log_dir(tmp_path / "holed", raw)
+    (holed / "__cluster_metadata-0" / "00000000000000003088.log").write_bytes(b"")
+    (holed / "__cluster_metadata-0" / "00000000000000009000.log").write_bytes(b"")  # now the active one
+    assert [f.path.name for f in discover(holed)] == [NAME, "00000000000000003088.log"]
+    assert cli.main(["verify", "--log-dir", str(holed)]) == 1
+    err = capsys.readouterr().err
+    assert "quarantined 0 bytes: __cluster_metadata-0/00000000000000003088.log at byte 0: the file is empty" in err
