@@ -64,6 +64,10 @@ TYPED = [
     pa.field("config_value", pa.string()),
     pa.field("feature_name", pa.string()),
     pa.field("feature_level", pa.int16()),
+    pa.field("record_type_id", pa.int32()),  # the apiKey (metadata record) or control type (control record)
+    # tagged fields of the record's body its declaration does not have (a newer Kafka's): JSON
+    # [{"tag": n, "data": base64}, ...] in tag order; null when there are none (README "Newer Kafka")
+    pa.field("unknown_tagged_fields", pa.string()),
     pa.field("data_json", pa.string(), nullable=False),  # the record's "data" exactly as kafka-dump-log prints it
 ]
 SCHEMA = pa.schema(FRAMING + TYPED)
@@ -163,7 +167,11 @@ def records_table(chunk: DecodedChunk, cluster: str, source_file: str, source_ki
         mapping = COLUMN_MAP.get(g.rdef.type_name, {})
         for f in TYPED:
             if f.name == "data_json":
-                arr = struct_json(g.columns, g.rdef.fields, g.version, m)
+                arr = struct_json(g.columns, g.rdef.fields, g.layout, m)
+            elif f.name == "unknown_tagged_fields":
+                arr = g.unknown_tagged_fields
+            elif f.name == "record_type_id":
+                arr = from_numpy(chunk.type_id[g.rows].astype(np.int32))
             else:
                 get = mapping.get(f.name)
                 arr = get(g.columns) if get else None
