@@ -89,6 +89,9 @@ class Broker:
     in_controlled_shutdown: bool = False
     log_dirs: list[str] = field(default_factory=list)
     rack: str | None = None
+    # KIP-1066 (Kafka 4.3): the log directories cordoned (no new replicas placed on them); None = the
+    # records never said (before RegisterBrokerRecord v4 / BrokerRegistrationChangeRecord v3)
+    cordoned_log_dirs: list[str] | None = None
 
     @property
     def active(self) -> bool:
@@ -261,7 +264,8 @@ class Cluster:
         self.brokers[d["brokerId"]] = Broker(
             broker_id=d["brokerId"], epoch=d["brokerEpoch"], incarnation_id=d["incarnationId"],
             fenced=d.get("fenced", True), in_controlled_shutdown=d.get("inControlledShutdown", False),
-            log_dirs=list(d.get("logDirs") or []), rack=d.get("rack"))
+            log_dirs=list(d.get("logDirs") or []), rack=d.get("rack"),
+            cordoned_log_dirs=None if d.get("cordonedLogDirs") is None else list(d["cordonedLogDirs"]))
 
     def _broker(self, bid, epoch, what) -> Broker:
         br = self.brokers.get(bid)
@@ -280,6 +284,8 @@ class Cluster:
             br.in_controlled_shutdown = True
         if d.get("logDirs"):
             br.log_dirs = list(d["logDirs"])
+        if d.get("cordonedLogDirs") is not None:  # KIP-1066: null = no change, [] = none cordoned any more
+            br.cordoned_log_dirs = list(d["cordonedLogDirs"])
 
     def _fence(self, d):
         self._broker(d["id"], d["epoch"], "FenceBrokerRecord").fenced = True

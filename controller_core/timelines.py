@@ -21,6 +21,7 @@ BROKER_SCHEMA = pa.schema([
     ("registered", pa.bool_()), ("broker_epoch", pa.int64()), ("incarnation_id", pa.string()),
     ("fenced", pa.bool_()), ("in_controlled_shutdown", pa.bool_()), ("log_dirs", pa.list_(pa.string())),
     ("rack", pa.string()), ("valid_to_offset", pa.int64()),
+    ("cordoned_log_dirs", pa.list_(pa.string())),  # KIP-1066; null: the records never said
 ])
 TOPIC_SCHEMA = pa.schema([
     ("topic_id", pa.string()), ("topic_name", pa.string()), ("offset", pa.int64()), ("timestamp", TS),
@@ -51,7 +52,8 @@ def _broker_row(c: Cluster, rec: Rec) -> dict:
             "registered": br is not None, "broker_epoch": br.epoch if br else None,
             "incarnation_id": br.incarnation_id if br else None, "fenced": br.fenced if br else None,
             "in_controlled_shutdown": br.in_controlled_shutdown if br else None,
-            "log_dirs": list(br.log_dirs) if br else None, "rack": br.rack if br else None}
+            "log_dirs": list(br.log_dirs) if br else None, "rack": br.rack if br else None,
+            "cordoned_log_dirs": list(br.cordoned_log_dirs) if br and br.cordoned_log_dirs is not None else None}
 
 
 def _topic_row(c: Cluster, tid: str, name: str, rec: Rec, deleted: bool) -> dict:

@@ -278,7 +278,7 @@ class NewerKafka:
             read = f"read with the newest known layout (v{g['layout']})" if g["layout"] is not None else "read"
             tags = (f"; tagged fields this build does not know (tags {','.join(map(str, sorted(g['tags'])))}) kept "
                     "in unknown_tagged_fields") if g["tags"] else ""
-            out.append(f"{n} {g['type']} v{g['version']} (newer than this build knows), {where}: {read}{tags}"
-                       if g["layout"] is not None else
-                       f"{n} {g['type']} v{g['version']}, {where}: {read}{tags}")
+            n = f"{g['count']} {g['type']} v{g['version']} record{'s' if g['count'] != 1 else ''}"
+            out.append(f"{n} (newer than this build knows), {where}: {read}{tags}" if g["layout"] is not None else
+                       f"{n}, {where}: {read}{tags}")
         return out
