@@ -118,6 +118,10 @@ MIN_ISR_CHANGE_CLEARED_ELR = _finding(
 METADATA_GAP = _finding(
     "METADATA_GAP", WARN, "no record for `audit.metadata_gap_ms` in a log with NoOp heartbeats: no controller "
     "wrote it (stopped, no quorum); windows leave the time out", "KIP-835")
+DISKLESS_TOPIC = _finding(
+    "DISKLESS_TOPIC", INFO, "a leaderless / diskless topic (`diskless.enable=true`, KIP-1150): its data is not in the "
+    "replicas' logs, so the ISR rules (the partition windows, DATA_LOSS_LIKELY, UNCLEAN_ELECTION, "
+    "ELR_MEMBER_FENCED_LEADER, MIN_ISR_ABOVE_RF) do not judge it (one row per topic, partition null)", "KIP-1150")
 
 CLUSTER_DOWN = _finding(
     "CLUSTER_DOWN", WARN, "no registered broker active (fenced, in controlled shutdown or gone) after one was: no "

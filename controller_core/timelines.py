@@ -29,6 +29,8 @@ TOPIC_SCHEMA = pa.schema([
     ("min_isr_resolved_from_log", pa.bool_()), ("unclean_leader_election_enable", pa.bool_()),
     ("metadata_version", pa.int16()), ("elr_enabled", pa.bool_()), ("active_controller", pa.int32()),
     ("valid_to_offset", pa.int64()),
+    # the config making the topic leaderless / diskless (image.DISKLESS_CONFIGS, e.g. "diskless.enable"), else null
+    ("diskless", pa.string()),
 ])
 BROKER_RECORDS = {"REGISTER_BROKER_RECORD", "BROKER_REGISTRATION_CHANGE_RECORD", "FENCE_BROKER_RECORD",
                   "UNFENCE_BROKER_RECORD", "UNREGISTER_BROKER_RECORD"}
@@ -63,7 +65,8 @@ def _topic_row(c: Cluster, tid: str, name: str, rec: Rec, deleted: bool) -> dict
             "effective_min_isr": c.min_isr(tid) if not deleted else None,
             "min_isr_resolved_from_log": configured is not None,
             "unclean_leader_election_enable": c.unclean_enabled(tid), "metadata_version": c.metadata_version,
-            "elr_enabled": c.elr_enabled, "active_controller": c.controller_id}
+            "elr_enabled": c.elr_enabled, "active_controller": c.controller_id,
+            "diskless": c.diskless(tid) if not deleted else None}
 
 
 def _p0_assignment(c: Cluster, tid: str) -> tuple | None:
