@@ -353,6 +353,14 @@ def describe_quorum(args, at_time: int | None, out, err) -> int:
     for g in doc["stalls"]:
         lines.append(f"\tAfterOffset: {g['afterOffset']}\tFrom: {_when_ms(g['fromMs'])}\tFor: {g['ms']} ms"
                      f"\tEpochs: {g['epochBefore']} -> {g['epochAfter']}")
+    kv = doc.get("kraftVersion")
+    if kv is not None:
+        lines.append(f"KRaftVersion: {kv['level']}\tSince: offset {kv['offset']}")
+    lines.append(f"VoterChanges: {len(doc['voterChanges'])}")
+    for c in doc["voterChanges"]:
+        now = ",".join(f"{v['voterId']} (directory {v['directoryId']})" for v in c["voters"])
+        lines.append(f"\tOffset: {c['offset']}\tTime: {_when(c['time'])}\tEpoch: {c['epoch']}\tVoters: {now or '-'}"
+                     f"\tAdded: {','.join(map(str, c['added'])) or '-'}\tRemoved: {','.join(map(str, c['removed'])) or '-'}")
     lines.append(f"Elections: {len(doc['elections'])}")
     for e in doc["elections"]:
         silent = f"\tSilentBefore: {e['silentMs']} ms" if e["silentMs"] is not None else ""
