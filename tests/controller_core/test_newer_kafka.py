@@ -10,41 +10,13 @@ import base64
 import json
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 
 from controller_core import pipeline
 from controller_core.codec.batch import iter_batches_scalar, raw_record
 from controller_core.codec.bronze import NewerKafka, records_table
 from controller_core.codec.logfile import TYPE_NAMES, DecodedChunk, iter_chunks
-from controller_core.codec.message import encode_body
-from controller_core.records import BY_TYPE_NAME
-from log_builder import Log, uuid
-
-PCR = BY_TYPE_NAME["PARTITION_CHANGE_RECORD"]
-DIRS = [uuid("dir-a"), uuid("dir-b")]
-EXTRA_TAG = 42
-EXTRA_BYTES = b"\x07\x01\x02"
-
-
-def newer_log(tmp_path: Path) -> tuple[Path, dict]:
-    """The acceptance log; returns its data directory and the offset of each hand-built record."""
-    log = Log(25)
-    log.create("orders", [1, 2, 3])
-    at = {}
-    [at["register_v4"]] = log.add(("REGISTER_BROKER_RECORD", 4, {
-        "brokerId": 4, "incarnationId": uuid("broker-4"), "brokerEpoch": 400, "fenced": False, "logDirs": DIRS,
-        "cordonedLogDirs": [DIRS[1]]}))
-    body = encode_body(PCR.fields, 2, {"partitionId": 0, "topicId": uuid("topic-orders"), "isr": [1, 2]},
-                       extra_tags={EXTRA_TAG: EXTRA_BYTES})
-    [at["pcr_v3"]] = log.add(raw_record(5, 3, body))
-    [at["api_key_99"]] = log.add(raw_record(99, 0, b"\x00vendor"))
-    [at["unregister_controller"]] = log.add(raw_record(29, 0, b"\x00\x00\x00\x03\x00"))  # controllerId 3, no tags
-    [at["uncordon"]] = log.add(("BROKER_REGISTRATION_CHANGE_RECORD", 3, {
-        "brokerId": 4, "brokerEpoch": 400, "cordonedLogDirs": []}))
-    [at["no_change"]] = log.add(("BROKER_REGISTRATION_CHANGE_RECORD", 3, {"brokerId": 4, "brokerEpoch": 400}))
-    return log.write(tmp_path / "data"), at
-
+from log_builder import DIRS, EXTRA_BYTES, EXTRA_TAG, newer_log
 
 def _segment(d: Path) -> Path:
     return next(d.rglob("*.log"))
