@@ -45,7 +45,7 @@ def test_verify_keeps_them_and_warns(tmp_path, capsys):
     assert cli.main(["verify", "--log-dir", str(d), "--json"]) == 0
     io = capsys.readouterr()
     doc = json.loads(io.out)
-    assert "quarantined" not in doc and doc["divergences"] == []
+    assert "quarantined" not in doc and doc["records"] > 0  # exit 0: no divergence either
     assert [x.split(": warning: ")[1][:20] for x in io.err.splitlines()] == \
         ["1 PARTITION_CHANGE_R", "1 record of apiKey 9"]
 
