@@ -189,13 +189,12 @@ def decode_value(buf, is_control: bool, kpos: int, klen: int, vpos: int, vlen: i
             raise DecodeError(E.MALFORMED_RECORD, f"control record key has {klen} bytes, expected 4", rpos)
         ctype = struct.unpack_from(">h", buf, kpos + 2)[0]
         extras["type_id"] = ctype
-        rdef = BY_CONTROL_TYPE.get(ctype)
-        if rdef is None:
-            version = struct.unpack_from(">h", buf, vpos)[0] if vlen >= 2 else -1
-            return UNKNOWN_RECORD_TYPE, version, unknown_data(UNKNOWN_CONTROL, ctype, bytes(buf[vpos:vend]))
-        if vlen < 2:
+        if vlen < 2:  # every control message starts with its int16 Version
             raise DecodeError(E.MALFORMED_RECORD, "control record value too short", rpos)
         version = struct.unpack_from(">h", buf, vpos)[0]
+        rdef = BY_CONTROL_TYPE.get(ctype)
+        if rdef is None:
+            return UNKNOWN_RECORD_TYPE, version, unknown_data(UNKNOWN_CONTROL, ctype, bytes(buf[vpos:vend]))
         body = vpos
     else:
         frame, p = read_uvarint(buf, vpos, vend)
