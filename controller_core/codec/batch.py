@@ -203,6 +203,8 @@ def decode_value(buf, is_control: bool, kpos: int, klen: int, vpos: int, vlen: i
         api_key, p = read_uvarint(buf, p, vend)
         version, p = read_uvarint(buf, p, vend)
         extras["type_id"] = api_key
+        if version > 0x7FFF:
+            raise DecodeError(E.UNKNOWN_RECORD_VERSION, f"apiKey {api_key} version {version} is not an int16", rpos)
         rdef = BY_API_KEY.get(api_key)
         if rdef is None:
             return UNKNOWN_RECORD_TYPE, version, unknown_data(UNKNOWN_METADATA, api_key, bytes(buf[p:vend]))
