@@ -203,6 +203,8 @@ def decode_value(buf, is_control: bool, kpos: int, klen: int, vpos: int, vlen: i
         api_key, p = read_uvarint(buf, p, vend)
         version, p = read_uvarint(buf, p, vend)
         extras["type_id"] = api_key
+        if api_key > 0x7FFF:
+            raise DecodeError(E.MALFORMED_RECORD, f"apiKey {api_key} is not an int16", rpos)
         if version > 0x7FFF:
             raise DecodeError(E.UNKNOWN_RECORD_VERSION, f"apiKey {api_key} version {version} is not an int16", rpos)
         rdef = BY_API_KEY.get(api_key)

@@ -582,7 +582,7 @@ def decode_window(buf, a: np.ndarray, batches: list[int], file: str, base: int, 
     known = np.where(ctl, np.isin(type_id, _CONTROL_TYPES), np.isin(type_id, _API_KEYS))
     type_code = np.where(known, type_code, UNKNOWN_CODE)
     # a version that does not fit bronze's int16 record_version: left to the scalar reader (quarantined)
-    scalar = r.scalar | unframed | (version > 0x7FFF)
+    scalar = r.scalar | unframed | (version > 0x7FFF) | (type_id > 0x7FFF)  # (an apiKey is an int16 too)
     outside = _outside_batch(a, bpos, rbatch, r) & ~scalar
 
     chunk.offset = b_base[rbatch] + r.off_delta
