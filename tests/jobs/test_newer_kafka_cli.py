@@ -67,3 +67,19 @@ def test_describe_brokers_and_quorum_together_is_refused(tmp_path, capsys):
     d, _ = newer_log(tmp_path)
     assert cli.main(["describe", "--log-dir", str(d), "--brokers", "--quorum"]) == 2
     assert "either --quorum or --brokers" in capsys.readouterr().err
+
+
+def test_ingest_keeps_them_in_bronze_and_warns(spark, tmp_path):
+    from jobs.ingest import ingest
+    from lake import catalog
+    from lake.delta import Lake
+
+    d, at = newer_log(tmp_path)
+    lake = Lake(tmp_path / "lake", spark)
+    res = ingest(spark, lake, "newer", str(d), 64 << 20)
+    assert res.quarantined == []
+    assert len(res.newer_kafka) == 2 and "apiKey 99" in res.newer_kafka[1]
+    rows = {r["offset"]: r for r in lake.read_arrow(catalog.METADATA_RECORDS.name).to_pylist()
+            if r["source_kind"] == "segment"}
+    assert (rows[at["api_key_99"]]["record_type"], rows[at["api_key_99"]]["record_type_id"]) == ("UNKNOWN_RECORD", 99)
+    assert json.loads(rows[at["pcr_v3"]]["unknown_tagged_fields"])[0]["tag"] == EXTRA_TAG
