@@ -64,7 +64,7 @@ def violations_scalar(tables: dict[str, pa.Table], config: dict, end_offset: int
         m = s["effective_min_isr"] if s and s["effective_min_isr"] is not None else 1
         elr_on = bool(s and s["elr_enabled"])
         holds: dict[str, bool] = {}
-        if not row["deleted"]:
+        if not row["deleted"] and not (s and s.get("diskless")):  # a diskless topic: no ISR rule (DISKLESS_TOPIC)
             lrs = windows.open.get(LAST_REPLICA_STANDING)
             if lrs is not None and not _continues_last_replica_standing(row, m, elr_on, lrs):
                 windows.close(LAST_REPLICA_STANDING, row)

@@ -33,7 +33,7 @@ from audit.cluster_events import ClusterEvents, attributed_severity, cluster_eve
 from audit.gaps import Gaps, excluded_ms
 from controller_core import codes as C
 from controller_core.codes import (
-    AT_MIN_ISR, CLUSTER_DOWN, CONTROLLER_ELECTION, DATA_LOSS_LIKELY, ELR_MEMBER_FENCED_LEADER, LAST_REPLICA_STANDING, METADATA_GAP, MIN_ISR_ABOVE_RF,
+    AT_MIN_ISR, CLUSTER_DOWN, CONTROLLER_ELECTION, DATA_LOSS_LIKELY, DISKLESS_TOPIC, ELR_MEMBER_FENCED_LEADER, LAST_REPLICA_STANDING, METADATA_GAP, MIN_ISR_ABOVE_RF,
     MIN_ISR_CHANGE_CLEARED_ELR, OFFLINE, OFFLINE_NO_CANDIDATE, UNCLEAN_CONFIG, UNCLEAN_ELECTION, UNDER_MIN_ISR,
 )
 from controller_core.brokers import active_rows
@@ -95,6 +95,7 @@ class Context:
     end_ms: int | None
     events: ClusterEvents  # gaps, cluster-down periods, controller elections (audit/cluster_events.py)
     min_ms: int  # audit.min_window_ms: shorter UNDER_MIN_ISR / OFFLINE windows are flaps
+    diskless: np.ndarray  # the topic is leaderless / diskless at the row (image.DISKLESS_CONFIGS): no ISR rule judges it
 
     @property
     def gaps(self) -> Gaps:  # stretches of the log no controller wrote (audit/gaps.py)
@@ -147,7 +148,16 @@ def _context(tables: dict[str, pa.Table], config: dict, end_offset: int, end_tim
                    severities={**C.default_severities(C.FINDING), **audit["severities"]},
                    long_ms=int(audit.get("long_window_ms") or 0), end_offset=int(end_offset),
                    end_ms=end_ms, events=cluster_events(tables, config, end_ms),
-                   min_ms=int(audit.get("min_window_ms") or 0))
+                   min_ms=int(audit.get("min_window_ms") or 0), diskless=_diskless_rows(topics, ok, jj))
+
+
+def _diskless_rows(topics: pa.Table, ok: np.ndarray, jj: np.ndarray) -> np.ndarray:
+    """Per history row: its topic is leaderless / diskless (topic_config_history.diskless set; a table written
+    before the column existed: never)."""
+    if "diskless" not in topics.schema.names or not topics.num_rows:
+        return np.zeros(len(ok), bool)
+    dl = topics.column("diskless").is_valid().to_numpy(zero_copy_only=False)
+    return ok & dl[jj]
 
 
 # ------------------------------------------------------------------------------------------ evidence
@@ -268,7 +278,7 @@ def _dur_of(cols: dict, k: int) -> str:
 def window_predicates(ctx: Context) -> dict[str, np.ndarray]:
     """Per history row, whether each window code holds in the state after it."""
     h = ctx.h
-    live = ~h.deleted
+    live = ~h.deleted & ~ctx.diskless  # a diskless topic's rows satisfy no ISR rule (DISKLESS_TOPIC)
     offline = live & (h.leader == -1)
     return {UNDER_MIN_ISR: live & (h.isr_len < ctx.m),
             # only while a replica is missing: a partition whose replica count equals its min ISR (RF 1,
@@ -331,7 +341,7 @@ def last_replica_predicate(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
     and the partition is leaderless.  A change of x starts a new window."""
     h = ctx.h
     x = h.isr[:, 0] if h.n else np.zeros(0, np.int64)
-    base = ~h.deleted & ~ctx.elr_on & (ctx.m >= 2) & (h.isr_len == 1) & ((h.leader == x) | (h.leader == -1))
+    base = ~h.deleted & ~ctx.diskless & ~ctx.elr_on & (ctx.m >= 2) & (h.isr_len == 1) & ((h.leader == x) | (h.leader == -1))
     breaks = h.new_group.copy()
     breaks[1:] |= x[1:] != x[:-1]
     # a run must start with x leading: drop its leading leaderless rows
@@ -422,7 +432,7 @@ def _data_loss(ctx: Context, holds: np.ndarray, breaks: np.ndarray, starts: np.n
 def _new_leader_rows(ctx: Context):
     h = ctx.h
     p = np.maximum(h.prev, 0)
-    changed = (h.prev >= 0) & ~h.deleted & ~h.deleted[p] & (h.record_type == PCR) & (h.leader >= 0)
+    changed = (h.prev >= 0) & ~h.deleted & ~h.deleted[p] & ~ctx.diskless & (h.record_type == PCR) & (h.leader >= 0)
     in_isr = F.member(h.isr[p], h.isr_len[p], h.leader) if h.n else np.zeros(0, bool)
     in_elr = F.member(h.elr[p], h.elr_len[p], h.leader) if h.n else np.zeros(0, bool)
     return p, changed, in_isr, in_elr
@@ -543,11 +553,54 @@ def unclean_config(ctx: Context) -> list[pa.Table]:
                    evidence_after=[_json(x) for x in cfg], explanation=texts)]
 
 
+def diskless_topics(ctx: Context) -> list[pa.Table]:
+    """DISKLESS_TOPIC: one INFO window per run of a topic's topic_config_history rows that resolve a leaderless /
+    diskless config (image.DISKLESS_CONFIGS), saying why the ISR rules leave its partitions alone."""
+    t = ctx.topics
+    if "diskless" not in t.schema.names:
+        return []
+    order, off, code, breaks = _topic_order(ctx)
+    if not len(order):
+        return []
+    deleted = F.np_col(t, "deleted", False, bool)[order]
+    key = t.column("diskless").to_pylist()
+    on = t.column("diskless").is_valid().to_numpy(zero_copy_only=False)[order] & ~deleted
+    starts, ends = F.runs(on, breaks)
+    if not len(starts):
+        return []
+    nxt = ends + 1
+    close = np.where((nxt < len(order)) & ~np.concatenate([breaks[1:], [True]])[ends], nxt, -1)
+    ms, ok = F.millis(t.column("timestamp"))
+    ms, ok = ms[order], ok[order]
+    is_open = close < 0
+    c = np.maximum(close, 0)
+    end = np.where(is_open, ctx.end_ms or 0, ms[c])
+    dur_ok = ok[starts] & np.where(is_open, ctx.end_ms is not None, ok[c])
+    dur = np.where(dur_ok, end - ms[starts], 0)
+    rows = order[starts]
+    parts = {int(x): int(n) for x, n in zip(*np.unique(ctx.h.topic, return_counts=True))} if ctx.h.n else {}
+    texts = []
+    for k, s in enumerate(starts.tolist()):
+        tc = int(code[s])
+        npart = len(set(ctx.h.partition[ctx.h.topic == tc].tolist())) if tc in parts else 0
+        texts.append(f"topic {_tp(ctx, tc, None)} is leaderless / diskless ({key[int(rows[k])]}=true) from offset {off[s]} "
+                     + (f"until offset {off[close[k]]}" if close[k] >= 0 else "to the end of the log")
+                     + f": its records live in object storage, not in the replicas' logs, so its {npart} partitions are "
+                     "not judged by the ISR rules (UNDER_MIN_ISR, AT_MIN_ISR, OFFLINE, OFFLINE_NO_CANDIDATE, "
+                     "LAST_REPLICA_STANDING, DATA_LOSS_LIKELY, UNCLEAN_ELECTION, ELR_MEMBER_FENCED_LEADER, "
+                     "MIN_ISR_ABOVE_RF).")
+    return [_table(len(starts), code=DISKLESS_TOPIC, severity=ctx.severities[DISKLESS_TOPIC],
+                   topic=[ctx.names[int(x)] for x in code[starts]], topic_id=ctx.dictionary.take(pa.array(code[starts])),
+                   first_offset=off[starts], last_offset=(off[c], ~is_open), first_time=(ms[starts], ok[starts]),
+                   last_time=(ms[c], ok[c] & ~is_open), duration_ms=(dur, dur_ok), open=is_open, brokers=[[]] * len(starts),
+                   evidence_after=[_json({key[int(r)]: "true"}) for r in rows.tolist()], explanation=texts)]
+
+
 def min_isr_above_rf(ctx: Context) -> list[pa.Table]:
     """Partition windows where the configured min.insync.replicas exceeds the partition's replica count,
     merged per topic and configured value."""
     h = ctx.h
-    pred = ~h.deleted & (ctx.configured > h.rf)
+    pred = ~h.deleted & ~ctx.diskless & (ctx.configured > h.rf)
     starts, ends = F.runs(pred, h.new_group | np.concatenate([[True], ctx.configured[1:] != ctx.configured[:-1]])
                           if h.n else h.new_group)
     if not len(starts):
@@ -755,7 +808,7 @@ def controller_election_findings(ctx: Context) -> list[pa.Table]:
 # ---------------------------------------------------------------------------------------------- main
 # per topic: a chunk of topics (audit.run) runs these; the cluster's findings are computed once
 FINDERS = (partition_windows, last_replica, unclean_elections, elr_fenced_leaders, unclean_config, min_isr_above_rf,
-           cleared_elr, breaches)
+           cleared_elr, breaches, diskless_topics)
 CLUSTER_FINDERS = (metadata_gap_findings, cluster_down_findings, controller_election_findings)
 
 

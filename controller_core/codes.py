@@ -118,6 +118,9 @@ MIN_ISR_CHANGE_CLEARED_ELR = _finding(
 METADATA_GAP = _finding(
     "METADATA_GAP", WARN, "no record for `audit.metadata_gap_ms` in a log with NoOp heartbeats: no controller "
     "wrote it (stopped, no quorum); windows leave the time out", "KIP-835")
+DISKLESS_TOPIC = _finding(
+    "DISKLESS_TOPIC", INFO, "a leaderless / diskless topic (`diskless.enable=true`): its data is not in the replicas' "
+    "logs, so no ISR rule judges its partitions (one row per topic)", "KIP-1150")
 
 CLUSTER_DOWN = _finding(
     "CLUSTER_DOWN", WARN, "no registered broker active (fenced, in controlled shutdown or gone) after one was: no "
@@ -143,6 +146,8 @@ EXTERNAL_KIPS = {
     "595": "the Raft protocol of the metadata quorum: a new leader starts its epoch with a LeaderChange control "
            "record",
     "835": "KRaft controllers append a NoOpRecord every metadata.max.idle.interval.ms (500 ms) from Kafka 3.3",
+    "1150": "diskless topics: a topic created with diskless.enable=true keeps its records in object storage, not in "
+            "the replicas' logs (Aiven's Inkless implements it)",
 }
 
 # ------------------------------------------------------------------- invariants (controller-rules §4)

@@ -31,6 +31,12 @@ MV_3_2_IV0, MV_3_3_IV2, MV_3_3_IV3, MV_3_6_IV0, MV_3_7_IV2, MV_4_0_IV1 = 3, 6, 7
 TOPIC, BROKER = 2, 4  # ConfigResource types in ConfigRecord.resourceType
 MIN_ISR = "min.insync.replicas"
 UNCLEAN = "unclean.leader.election.enable"
+# Topic configs that make a topic leaderless / diskless: its data lives in object storage, not in the
+# replicas' logs (KIP-1150 "Diskless Topics", as Aiven's Inkless fork implements it: ``diskless.enable=true``,
+# set at creation).  Kafka's own schemas and controller-rules.md name no such config; this is the one place
+# the names are recognised (value ``true``, case-insensitive, resolved as any topic config).  The ISR rules
+# do not judge such a topic (audit/violations.py: DISKLESS_TOPIC).
+DISKLESS_CONFIGS = ("diskless.enable",)
 ELR_FEATURE = "eligible.leader.replicas.version"
 METADATA_VERSION = "metadata.version"
 
@@ -89,6 +95,9 @@ class Broker:
     in_controlled_shutdown: bool = False
     log_dirs: list[str] = field(default_factory=list)
     rack: str | None = None
+    # KIP-1066 (Kafka 4.3): the log directories cordoned (no new replicas placed on them); None = the
+    # records never said (before RegisterBrokerRecord v4 / BrokerRegistrationChangeRecord v3)
+    cordoned_log_dirs: list[str] | None = None
 
     @property
     def active(self) -> bool:
@@ -163,6 +172,15 @@ class Cluster:
         if p0 is None:
             return configured
         return min(configured, len(set(p0.replicas) | set(p0.adding) | set(p0.removing)))
+
+    def diskless(self, topic_id: str) -> str | None:
+        """The config (of :data:`DISKLESS_CONFIGS`) that makes the topic leaderless / diskless, or None."""
+        name = self.topics.get(topic_id, "")
+        for key in DISKLESS_CONFIGS:
+            value = self.topic_config(name, key)
+            if value is not None and value.strip().lower() == "true":
+                return key
+        return None
 
     def unclean_enabled(self, topic_id: str) -> bool:
         value = self.topic_config(self.topics.get(topic_id, ""), UNCLEAN)
@@ -261,7 +279,8 @@ class Cluster:
         self.brokers[d["brokerId"]] = Broker(
             broker_id=d["brokerId"], epoch=d["brokerEpoch"], incarnation_id=d["incarnationId"],
             fenced=d.get("fenced", True), in_controlled_shutdown=d.get("inControlledShutdown", False),
-            log_dirs=list(d.get("logDirs") or []), rack=d.get("rack"))
+            log_dirs=list(d.get("logDirs") or []), rack=d.get("rack"),
+            cordoned_log_dirs=None if d.get("cordonedLogDirs") is None else list(d["cordonedLogDirs"]))
 
     def _broker(self, bid, epoch, what) -> Broker:
         br = self.brokers.get(bid)
@@ -280,6 +299,8 @@ class Cluster:
             br.in_controlled_shutdown = True
         if d.get("logDirs"):
             br.log_dirs = list(d["logDirs"])
+        if d.get("cordonedLogDirs") is not None:  # KIP-1066: null = no change, [] = none cordoned any more
+            br.cordoned_log_dirs = list(d["cordonedLogDirs"])
 
     def _fence(self, d):
         self._broker(d["id"], d["epoch"], "FenceBrokerRecord").fenced = True

@@ -75,6 +75,7 @@ class Replay:
     trigger_counts: dict[str, int] = field(default_factory=dict)  # how often each trigger explained a record
     start_offset: int = 0  # first log offset replayed after the starting snapshot (0: none)
     quarantine: list = field(default_factory=list)  # spans of the input that could not be decoded (from_log_dir)
+    newer_kafka: list = field(default_factory=list)  # warnings: what a newer Kafka wrote (bronze.NewerKafka)
 
 
 def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool = True,
@@ -130,6 +131,10 @@ def from_log_dir(log_dir: str | Path, **kw) -> tuple[Replay, pa.Table]:
     out = run(records, **kw)
     out.start_offset = start_offset
     out.quarantine = quarantine
+    from controller_core.codec.bronze import NewerKafka
+    newer = NewerKafka()
+    newer.add(records)
+    out.newer_kafka = newer.lines()
     return out, times
 
 

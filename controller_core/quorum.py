@@ -123,9 +123,22 @@ def summary(history: pa.Table, node: dict[str, str] | None = None) -> dict:
     else:
         voters = [{"voterId": i, "directoryId": None} for i in (last["voters"] or [])] if last else []
         voters_from = "LeaderChange" if last else None
+    # KIP-853: every VotersRecord, with who joined and who left against the one before
+    changes, before = [], None
+    for v in voters_rec:
+        now = [{"voterId": i, "directoryId": d} for i, d in zip(v["voters"] or [], v["voter_directories"] or [])]
+        ids = [x["voterId"] for x in now]
+        prev = [x["voterId"] for x in before] if before is not None else None
+        changes.append({"offset": v["offset"], "time": v["timestamp"], "epoch": v["epoch"], "voters": now,
+                        "added": [i for i in ids if prev is not None and i not in prev],
+                        "removed": [i for i in (prev or []) if i not in ids]})
+        before = now
+    kv = [r for r in rows if r["event"] == "KRAFT_VERSION"]
     out = {"leaderId": last["leaderId"] if last else None, "epoch": last["epoch"] if last else None,
            "leaderSince": last["offset"] if last else None, "voters": voters, "votersFrom": voters_from,
-           "controllers": [controllers[k] for k in sorted(controllers)], "elections": elections}
+           "controllers": [controllers[k] for k in sorted(controllers)], "elections": elections,
+           "kraftVersion": ({"level": kv[-1]["kraft_version"], "offset": kv[-1]["offset"]} if kv else None),
+           "voterChanges": changes}
     if node is not None:
         nid, did = node.get("node.id"), node.get("directory.id")
         match = next((v for v in voters if str(v["voterId"]) == str(nid)), None) if nid is not None else None

@@ -21,7 +21,7 @@ def _control(control_type, name, type_name, valid, fields):
 
 
 METADATA_RECORDS: tuple[RecordDef, ...] = (
-    _metadata(0, 'RegisterBrokerRecord', '0-3', [
+    _metadata(0, 'RegisterBrokerRecord', '0-4', [
         F('BrokerId', 'int32', '0+'),
         F('IsMigratingZkBroker', 'bool', '2+', default='false'),
         F('IncarnationId', 'uuid', '0+'),
@@ -41,6 +41,8 @@ METADATA_RECORDS: tuple[RecordDef, ...] = (
         F('Fenced', 'bool', '0+', default='true'),
         F('InControlledShutdown', 'bool', '1+', default='false'),
         F('LogDirs', '[]uuid', '3+', tagged='3+', tag=0),
+        # Kafka 4.3, KIP-1066 (no JSON file in ../shared: see NEWER_THAN_KAFKA_FILES)
+        F('CordonedLogDirs', '[]uuid', '4+', nullable='4+', tagged='4+', tag=1, default='null'),
     ]),
     _metadata(1, 'UnregisterBrokerRecord', '0', [
         F('BrokerId', 'int32', '0+'),
@@ -130,12 +132,14 @@ METADATA_RECORDS: tuple[RecordDef, ...] = (
         F('BrokerEpoch', 'int64', '0+', default='-1'),
         F('NextProducerId', 'int64', '0+'),
     ]),
-    _metadata(17, 'BrokerRegistrationChangeRecord', '0-2', [
+    _metadata(17, 'BrokerRegistrationChangeRecord', '0-3', [
         F('BrokerId', 'int32', '0+'),
         F('BrokerEpoch', 'int64', '0+'),
         F('Fenced', 'int8', '0+', tagged='0+', tag=0),
         F('InControlledShutdown', 'int8', '1+', tagged='1+', tag=1),
         F('LogDirs', '[]uuid', '2+', tagged='2+', tag=2),
+        # Kafka 4.3, KIP-1066: null = no change (see NEWER_THAN_KAFKA_FILES)
+        F('CordonedLogDirs', '[]uuid', '3+', nullable='3+', tagged='3+', tag=3, default='null'),
     ]),
     _metadata(18, 'AccessControlEntryRecord', '0', [
         F('Id', 'uuid', '0+'),
@@ -237,6 +241,32 @@ CONTROL_RECORDS: tuple[RecordDef, ...] = (
         ]),
     ]),
 )
+
+# Versions declared beyond Kafka's JSON files in ../shared/kafka-schemas (record name -> the newest version those
+# files have): KIP-1066's CordonedLogDirs (Kafka 4.3), a tagged nullable uuid list, RegisterBrokerRecord v4 tag 1
+# and BrokerRegistrationChangeRecord v3 tag 3.  tests/controller_core/test_schema_declarations.py checks these
+# records against the files up to that version, and that the later versions only add tagged fields.
+NEWER_THAN_KAFKA_FILES: dict[str, int] = {"RegisterBrokerRecord": 3, "BrokerRegistrationChangeRecord": 2}
+
+# What a record of an apiKey / control type this build does not know becomes (README "Newer Kafka"): its type
+# number and its value's bytes (after the metadata frame: frameVersion, apiKey, version; a control record's whole
+# value), kept, never quarantined.  Not Kafka records: outside BY_API_KEY / BY_CONTROL_TYPE / BY_TYPE_NAME.
+UNKNOWN_RECORD_TYPE = "UNKNOWN_RECORD"
+UNKNOWN_METADATA = RecordDef(name="UnknownMetadataRecord", type_name=UNKNOWN_RECORD_TYPE,
+                             valid_versions=Versions(0, None),
+                             fields=(F('ApiKey', 'int32', '0+'), F('Value', 'bytes', '0+')))
+UNKNOWN_CONTROL = RecordDef(name="UnknownControlRecord", type_name=UNKNOWN_RECORD_TYPE,
+                            valid_versions=Versions(0, None),
+                            fields=(F('ControlType', 'int32', '0+'), F('Value', 'bytes', '0+')))
+
+
+def newest_layout(rdef: RecordDef, version: int) -> int:
+    """The version whose layout a record of ``version`` is read with: its own, or for a version newer than
+    any declared the newest declared one (a newer version of a flexible record only adds tagged fields,
+    which the reader keeps as unknown tagged fields)."""
+    hi = rdef.valid_versions.hi
+    return hi if hi is not None and version > hi else version
+
 
 BY_API_KEY: dict[int, RecordDef] = {r.api_key: r for r in METADATA_RECORDS}
 BY_CONTROL_TYPE: dict[int, RecordDef] = {r.control_type: r for r in CONTROL_RECORDS}

@@ -21,6 +21,7 @@ BROKER_SCHEMA = pa.schema([
     ("registered", pa.bool_()), ("broker_epoch", pa.int64()), ("incarnation_id", pa.string()),
     ("fenced", pa.bool_()), ("in_controlled_shutdown", pa.bool_()), ("log_dirs", pa.list_(pa.string())),
     ("rack", pa.string()), ("valid_to_offset", pa.int64()),
+    ("cordoned_log_dirs", pa.list_(pa.string())),  # KIP-1066; null: the records never said
 ])
 TOPIC_SCHEMA = pa.schema([
     ("topic_id", pa.string()), ("topic_name", pa.string()), ("offset", pa.int64()), ("timestamp", TS),
@@ -28,6 +29,8 @@ TOPIC_SCHEMA = pa.schema([
     ("min_isr_resolved_from_log", pa.bool_()), ("unclean_leader_election_enable", pa.bool_()),
     ("metadata_version", pa.int16()), ("elr_enabled", pa.bool_()), ("active_controller", pa.int32()),
     ("valid_to_offset", pa.int64()),
+    # the config making the topic leaderless / diskless (image.DISKLESS_CONFIGS, e.g. "diskless.enable"), else null
+    ("diskless", pa.string()),
 ])
 BROKER_RECORDS = {"REGISTER_BROKER_RECORD", "BROKER_REGISTRATION_CHANGE_RECORD", "FENCE_BROKER_RECORD",
                   "UNFENCE_BROKER_RECORD", "UNREGISTER_BROKER_RECORD"}
@@ -51,7 +54,8 @@ def _broker_row(c: Cluster, rec: Rec) -> dict:
             "registered": br is not None, "broker_epoch": br.epoch if br else None,
             "incarnation_id": br.incarnation_id if br else None, "fenced": br.fenced if br else None,
             "in_controlled_shutdown": br.in_controlled_shutdown if br else None,
-            "log_dirs": list(br.log_dirs) if br else None, "rack": br.rack if br else None}
+            "log_dirs": list(br.log_dirs) if br else None, "rack": br.rack if br else None,
+            "cordoned_log_dirs": list(br.cordoned_log_dirs) if br and br.cordoned_log_dirs is not None else None}
 
 
 def _topic_row(c: Cluster, tid: str, name: str, rec: Rec, deleted: bool) -> dict:
@@ -61,7 +65,8 @@ def _topic_row(c: Cluster, tid: str, name: str, rec: Rec, deleted: bool) -> dict
             "effective_min_isr": c.min_isr(tid) if not deleted else None,
             "min_isr_resolved_from_log": configured is not None,
             "unclean_leader_election_enable": c.unclean_enabled(tid), "metadata_version": c.metadata_version,
-            "elr_enabled": c.elr_enabled, "active_controller": c.controller_id}
+            "elr_enabled": c.elr_enabled, "active_controller": c.controller_id,
+            "diskless": c.diskless(tid) if not deleted else None}
 
 
 def _p0_assignment(c: Cluster, tid: str) -> tuple | None:

@@ -80,6 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--elr-partitions", action="store_true", help="non-empty eligible leader replicas")
     p.add_argument("--quorum", action="store_true", help="the metadata quorum instead of the topics: active "
                    "controller, epoch, voters, registered controllers, every election (--log-dir)")
+    p.add_argument("--brokers", action="store_true", help="the registered brokers instead of the topics: epoch, "
+                   "fenced, controlled shutdown, rack, log dirs and (KIP-1066) cordoned log dirs")
     p.add_argument("--json", action="store_true", help="a JSON array, one object per partition")
 
     p = sub.add_parser("replay", help="bronze -> silver: partition/broker/topic history, divergences, invariants (Spark)")

@@ -5,6 +5,12 @@ snapshots by offset), records in offset order.  ``offset``, ``type``, ``version`
 exactly what ``kafka-dump-log.sh --cluster-metadata-decoder`` prints as the record's payload; the
 other keys say where the record came from.  Undecodable spans are reported on stderr (file and byte
 position) and in ``--summary``; they never stop the dump.
+
+What a newer Kafka wrote (README "Newer Kafka") is printed, never dropped: a record of an apiKey this
+build does not know as ``"type":"UNKNOWN_RECORD"`` with ``"data":{"apiKey":n,"value":"<base64>"}``
+(a control record: ``"controlType"``), a record carrying tagged fields not declared with an extra
+``"unknownTaggedFields":[{"tag":n,"data":"<base64>"}]`` beside ``data``; one stderr warning per
+(type, version) says how many and where the first one is.
 """
 from __future__ import annotations
 
@@ -15,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from controller_core.codec.bronze import records_table
+from controller_core.codec.bronze import NewerKafka, chunk_has_newer, records_table
 from controller_core.codec.jsonout import choose, concat
 from controller_core.codec.logfile import TYPE_NAMES, DecodedChunk, iter_chunks
 from controller_core.logdir import expand
@@ -24,11 +30,14 @@ from controller_core.logdir import expand
 def _lines(table: pa.Table, file: str) -> pa.Array:
     c = table.column
     s = pa.string()
+    tags = c("unknown_tagged_fields").combine_chunks()
+    extra = ("" if tags.null_count == len(tags) else
+             pc.fill_null(concat(',"unknownTaggedFields":', tags), ""))
     return concat(
         '{"offset":', pc.cast(c("offset"), s),
         ',"type":"', c("record_type"),
         '","version":', pc.cast(c("record_version"), s),
-        ',"data":', c("data_json"),
+        ',"data":', c("data_json"), extra,
         ',"file":' + json.dumps(file, ensure_ascii=False) + ',"position":', pc.cast(c("position"), s),
         ',"batchBaseOffset":', pc.cast(c("batch_base_offset"), s),
         ',"batchTimestamp":', pc.cast(pc.cast(c("batch_timestamp"), pa.int64()), s),
@@ -50,6 +59,7 @@ def run(paths: list[str], summary: bool = False, strict: bool = False, out=None,
     out = out or sys.stdout
     err = err or sys.stderr
     failed = False
+    newer = NewerKafka()
     for lf in expand(paths):
         name = str(lf.path)
         batches = records = 0
@@ -70,10 +80,16 @@ def run(paths: list[str], summary: bool = False, strict: bool = False, out=None,
                 print(f"kraft-audit decode: {q.message} [{q.reason}]", file=err)
             if not len(chunk):
                 continue
+            has_newer = chunk_has_newer(chunk)
             if summary:  # record_type is TYPE_NAMES[type_code] (bronze.records_table)
                 _add_types(types, *np.unique(chunk.type_code, return_counts=True))
+                if has_newer:
+                    newer.add(records_table(chunk, "", lf.label, lf.kind))
             else:
-                text = _lines(records_table(chunk, "", lf.label, lf.kind), name)
+                table = records_table(chunk, "", lf.label, lf.kind)
+                if has_newer:
+                    newer.add(table)
+                text = _lines(table, name)
                 out.write("\n".join(text.to_pylist()))
                 out.write("\n")
         failed |= bool(errors)
@@ -81,4 +97,6 @@ def run(paths: list[str], summary: bool = False, strict: bool = False, out=None,
             out.write(json.dumps({"file": name, "batches": batches, "records": records,
                                   "types": dict(sorted(types.items())), "errors": errors}, ensure_ascii=False) + "\n")
     out.flush()
+    for line in newer.lines():
+        print(f"kraft-audit decode: warning: {line}", file=err)
     return 1 if (strict and failed) else 0

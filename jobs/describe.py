@@ -31,6 +31,10 @@ Differences, on purpose:
 ``--json``: an array, one object per partition line (same filters); ``directories`` has one entry per replica,
 MIGRATING (``AAAAAAAAAAAAAAAAAAAAAA``) where the log carries none (MV below 3.7-IV2, controller-rules §1.2-4, B10).
 
+``--brokers``: the registered brokers at the point instead of the topics, one line each (``--json``: one object
+each): epoch, incarnation, fenced, in controlled shutdown, rack, log directories and, where a record carries
+them (RegisterBrokerRecord v4 / BrokerRegistrationChangeRecord v3, KIP-1066), the cordoned log directories.
+
 ``--lake/--cluster`` prints the same from the replayed tables: partitions and brokers from silver, the Configs line
 from the topics' ConfigRecords in bronze.
 """
@@ -125,6 +129,30 @@ def partition_json(name: str, p: Partition) -> dict:
             "leader": p.leader, "leaderEpoch": p.leader_epoch, "partitionEpoch": p.partition_epoch,
             "leaderRecoveryState": p.lrs, "addingReplicas": list(p.adding), "removingReplicas": list(p.removing),
             "directories": dirs}
+
+
+def broker_json(c: Cluster, b: int) -> dict:
+    br = c.brokers[b]
+    out = {"broker": b, "epoch": br.epoch, "incarnationId": br.incarnation_id, "fenced": br.fenced,
+           "inControlledShutdown": br.in_controlled_shutdown, "rack": br.rack, "logDirs": list(br.log_dirs)}
+    if getattr(br, "cordoned_log_dirs", None) is not None:  # only where a record carried them (KIP-1066)
+        out["cordonedLogDirs"] = list(br.cordoned_log_dirs)
+    return out
+
+
+def render_brokers(c: Cluster, as_json: bool) -> str:
+    docs = [broker_json(c, b) for b in sorted(c.brokers)]
+    if as_json:
+        return "[\n" + ",\n".join(json.dumps(d) for d in docs) + "\n]\n" if docs else "[]\n"
+    lines = []
+    for d in docs:
+        line = (f"Broker: {d['broker']}\tEpoch: {d['epoch']}\tIncarnationId: {d['incarnationId']}\t"
+                f"Fenced: {str(d['fenced']).lower()}\tInControlledShutdown: {str(d['inControlledShutdown']).lower()}\t"
+                f"Rack: {d['rack'] if d['rack'] is not None else 'none'}\tLogDirs: {','.join(d['logDirs'])}")
+        if "cordonedLogDirs" in d:
+            line += f"\tCordonedLogDirs: {','.join(d['cordonedLogDirs'])}"
+        lines.append(line)
+    return "".join(line + "\n" for line in lines)
 
 
 def render(c: Cluster, names: list[str], filters: dict[str, bool], as_json: bool) -> str:
@@ -228,6 +256,8 @@ def run(args, out=None, err=None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
     at_time = parse_time(args.at_time) if args.at_time is not None else None
+    if getattr(args, "quorum", False) and getattr(args, "brokers", False):
+        raise DescribeError("give either --quorum or --brokers, not both")
     if getattr(args, "quorum", False):
         return describe_quorum(args, at_time, out, err)
     names = topic_names(args.topic)
@@ -248,6 +278,10 @@ def run(args, out=None, err=None) -> int:
         where = (f"offset {reached.offset}, batch written {fmt_ms(reached.timestamp)}" if reached.offset is not None
                  else f"snapshot {reached.snapshot.label}" if reached.snapshot is not None else "no log record")
         print(f"{PROG}: state at {fmt_us(at_time)}: after {where}", file=err)
+    if getattr(args, "brokers", False):
+        out.write(render_brokers(cluster, args.json))
+        out.flush()
+        return 0
     missing = [n for n in names if n not in cluster.topic_ids]
     for n in missing:
         print(f"{PROG}: topic '{n}' does not exist at that point", file=err)
@@ -319,6 +353,14 @@ def describe_quorum(args, at_time: int | None, out, err) -> int:
     for g in doc["stalls"]:
         lines.append(f"\tAfterOffset: {g['afterOffset']}\tFrom: {_when_ms(g['fromMs'])}\tFor: {g['ms']} ms"
                      f"\tEpochs: {g['epochBefore']} -> {g['epochAfter']}")
+    kv = doc.get("kraftVersion")
+    if kv is not None:
+        lines.append(f"KRaftVersion: {kv['level']}\tSince: offset {kv['offset']}")
+    lines.append(f"VoterChanges: {len(doc['voterChanges'])}")
+    for c in doc["voterChanges"]:
+        now = ",".join(f"{v['voterId']} (directory {v['directoryId']})" for v in c["voters"])
+        lines.append(f"\tOffset: {c['offset']}\tTime: {_when(c['time'])}\tEpoch: {c['epoch']}\tVoters: {now or '-'}"
+                     f"\tAdded: {','.join(map(str, c['added'])) or '-'}\tRemoved: {','.join(map(str, c['removed'])) or '-'}")
     lines.append(f"Elections: {len(doc['elections'])}")
     for e in doc["elections"]:
         silent = f"\tSilentBefore: {e['silentMs']} ms" if e["silentMs"] is not None else ""

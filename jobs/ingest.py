@@ -40,6 +40,28 @@ class IngestResult:
     types_added: dict[str, int] = field(default_factory=dict)
     quarantined: list[dict] = field(default_factory=list)  # every span quarantined in this run
     quarantine_added: int = 0  # of which new to the quarantine table
+    newer_kafka: list[str] = field(default_factory=list)  # warnings: what a newer Kafka wrote (bronze.NewerKafka)
+
+
+def _newer_kafka(records) -> list[str]:
+    """The warnings of controller_core.codec.bronze.NewerKafka over the decoded rows a newer Kafka wrote
+    (few: undeclared types, versions above the newest declared, undeclared tagged fields)."""
+    import pyarrow as pa
+
+    from controller_core.codec.bronze import SCHEMA, NewerKafka
+    from controller_core.records import BY_TYPE_NAME, UNKNOWN_RECORD_TYPE
+
+    cond = (F.col("record_type") == UNKNOWN_RECORD_TYPE) | F.col("unknown_tagged_fields").isNotNull()
+    for name, rdef in BY_TYPE_NAME.items():
+        if rdef.valid_versions.hi is not None:
+            cond = cond | ((F.col("record_type") == name) & (F.col("record_version") > rdef.valid_versions.hi))
+    cols = ["source_file", "offset", "record_type", "record_type_id", "record_version", "is_control",
+            "unknown_tagged_fields"]
+    rows = [r.asDict() for r in records.where(cond).select(*cols).collect()]
+    newer = NewerKafka()
+    if rows:
+        newer.add(pa.Table.from_pylist(rows, schema=pa.schema([SCHEMA.field(c) for c in cols])))
+    return newer.lines()
 
 
 def plan_splits(log_dir: str, cluster: str, split_bytes: int) -> list[tuple]:
@@ -83,6 +105,7 @@ def ingest(spark, lake: Lake, cluster: str, log_dir: str, split_bytes: int, prog
         result.types_added = {r["record_type"]: r["count"] for r in new.groupBy("record_type").count().collect()}
         result.records_added = sum(result.types_added.values())
         result.records_seen = records.count()
+        result.newer_kafka = _newer_kafka(records)
         progress(f"{result.records_seen} records decoded, {result.records_added} new: committing {RECORDS.name}")
         quarantine = T.quarantine(decoded)
         result.quarantined = [r.asDict() for r in quarantine.orderBy("source_file", "position").collect()]
@@ -136,6 +159,8 @@ def _main(args, config) -> int:
         print(f"    {t:<36} {n:>10}")
     for q in res.quarantined:
         print(f"kraft-audit ingest: quarantined {q['message']} [{q['reason']}]", file=sys.stderr)
+    for line in res.newer_kafka:  # kept in metadata_records: a warning, never quarantined
+        print(f"kraft-audit ingest: warning: {line}", file=sys.stderr)
     if res.quarantined:
         print(f"  {len(res.quarantined)} spans quarantined ({res.quarantine_added} new rows in {QUARANTINE.name})")
     bad_info = 0

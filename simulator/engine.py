@@ -129,6 +129,7 @@ class Simulator:
         self.raft_epoch = 0
         self.raft_leader = -1
         self.controllers = list(sc["controllers"])
+        self.kraft_version = 0  # KIP-853: 1 once the voters are recorded in the log (voter_change)
         self.epoch_starts: list[tuple[int, int]] = []
         self.noop_paused_until = 0
         self.quorum_down_until: int | None = None  # no controller runs until then (cluster_restart, controller_outage)
@@ -666,6 +667,39 @@ class Simulator:
                                          "voters": [{"voterId": v} for v in self.controllers],
                                          "grantingVoters": [{"voterId": v} for v in sorted(granting)]})])
 
+    def voter_dir(self, node: int) -> str:
+        """A voter's directory id (KIP-853): a combined node's metadata log directory, else one derived from the
+        cluster and node ids (no draw from the random stream: the other events stay as they were)."""
+        if node in self.brokers:
+            return self.brokers[node].dir_id
+        import hashlib
+        return uuid_to_str(hashlib.md5(f"{self.cluster_id}/voter-{node}".encode()).digest())
+
+    def voters_record(self) -> tuple[str, int, dict]:
+        return ("KRAFT_VOTERS", 0, {"version": 0, "voters": [
+            {"voterId": v, "voterDirectoryId": self.voter_dir(v),
+             "endpoints": [{"name": "CONTROLLER", "host": f"broker-{v}", "port": 9093}],
+             "kRaftVersionFeature": {"minSupportedVersion": 0, "maxSupportedVersion": 1}} for v in self.controllers]})
+
+    def voter_change(self, add: int | None, remove: int | None) -> None:
+        """KIP-853 dynamic quorum: on the first change the quorum moves to kraft.version 1 (a KRaftVersionRecord
+        and a VotersRecord of the voters it had), then the leader writes the new voter set (AddRaftVoter /
+        RemoveRaftVoter) as a VotersRecord; an added node registers its controller (KIP-919).  Removing the
+        active controller makes another one take over (a failover)."""
+        if self.kraft_version < 1:
+            self.kraft_version = 1
+            self.emit([("KRAFT_VERSION", 0, {"version": 0, "kRaftVersion": 1}), self.voters_record()])
+        if add is not None and add not in self.controllers:
+            self.controllers.append(add)
+            self.emit([self.voters_record()])
+            if self.mv >= LV_3_7_IV0:
+                self.register_controller(add)
+        if remove is not None and remove in self.controllers and len(self.controllers) > 1:
+            self.controllers.remove(remove)
+            self.emit([self.voters_record()])
+            if remove == self.raft_leader:
+                self.failover(None)
+
     def register_controller(self, node: int) -> None:
         """RegisterControllerRecord of a combined node's controller, with a new incarnation (the node started)."""
         self.controller_incarnations[node] = random_uuid(self.rng)
@@ -1099,6 +1133,8 @@ class Simulator:
             self.set_config(ev)
         elif kind == "controller_failover":
             self.failover(ev.get("to"))
+        elif kind == "voter_change":
+            self.voter_change(ev.get("add"), ev.get("remove"))
         elif kind == "cluster_restart":
             self.cluster_restart(ev, i)
         elif kind == "controller_outage":
@@ -1131,6 +1167,8 @@ class Simulator:
             node = self.controllers[0]
         elif node in self.brokers:  # a combined node: its metadata log lives in its (only) log directory
             directory = self.brokers[node].dir_id
+        if self.kraft_version >= 1 and node in self.controllers:  # the directory its VotersRecord entry names
+            directory = self.voter_dir(node)
         write_side_files(self.out, node_id=node, directory_id=directory,
                          cluster_id=self.cluster_id, raft_leader=self.raft_leader, raft_epoch=self.raft_epoch,
                          voters=self.controllers, epoch_starts=self.epoch_starts,

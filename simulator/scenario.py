@@ -71,6 +71,8 @@ EVENTS = {
     "unclean_election": ({"topic"}, {"partitions"}),
     "config_change": ({"resource", "key"}, {"name", "value"}),
     "controller_failover": (set(), {"to"}),
+    # KIP-853: a controller node added to / removed from the voters (KRaftVersionRecord + VotersRecord)
+    "voter_change": (set(), {"add", "remove"}),
     # every broker stops (controlled shutdown, a few seconds apart), then (controllers_down, default true) the
     # controller quorum for down_s (no record at all), which comes back with a new Raft epoch; the brokers
     # start again one after another
@@ -267,6 +269,10 @@ def _validate_event(sc: dict, ev, path, where: str, ids: set, topics: set, racks
         _need(isinstance(ev["down_s"], (int, float)) and ev["down_s"] >= 0, path, f"{where}.down_s", "seconds >= 0")
         _need(isinstance(ev.get("controllers_down", True), bool), path, f"{where}.controllers_down",
               "must be true or false")
+    if kind == "voter_change":
+        _need("add" in ev or "remove" in ev, path, f"{where}", "voter_change needs add or remove (a node id)")
+        for k in ("add", "remove"):
+            _need(k not in ev or isinstance(ev[k], int), path, f"{where}.{k}", "a node id")
     if kind == "controller_outage":
         _need(isinstance(ev["duration_s"], (int, float)) and ev["duration_s"] > 0, path, f"{where}.duration_s",
               "seconds > 0")

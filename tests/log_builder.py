@@ -6,6 +6,9 @@ import base64
 import hashlib
 from pathlib import Path
 
+from controller_core.codec.batch import raw_record
+from controller_core.codec.message import encode_body
+from controller_core.records import BY_TYPE_NAME
 from simulator.writer import write_log
 
 
@@ -122,3 +125,35 @@ class Log:
     def write(self, data_dir: Path) -> Path:
         write_log(data_dir, [recs for _, recs in self.batches], timestamp=lambda base: 1_700_000_000_000 + base)
         return data_dir
+
+
+# ------------------------------------------------------------------------------------------ newer Kafka
+PCR = BY_TYPE_NAME["PARTITION_CHANGE_RECORD"]
+DIRS = [uuid("dir-a"), uuid("dir-b")]
+EXTRA_TAG = 42
+EXTRA_BYTES = b"\x07\x01\x02"
+
+
+def newer_log(tmp_path: Path) -> tuple[Path, dict]:
+    """Issue 14's "Newer Kafka" acceptance log (README "Newer Kafka"): a 3-broker cluster with topic orders, then
+    a RegisterBrokerRecord v4 with a cordoned dir (KIP-1066), a PartitionChangeRecord v3 (above the newest
+    declared) with the unknown tag EXTRA_TAG, a record of the unknown apiKey 99, a hand-built
+    UnregisterControllerRecord (apiKey 29), a BrokerRegistrationChangeRecord v3 uncordoning and one changing
+    nothing.  Returns its data directory and the offset of each hand-built record."""
+    log = Log(25)
+    log.create("orders", [1, 2, 3])
+    at = {}
+    [at["register_v4"]] = log.add(("REGISTER_BROKER_RECORD", 4, {
+        "brokerId": 4, "incarnationId": uuid("broker-4"), "brokerEpoch": 400, "fenced": False, "logDirs": DIRS,
+        "cordonedLogDirs": [DIRS[1]]}))
+    body = encode_body(PCR.fields, 2, {"partitionId": 0, "topicId": uuid("topic-orders"), "isr": [1, 2]},
+                       extra_tags={EXTRA_TAG: EXTRA_BYTES})
+    [at["pcr_v3"]] = log.add(raw_record(5, 3, body))
+    [at["api_key_99"]] = log.add(raw_record(99, 0, b"\x00vendor"))
+    [at["unregister_controller"]] = log.add(raw_record(29, 0, b"\x00\x00\x00\x03\x00"))  # controllerId 3, no tags
+    [at["uncordon"]] = log.add(("BROKER_REGISTRATION_CHANGE_RECORD", 3, {
+        "brokerId": 4, "brokerEpoch": 400, "cordonedLogDirs": []}))
+    [at["no_change"]] = log.add(("BROKER_REGISTRATION_CHANGE_RECORD", 3, {"brokerId": 4, "brokerEpoch": 400}))
+    return log.write(tmp_path / "data"), at
+
+

@@ -15,6 +15,7 @@ length, -1 = null), value (varint length), header count varint, headers.  A meta
 """
 from __future__ import annotations
 
+import base64
 import struct
 from dataclasses import dataclass, field
 
@@ -26,7 +27,9 @@ from controller_core.codec.message import (
     decode_body, encode_body, read_uvarint, read_varint, read_varlong, write_uvarint, write_varint,
     write_varlong,
 )
-from controller_core.records import BY_API_KEY, BY_CONTROL_TYPE, BY_TYPE_NAME
+from controller_core.records import (
+    BY_API_KEY, BY_CONTROL_TYPE, BY_TYPE_NAME, UNKNOWN_CONTROL, UNKNOWN_METADATA, UNKNOWN_RECORD_TYPE, newest_layout,
+)
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = 61
@@ -110,9 +113,14 @@ class Record:
     data: dict
     position: int  # byte position of the record in the buffer
     batch: BatchHeader = field(repr=False)
+    type_id: int | None = None  # the apiKey (metadata) or control type (control record)
+    unknown_tagged_fields: list | None = None  # [{"tag", "data" (base64)}] of a body's tags not declared
 
     def to_json_dict(self) -> dict:
-        return {"offset": self.offset, "type": self.type, "version": self.version, "data": self.data}
+        out = {"offset": self.offset, "type": self.type, "version": self.version, "data": self.data}
+        if self.unknown_tagged_fields:
+            out["unknownTaggedFields"] = self.unknown_tagged_fields
+        return out
 
 
 def read_records(buf, h: BatchHeader) -> list[Record]:
@@ -146,8 +154,10 @@ def read_records(buf, h: BatchHeader) -> list[Record]:
             pos = _skip(pos, hv, rend, start, "header value")
         if pos != rend:
             raise DecodeError(E.MALFORMED_RECORD, f"record framing ends at {pos}, declared end {rend}", start)
-        rtype, version, data = decode_value(buf, h.is_control, kpos, klen, vpos, vlen, start)
-        out.append(Record(h.base_offset + off_delta, h.base_timestamp + ts_delta, rtype, version, data, start, h))
+        extras: dict = {}
+        rtype, version, data = decode_value(buf, h.is_control, kpos, klen, vpos, vlen, start, extras)
+        out.append(Record(h.base_offset + off_delta, h.base_timestamp + ts_delta, rtype, version, data, start, h,
+                          extras.get("type_id"), extras.get("unknown_tagged_fields")))
         pos = rend
     if pos != end:
         raise DecodeError(E.MALFORMED_RECORD, f"{end - pos} bytes after the last record of the batch", pos)
@@ -162,8 +172,15 @@ def _skip(pos: int, length: int, rend: int, rpos: int, what: str) -> int:
     return end
 
 
-def decode_value(buf, is_control: bool, kpos: int, klen: int, vpos: int, vlen: int, rpos: int):
-    """(type name, version, data) of one record's key/value."""
+def decode_value(buf, is_control: bool, kpos: int, klen: int, vpos: int, vlen: int, rpos: int,
+                 extras: dict | None = None):
+    """(type name, version, data) of one record's key/value.
+
+    Newer Kafka (README "Newer Kafka"): a version above the newest declared is read with the newest declared
+    layout; tagged fields the layout does not have are kept (``extras["unknown_tagged_fields"]``); a record of
+    an apiKey or control type not declared is kept as :data:`~controller_core.records.UNKNOWN_RECORD_TYPE`
+    with its type number and value bytes.  ``extras`` also receives ``type_id`` (apiKey / control type)."""
+    extras = {} if extras is None else extras
     vend = vpos + vlen
     if vlen < 0:
         raise DecodeError(E.MALFORMED_RECORD, "record has a null value", rpos)
@@ -171,39 +188,71 @@ def decode_value(buf, is_control: bool, kpos: int, klen: int, vpos: int, vlen: i
         if klen != 4:
             raise DecodeError(E.MALFORMED_RECORD, f"control record key has {klen} bytes, expected 4", rpos)
         ctype = struct.unpack_from(">h", buf, kpos + 2)[0]
-        rdef = BY_CONTROL_TYPE.get(ctype)
-        if rdef is None:
-            raise DecodeError(E.UNKNOWN_RECORD_TYPE, f"unknown control record type {ctype}", rpos)
-        if vlen < 2:
+        extras["type_id"] = ctype
+        if vlen < 2:  # every control message starts with its int16 Version
             raise DecodeError(E.MALFORMED_RECORD, "control record value too short", rpos)
         version = struct.unpack_from(">h", buf, vpos)[0]
-        if version not in rdef.valid_versions:
-            raise DecodeError(E.UNKNOWN_RECORD_VERSION, f"{rdef.type_name} version {version} is unknown", rpos)
-        try:
-            data = decode_body(buf, vpos, vend, rdef.fields, version)
-        except DecodeError as exc:
-            raise DecodeError(exc.reason, f"{rdef.type_name} v{version}: {exc.detail}", rpos) from None
-        return rdef.type_name, version, data
-    frame, p = read_uvarint(buf, vpos, vend)
-    if frame != METADATA_FRAME_VERSION:
-        raise DecodeError(E.MALFORMED_RECORD, f"metadata frame version {frame}, expected 1", rpos)
-    api_key, p = read_uvarint(buf, p, vend)
-    version, p = read_uvarint(buf, p, vend)
-    rdef = BY_API_KEY.get(api_key)
-    if rdef is None:
-        raise DecodeError(E.UNKNOWN_RECORD_TYPE, f"unknown metadata record apiKey {api_key}", rpos)
-    if version not in rdef.valid_versions:
+        rdef = BY_CONTROL_TYPE.get(ctype)
+        if rdef is None:
+            return UNKNOWN_RECORD_TYPE, version, unknown_data(UNKNOWN_CONTROL, ctype, bytes(buf[vpos:vend]))
+        body = vpos
+    else:
+        frame, p = read_uvarint(buf, vpos, vend)
+        if frame != METADATA_FRAME_VERSION:
+            raise DecodeError(E.MALFORMED_RECORD, f"metadata frame version {frame}, expected 1", rpos)
+        api_key, p = read_uvarint(buf, p, vend)
+        version, p = read_uvarint(buf, p, vend)
+        extras["type_id"] = api_key
+        if api_key > 0x7FFF:
+            raise DecodeError(E.MALFORMED_RECORD, f"apiKey {api_key} is not an int16", rpos)
+        if version > 0x7FFF:
+            raise DecodeError(E.UNKNOWN_RECORD_VERSION, f"apiKey {api_key} version {version} is not an int16", rpos)
+        rdef = BY_API_KEY.get(api_key)
+        if rdef is None:
+            return UNKNOWN_RECORD_TYPE, version, unknown_data(UNKNOWN_METADATA, api_key, bytes(buf[p:vend]))
+        body = p
+    if version < 0:
         raise DecodeError(E.UNKNOWN_RECORD_VERSION, f"{rdef.type_name} version {version} is unknown", rpos)
+    layout = newest_layout(rdef, version)
+    unknown: list = []
     try:
-        data = decode_body(buf, p, vend, rdef.fields, version)
+        data = decode_body(buf, body, vend, rdef.fields, layout, unknown)
     except DecodeError as exc:
+        if layout != version:  # a newer version that is not the newest known one plus tagged fields
+            raise DecodeError(E.UNKNOWN_RECORD_VERSION, f"{rdef.type_name} v{version} does not read with the newest "
+                              f"known layout (v{layout}): {exc.detail}", rpos) from None
         raise DecodeError(exc.reason, f"{rdef.type_name} v{version}: {exc.detail}", rpos) from None
+    if unknown:
+        extras["unknown_tagged_fields"] = unknown
     return rdef.type_name, version, data
 
 
+def unknown_data(rdef, type_id: int, value: bytes) -> dict:
+    """The ``data`` of an UNKNOWN_RECORD: ``{"apiKey"|"controlType": n, "value": base64 of the bytes}``."""
+    return {rdef.fields[0].json_name: type_id, "value": base64.b64encode(value).decode("ascii")}
+
+
 # ----------------------------------------------------------------------------------------- encoder
+RAW = "RAW"  # a record given as bytes (raw_record): what a newer Kafka writes and this build does not declare
+
+
+def raw_record(type_id: int, version: int, body: bytes, control: bool = False) -> tuple[str, int, dict]:
+    """A record for :func:`encode_batch` given as its type number, version and body bytes (a metadata record's
+    bytes after frameVersion/apiKey/version; a control record's whole value): an apiKey or control type this
+    build does not declare, or a version above the newest declared (tests and the simulator write them)."""
+    return (RAW, version, {"typeId": type_id, "body": bytes(body), "control": control})
+
+
 def encode_value(type_name: str, version: int, data: dict) -> tuple[bytes | None, bytes, bool]:
-    """(key, value, is_control) for one record given in Kafka's JSON form."""
+    """(key, value, is_control) for one record given in Kafka's JSON form (or :func:`raw_record`)."""
+    if type_name == RAW:
+        if data["control"]:
+            return struct.pack(">hh", 0, data["typeId"]), data["body"], True
+        head = bytearray()
+        write_uvarint(head, METADATA_FRAME_VERSION)
+        write_uvarint(head, data["typeId"])
+        write_uvarint(head, version)
+        return None, bytes(head) + data["body"], False
     rdef = BY_TYPE_NAME[type_name]
     if version not in rdef.valid_versions:
         raise ValueError(f"{type_name} has no version {version}")

@@ -7,6 +7,8 @@ three record types that set them (see ``fenced``).
 """
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -14,6 +16,7 @@ import pyarrow.compute as pc
 from controller_core.codec.arrowutil import from_numpy, repeat_str, strings
 from controller_core.codec.jsonout import struct_json
 from controller_core.codec.logfile import TYPE_NAMES, DecodedChunk, Quarantine
+from controller_core.records import UNKNOWN_RECORD_TYPE as UNKNOWN_RECORD
 
 INT_LIST = pa.list_(pa.int32())
 STR_LIST = pa.list_(pa.string())
@@ -64,6 +67,10 @@ TYPED = [
     pa.field("config_value", pa.string()),
     pa.field("feature_name", pa.string()),
     pa.field("feature_level", pa.int16()),
+    pa.field("record_type_id", pa.int32()),  # the apiKey (metadata record) or control type (control record)
+    # tagged fields of the record's body its declaration does not have (a newer Kafka's): JSON
+    # [{"tag": n, "data": base64}, ...] in tag order; null when there are none (README "Newer Kafka")
+    pa.field("unknown_tagged_fields", pa.string()),
     pa.field("data_json", pa.string(), nullable=False),  # the record's "data" exactly as kafka-dump-log prints it
 ]
 SCHEMA = pa.schema(FRAMING + TYPED)
@@ -163,7 +170,11 @@ def records_table(chunk: DecodedChunk, cluster: str, source_file: str, source_ki
         mapping = COLUMN_MAP.get(g.rdef.type_name, {})
         for f in TYPED:
             if f.name == "data_json":
-                arr = struct_json(g.columns, g.rdef.fields, g.version, m)
+                arr = struct_json(g.columns, g.rdef.fields, g.layout, m)
+            elif f.name == "unknown_tagged_fields":
+                arr = g.unknown_tagged_fields
+            elif f.name == "record_type_id":
+                arr = from_numpy(chunk.type_id[g.rows].astype(np.int32))
             else:
                 get = mapping.get(f.name)
                 arr = get(g.columns) if get else None
@@ -200,3 +211,74 @@ def quarantine_table(entries: list[Quarantine], cluster: str, source_kind: str) 
         [{"cluster": cluster, "source_file": q.file, "source_kind": source_kind, "position": q.position,
           "length": q.length, "reason": q.reason, "message": q.message} for q in entries],
         schema=QUARANTINE_SCHEMA)
+
+
+# ------------------------------------------------------------------------------------------ newer Kafka
+def chunk_has_newer(chunk: DecodedChunk) -> bool:
+    """Whether a decoded chunk holds anything a newer Kafka wrote (cheap: no row is looked at)."""
+    from controller_core.codec.logfile import UNKNOWN_CODE
+
+    return any(g.layout != g.version or g.unknown_tagged_fields is not None or g.rdef.type_name == UNKNOWN_RECORD
+               for g in chunk.groups) or bool((chunk.type_code == UNKNOWN_CODE).any())
+
+
+class NewerKafka:
+    """What a newer Kafka wrote that this build reads only in part (README "Newer Kafka"), counted per
+    (record type, type number, version) over bronze tables: records of an undeclared apiKey / control type
+    (kept as UNKNOWN_RECORD), versions above the newest declared (read with the newest layout), tagged fields
+    not declared (kept in ``unknown_tagged_fields``).  ``lines()``: one warning each, for stderr."""
+
+    def __init__(self):
+        self.groups: dict[tuple, dict] = {}
+
+    def add(self, table: pa.Table) -> None:
+        from controller_core.records import BY_TYPE_NAME
+
+        if table is None or table.num_rows == 0:
+            return
+        cols = ["record_type", "record_type_id", "record_version", "is_control"]
+        agg = table.group_by(cols).aggregate([("offset", "min"), ("offset", "count"),
+                                              ("unknown_tagged_fields", "count")])
+        for g in agg.to_pylist():
+            rdef = BY_TYPE_NAME.get(g["record_type"])
+            hi = rdef.valid_versions.hi if rdef is not None else None
+            newer = rdef is not None and hi is not None and g["record_version"] > hi
+            if not (g["record_type"] == UNKNOWN_RECORD or newer or g["unknown_tagged_fields_count"]):
+                continue
+            key = tuple(g[c] for c in cols)
+            sel = table.filter(pc.and_(pc.equal(table.column("record_type"), g["record_type"]),
+                                       pc.equal(table.column("record_version"), g["record_version"])))
+            sel = sel.filter(pc.equal(sel.column("record_type_id"), g["record_type_id"]))
+            first = sel.filter(pc.equal(sel.column("offset"), g["offset_min"])).slice(0, 1).to_pylist()[0]
+            tags: set[int] = set()
+            for text in sel.column("unknown_tagged_fields").drop_null().unique().to_pylist():
+                tags.update(t["tag"] for t in json.loads(text))
+            have = self.groups.get(key)
+            if have is None:
+                self.groups[key] = {"type": g["record_type"], "typeId": g["record_type_id"],
+                                    "version": g["record_version"], "control": g["is_control"],
+                                    "layout": hi if newer else None, "count": g["offset_count"],
+                                    "firstOffset": g["offset_min"], "file": first["source_file"], "tags": tags}
+            else:
+                have["count"] += g["offset_count"]
+                have["tags"] |= tags
+                if g["offset_min"] < have["firstOffset"]:
+                    have["firstOffset"], have["file"] = g["offset_min"], first["source_file"]
+
+    def lines(self) -> list[str]:
+        out = []
+        for g in sorted(self.groups.values(), key=lambda g: g["firstOffset"]):
+            where = f"first at offset {g['firstOffset']} in {g['file']}"
+            n = f"{g['count']} record{'s' if g['count'] != 1 else ''}"
+            if g["type"] == UNKNOWN_RECORD:
+                what = "control type" if g["control"] else "apiKey"
+                out.append(f"{n} of {what} {g['typeId']} (version {g['version']}) this build does not know, {where}: "
+                           f"kept as {UNKNOWN_RECORD} (type number and value bytes), not replayed")
+                continue
+            read = f"read with the newest known layout (v{g['layout']})" if g["layout"] is not None else "read"
+            tags = (f"; tagged fields this build does not know (tags {','.join(map(str, sorted(g['tags'])))}) kept "
+                    "in unknown_tagged_fields") if g["tags"] else ""
+            n = f"{g['count']} {g['type']} v{g['version']} record{'s' if g['count'] != 1 else ''}"
+            out.append(f"{n} (newer than this build knows), {where}: {read}{tags}" if g["layout"] is not None else
+                       f"{n}, {where}: {read}{tags}")
+        return out

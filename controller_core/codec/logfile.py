@@ -25,7 +25,9 @@ from controller_core.codec import errors as E
 from controller_core.codec import vector as V
 from controller_core.codec.arrowutil import from_numpy
 from controller_core.codec.errors import DecodeError
-from controller_core.records import BY_API_KEY, BY_CONTROL_TYPE, RecordDef
+from controller_core.records import (
+    BY_API_KEY, BY_CONTROL_TYPE, UNKNOWN_CONTROL, UNKNOWN_METADATA, UNKNOWN_RECORD_TYPE, RecordDef, newest_layout,
+)
 
 _HEAD = struct.Struct(">qiib")  # baseOffset, batchLength, partitionLeaderEpoch, magic
 _TAIL = struct.Struct(">IhiqqqhiI")
@@ -56,6 +58,12 @@ class Group:
     version: int
     rows: np.ndarray  # indices into the chunk's record arrays
     columns: dict[str, pa.Array]  # Kafka JSON key -> one value per row
+    layout: int = -1  # the declared version the bodies were read with (a newer version: the newest declared)
+    unknown_tagged_fields: pa.Array | None = None  # JSON text per row (null: none), None when no row has any
+
+    def __post_init__(self):
+        if self.layout < 0:
+            self.layout = self.version
 
 
 @dataclass
@@ -73,6 +81,7 @@ class DecodedChunk:
     is_control: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     type_code: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))  # index into type_names
     version: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int16))
+    type_id: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # apiKey / control type
     groups: list[Group] = field(default_factory=list)
     quarantine: list[Quarantine] = field(default_factory=list)
     last_offset: int | None = None  # last offset of the window's batches (offset sequence check)
@@ -85,6 +94,10 @@ class DecodedChunk:
 CONTROL_CODE_BASE = 100
 TYPE_NAMES: dict[int, str] = {k: r.type_name for k, r in BY_API_KEY.items()}
 TYPE_NAMES.update({CONTROL_CODE_BASE + k: r.type_name for k, r in BY_CONTROL_TYPE.items()})
+UNKNOWN_CODE = -1  # an apiKey or control type not declared (its number: DecodedChunk.type_id)
+TYPE_NAMES[UNKNOWN_CODE] = UNKNOWN_RECORD_TYPE
+_API_KEYS = np.array(sorted(BY_API_KEY), np.int64)
+_CONTROL_TYPES = np.array(sorted(BY_CONTROL_TYPE), np.int64)
 
 
 # ------------------------------------------------------------------------------------ batch walk
@@ -565,7 +578,11 @@ def decode_window(buf, a: np.ndarray, batches: list[int], file: str, base: int, 
     r = _record_framing(a, body, rend)
     ctl = b_ctl[rbatch]
     type_code, version, bstart, unframed = _message_framing(a, ctl, r)
-    scalar = r.scalar | unframed
+    type_id = np.where(ctl, type_code - CONTROL_CODE_BASE, type_code)
+    known = np.where(ctl, np.isin(type_id, _CONTROL_TYPES), np.isin(type_id, _API_KEYS))
+    type_code = np.where(known, type_code, UNKNOWN_CODE)
+    # a version that does not fit bronze's int16 record_version: left to the scalar reader (quarantined)
+    scalar = r.scalar | unframed | (version > 0x7FFF) | (type_id > 0x7FFF)  # (an apiKey is an int16 too)
     outside = _outside_batch(a, bpos, rbatch, r) & ~scalar
 
     chunk.offset = b_base[rbatch] + r.off_delta
@@ -578,9 +595,10 @@ def decode_window(buf, a: np.ndarray, batches: list[int], file: str, base: int, 
     chunk.is_control = ctl
     chunk.type_code = type_code.astype(np.int32)
     chunk.version = version.astype(np.int16)
+    chunk.type_id = type_id
 
     skip = scalar | outside
-    _decode_groups(chunk, a, type_code, version, bstart, r.vpos + np.maximum(r.vlen, 0), skip)
+    _decode_groups(chunk, a, type_code, version, bstart, r.vpos + np.maximum(r.vlen, 0), skip, type_id, ctl)
     scalar = skip & ~outside
     keep = ~outside
     for i in np.flatnonzero(outside).tolist():
@@ -685,27 +703,47 @@ def _message_framing(a: np.ndarray, ctl: np.ndarray, r: _Framing):
     return type_code, version, bstart, bad
 
 
-def _decode_groups(chunk: DecodedChunk, a: np.ndarray, type_code, version, bstart, vend, scalar: np.ndarray) -> None:
-    """Decode the records of each (record type, version) at once into ``chunk.groups``; a record of an
-    unknown type or version, or whose fields do not end where its value does, is marked ``scalar``."""
+def _decode_groups(chunk: DecodedChunk, a: np.ndarray, type_code, version, bstart, vend, scalar: np.ndarray,
+                   type_id=None, ctl=None) -> None:
+    """Decode the records of each (record type, version) at once into ``chunk.groups``; a record whose
+    fields do not end where its value does is marked ``scalar``.  A version above the newest declared is
+    read with the newest declared layout (README "Newer Kafka"); a record of an undeclared type
+    (``UNKNOWN_CODE``) becomes a group of its type number and value bytes."""
     keys = type_code * 256 + np.clip(version, 0, 255)
     for key in np.unique(keys[~scalar]).tolist():
         rows = np.flatnonzero((keys == key) & ~scalar)
         code, v = divmod(key, 256)
-        rdef = TYPE_NAMES.get(code) and (BY_CONTROL_TYPE.get(code - CONTROL_CODE_BASE) if code >= CONTROL_CODE_BASE
-                                         else BY_API_KEY.get(code))
-        if rdef is None or v not in rdef.valid_versions:
+        if code == UNKNOWN_CODE:
+            for control, rdef in ((False, UNKNOWN_METADATA), (True, UNKNOWN_CONTROL)):
+                sel = rows[ctl[rows] == control]
+                if len(sel):
+                    data, offsets = V.gather_ranges(a, bstart[sel], vend[sel] - bstart[sel])
+                    value = pa.Array.from_buffers(pa.binary(), len(sel), [None, pa.py_buffer(offsets),
+                                                                          pa.py_buffer(data)])
+                    cols = {rdef.fields[0].json_name: from_numpy(type_id[sel].astype(np.int32)), "value": value}
+                    chunk.groups.append(Group(rdef, v, sel, cols))
+            continue
+        rdef = BY_CONTROL_TYPE.get(code - CONTROL_CODE_BASE) if code >= CONTROL_CODE_BASE else BY_API_KEY.get(code)
+        neg = version[rows] < 0  # (a control record's int16 version)
+        if neg.any():
+            scalar[rows[neg]] = True
+            rows = rows[~neg]
+        if rdef is None or v < rdef.valid_versions.lo or not len(rows):
             scalar[rows] = True
             continue
+        layout = newest_layout(rdef, v)
         cur = V.Cursor(a, bstart[rows].copy(), vend[rows], np.ones(len(rows), bool))
-        cols = V.decode_struct(cur, rdef.fields, v)
+        unknown: list = []
+        cols = V.decode_struct(cur, rdef.fields, layout, unknown)
         fine = cur.ok & (cur.pos == cur.end)
+        extra = V.unknown_tags(a, len(rows), unknown, fine) if unknown else None
         if not fine.all():
             scalar[rows[~fine]] = True
             sel = from_numpy(np.flatnonzero(fine))
             cols = {k: c.take(sel) for k, c in cols.items()}
+            extra = None if extra is None else extra.take(sel)
             rows = rows[fine]
-        chunk.groups.append(Group(rdef, v, rows, cols))
+        chunk.groups.append(Group(rdef, v, rows, cols, layout, extra))
 
 
 def _scalar_error(buf, ctl, kpos, klen, vpos, vlen, rpos, rend) -> DecodeError:
@@ -721,7 +759,7 @@ def _scalar_error(buf, ctl, kpos, klen, vpos, vlen, rpos, rend) -> DecodeError:
 def _drop_rows(chunk: DecodedChunk, keep: np.ndarray) -> None:
     remap = np.cumsum(keep) - 1
     for name in ("offset", "position", "timestamp", "batch_base_offset", "batch_position", "batch_timestamp",
-                 "batch_leader_epoch", "is_control", "type_code", "version"):
+                 "batch_leader_epoch", "is_control", "type_code", "version", "type_id"):
         setattr(chunk, name, getattr(chunk, name)[keep])
     for g in chunk.groups:
         g.rows = remap[g.rows]

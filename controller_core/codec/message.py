@@ -143,8 +143,10 @@ class _Reader:
         return bytes(self.buf[start:start + n])
 
 
-def read_struct(r: _Reader, fields, version: int) -> dict:
-    """Read the fields of one struct (message body or nested struct) at ``version``."""
+def read_struct(r: _Reader, fields, version: int, unknown: list | None = None) -> dict:
+    """Read the fields of one struct (message body or nested struct) at ``version``.  Tagged fields the
+    declaration does not have are appended to ``unknown`` as ``{"tag": n, "data": base64}`` when it is given
+    (a message body), skipped otherwise (nested structs)."""
     out: dict = {}
     tagged: dict[int, Field] = {}
     for f in fields:
@@ -166,8 +168,10 @@ def read_struct(r: _Reader, fields, version: int) -> dict:
         last = tag
         start = r.take(size)
         f = tagged.get(tag)
-        if f is None:
-            continue  # unknown tags are skipped, as Kafka keeps them only as opaque bytes
+        if f is None:  # a tag of a newer version: kept as opaque bytes, as Kafka's readers keep them
+            if unknown is not None:
+                unknown.append({"tag": tag, "data": base64.b64encode(bytes(r.buf[start:start + size])).decode("ascii")})
+            continue
         sub = _Reader(r.buf, start, start + size)
         out[f.json_name] = _read_value(sub, f, version)
         if sub.pos != start + size:
@@ -214,18 +218,21 @@ def _read_primitive_or_string(r: _Reader, t: str, nullable: bool):
     return r.primitive(t)
 
 
-def decode_body(buf, start: int, end: int, fields, version: int) -> dict:
-    """Decode one message body occupying exactly ``buf[start:end]``."""
+def decode_body(buf, start: int, end: int, fields, version: int, unknown: list | None = None) -> dict:
+    """Decode one message body occupying exactly ``buf[start:end]``; its unknown tagged fields go to
+    ``unknown`` when given (see :func:`read_struct`)."""
     r = _Reader(buf, start, end)
-    out = read_struct(r, fields, version)
+    out = read_struct(r, fields, version, unknown)
     if r.pos != end:
         raise DecodeError(E.TRAILING_BYTES, f"{end - r.pos} bytes left after the message body", r.pos)
     return out
 
 
 # ------------------------------------------------------------------------------------------ writer
-def write_struct(out: bytearray, fields, version: int, data: dict) -> None:
-    """Write one struct at ``version``; keys missing from ``data`` take the field's default.
+def write_struct(out: bytearray, fields, version: int, data: dict, extra_tags: dict[int, bytes] | None = None) -> None:
+    """Write one struct at ``version``; keys missing from ``data`` take the field's default.  ``extra_tags``
+    ({tag: raw bytes}) are written as tagged fields the declaration does not have (a newer version's, as a
+    test or the simulator writes them).
 
     A key the declaration does not have is an error: silently writing the default instead would
     turn a typo in a test or the simulator into a wrong record."""
@@ -242,11 +249,18 @@ def write_struct(out: bytearray, fields, version: int, data: dict) -> None:
                 tagged.append((f.tag, f, value))
             continue
         _write_value(out, f, version, value)
+    for tag, raw in (extra_tags or {}).items():
+        if any(t == tag for t, _, _ in tagged) or any(f.tag == tag and f.is_tagged_in(version) for f in fields):
+            raise ValueError(f"extra tag {tag} is a declared tag")
+        tagged.append((tag, None, bytes(raw)))
     tagged.sort(key=lambda t: t[0])
     write_uvarint(out, len(tagged))
     for tag, f, value in tagged:
         body = bytearray()
-        _write_value(body, f, version, value)
+        if f is None:
+            body += value
+        else:
+            _write_value(body, f, version, value)
         write_uvarint(out, tag)
         write_uvarint(out, len(body))
         out += body
@@ -292,7 +306,7 @@ def _write_primitive_or_string(out: bytearray, t: str, value) -> None:
         out += struct.pack(_INT[t], value)
 
 
-def encode_body(fields, version: int, data: dict) -> bytes:
+def encode_body(fields, version: int, data: dict, extra_tags: dict[int, bytes] | None = None) -> bytes:
     out = bytearray()
-    write_struct(out, fields, version, data)
+    write_struct(out, fields, version, data, extra_tags)
     return bytes(out)

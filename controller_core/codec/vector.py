@@ -174,11 +174,13 @@ class Cursor:
         return Cursor(self.a, self.pos[idx], self.end[idx], self.ok[idx])
 
 
-def decode_struct(c: Cursor, fields, version: int) -> dict[str, pa.Array]:
+def decode_struct(c: Cursor, fields, version: int, unknown: list | None = None) -> dict[str, pa.Array]:
     """Decode one struct of every record at ``c.pos`` (advancing it); Arrow array per JSON key.
 
     Tagged fields absent from a record get the field's default, so every column has one value per
-    record; whether Kafka's JSON would show it is decided by the JSON writer.
+    record; whether Kafka's JSON would show it is decided by the JSON writer.  Tagged fields the
+    declaration does not have are appended to ``unknown`` as (record indices, tags, data positions,
+    sizes) when it is given (a message body; :func:`unknown_tags` turns them into JSON), skipped otherwise.
     """
     out: dict[str, pa.Array] = {}
     tagged: dict[int, Field] = {}
@@ -189,13 +191,14 @@ def decode_struct(c: Cursor, fields, version: int) -> dict[str, pa.Array]:
             tagged[f.tag] = f
             continue
         out[f.json_name] = _decode_value(c, f, version)
-    _decode_tagged_section(c, tagged, version, out)
+    _decode_tagged_section(c, tagged, version, out, unknown)
     # keep the declaration's key order
     order = [f.json_name for f in fields if f.present_in(version)]
     return {k: out[k] for k in order}
 
 
-def _decode_tagged_section(c: Cursor, tagged: dict[int, Field], version: int, out: dict) -> None:
+def _decode_tagged_section(c: Cursor, tagged: dict[int, Field], version: int, out: dict,
+                           unknown: list | None = None) -> None:
     n = len(c.pos)
     ntags, c.pos, okv = uvarint(c.a, c.pos)
     c.ok &= okv
@@ -222,11 +225,31 @@ def _decode_tagged_section(c: Cursor, tagged: dict[int, Field], version: int, ou
             fine = sc.ok & (sc.pos == sc.end)
             c.ok[rows[~fine]] = False
             pieces[t].append((rows, arr))
+        if unknown is not None:
+            other = good & ~np.isin(tag, np.fromiter(tagged, np.int64, len(tagged)))
+            if other.any():
+                unknown.append((active[other], tag[other], p[other], size[other]))
         c.pos[active] = np.where(good, p + size, c.pos[active])
         step += 1
         active = active[(ntags[active] > step) & c.ok[active]]
     for t, f in tagged.items():
         out[f.json_name] = _assemble(n, pieces[t], f, version)
+
+
+def unknown_tags(a: np.ndarray, n: int, unknown: list, ok: np.ndarray) -> pa.Array | None:
+    """The unknown tagged fields :func:`decode_struct` collected, as one JSON text per record
+    (``[{"tag":n,"data":"<base64>"},...]`` in tag order; null for a record without any), or None when no
+    record has one.  Rare (a newer Kafka's records), so built one by one."""
+    import base64
+    import json
+    per: dict[int, list] = {}
+    for rows, tags, pos, sizes in unknown:
+        for r, t, p, z in zip(rows.tolist(), tags.tolist(), pos.tolist(), sizes.tolist()):
+            if ok[r]:
+                per.setdefault(r, []).append({"tag": t, "data": base64.b64encode(a[p:p + z].tobytes()).decode("ascii")})
+    if not per:
+        return None
+    return pa.array([json.dumps(per[i], separators=(",", ":")) if i in per else None for i in range(n)], pa.string())
 
 
 def _assemble(n: int, pieces: list, f: Field, version: int) -> pa.Array:

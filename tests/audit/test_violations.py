@@ -342,3 +342,37 @@ def test_last_known_leader_elected_while_fenced(tmp_path, config):
     [gap] = find(rows, "OFFLINE_NO_CANDIDATE")
     assert (gap["first_offset"], gap["last_offset"]) == (cleared, elected)
     assert fenced < cleared
+
+
+# ------------------------------------------------------------------------ leaderless / diskless topics
+def test_a_diskless_topic_is_not_judged_by_the_isr_rules_and_says_why(tmp_path, config):
+    """Issue 14 item 3: a topic created with diskless.enable=true (KIP-1150) keeps its records in object storage;
+    its partitions get no ISR-rule finding, the topic one INFO DISKLESS_TOPIC; a disk topic beside it going
+    through the same changes is judged as usual.  The scalar reference agrees on the windows."""
+    from audit.scalar import WINDOW_CODES, violations_scalar
+
+    log = Log(21, brokers=(1, 2, 3))
+    log.create("disk", [1, 2, 3], at=MIN)
+    [lake_at, *_] = log.create("lake", [1, 2, 3], at=MIN + 10)
+    log.add(log.config("diskless.enable", "true", resource_type=2, resource="lake"), at=MIN + 20)
+    [disk_start, lake_start] = log.add(log.change("disk", 0, isr=[1]), log.change("lake", 0, isr=[1]), at=2 * MIN)
+    log.add(log.change("disk", 0, leader=-1), log.change("lake", 0, leader=-1), log.fence(1),
+            at=3 * MIN)
+    out, rows = audit(log, tmp_path, config)
+
+    lake = [r for r in rows if r["topic"] == "lake" and not r["code"].startswith("INV-")]  # §4: the log's integrity
+    assert [(r["code"], r["severity"], r["partition"], r["open"]) for r in lake] == [
+        ("DISKLESS_TOPIC", "INFO", None, True)]
+    assert "diskless.enable=true" in lake[0]["explanation"] and "1 partitions" in lake[0]["explanation"]
+    assert json.loads(lake[0]["evidence_after"]) == {"diskless.enable": "true"}
+    disk = {r["code"] for r in rows if r["topic"] == "disk"}
+    assert {"UNDER_MIN_ISR", "OFFLINE"} <= disk
+
+    tables = silver_tables(log.write(tmp_path / "again"))
+    assert [r["diskless"] for r in tables[catalog.TOPIC_CONFIG_HISTORY.name].to_pylist() if r["topic_name"] == "lake"][-1] \
+        == "diskless.enable"
+    fast = sorted((r["code"], r["topic_id"], r["partition"], r["first_offset"]) for r in rows
+                  if r["code"] in WINDOW_CODES)
+    slow = sorted((r["code"], r["topic_id"], r["partition"], r["first_offset"])
+                  for r in violations_scalar(tables, config, *log_end(tables)))
+    assert fast == slow and fast

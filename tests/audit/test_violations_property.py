@@ -37,7 +37,9 @@ def histories(draw):
                                "deleted": False, "min_insync_replicas": 2,
                                "effective_min_isr": draw(st.integers(1, 3)), "min_isr_resolved_from_log": True,
                                "unclean_leader_election_enable": False, "metadata_version": 21,
-                               "elr_enabled": draw(st.booleans()), "active_controller": 0})
+                               "elr_enabled": draw(st.booleans()), "active_controller": 0,
+                               # a leaderless / diskless topic now and then: no ISR rule judges those rows
+                               "diskless": "diskless.enable" if draw(st.integers(0, 4)) == 0 else None})
     for tid in TOPICS:
         for p in range(draw(st.integers(1, 3))):
             offset = 0

@@ -282,17 +282,32 @@ def test_bad_batch_header_is_reported(buf, reason):
     assert exc.value.reason == reason
 
 
+@pytest.mark.parametrize("records, attributes, want", [
+    # README "Newer Kafka": an undeclared type is kept with its number and value bytes, never an error
+    pytest.param([frame_record(None, h("01 06 00 00"))], 0, ("UNKNOWN_RECORD", 0, {"apiKey": 6, "value": "AA=="}),
+                 id="api_key_6_retired"),
+    pytest.param([frame_record(None, h("01 63 00 00"))], 0, ("UNKNOWN_RECORD", 0, {"apiKey": 99, "value": "AA=="}),
+                 id="api_key_99"),
+    pytest.param([frame_record(h("0000 0007"), h("0000 00"))], 0x20,
+                 ("UNKNOWN_RECORD", 0, {"controlType": 7, "value": "AAAA"}), id="control_type_7"),
+    # a newer version that only adds tagged fields reads with the newest layout
+    pytest.param([frame_record(h("0000 0004"), h("0001 00"))], 0x20, ("SNAPSHOT_FOOTER", 1, {"version": 1}),
+                 id="SnapshotFooter_v1"),
+])
+def test_record_of_a_newer_kafka_is_kept(records, attributes, want):
+    buf = frame_batch(records, attributes=attributes)
+    hdr = read_header(buf, 0, len(buf))
+    verify_crc(buf, hdr)
+    [rec] = read_records(buf, hdr)
+    assert (rec.type, rec.version, rec.data) == want
+
+
 @pytest.mark.parametrize("records, attributes, reason", [
-    pytest.param([frame_record(None, h("01 06 00 00"))], 0, E.UNKNOWN_RECORD_TYPE, id="api_key_6_retired"),
-    pytest.param([frame_record(None, h("01 63 00 00"))], 0, E.UNKNOWN_RECORD_TYPE, id="api_key_99"),
+    # a version above the newest declared whose bytes do not read with the newest layout (not only new tags)
     pytest.param([frame_record(None, h("01 03 03") + bytes(40))], 0, E.UNKNOWN_RECORD_VERSION,
-                 id="PartitionRecord_v3"),
+                 id="PartitionRecord_v3_not_the_v2_layout"),
     pytest.param([frame_record(None, h("02 14 00 00"))], 0, E.MALFORMED_RECORD, id="frame_version_2"),
     pytest.param([frame_record(None, h("01 14 00 00 00"))], 0, E.TRAILING_BYTES, id="NoOp_with_extra_byte"),
-    pytest.param([frame_record(h("0000 0007"), h("0000 00"))], 0x20, E.UNKNOWN_RECORD_TYPE,
-                 id="control_type_7"),
-    pytest.param([frame_record(h("0000 0004"), h("0001 00"))], 0x20, E.UNKNOWN_RECORD_VERSION,
-                 id="SnapshotFooter_v1"),
     pytest.param([frame_record(None, h("0000 00"))], 0x20, E.MALFORMED_RECORD, id="control_record_without_key"),
 ])
 def test_bad_record_in_a_valid_batch_is_reported(records, attributes, reason):

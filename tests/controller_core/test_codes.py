@@ -13,7 +13,7 @@ import pytest
 
 from controller_core import codes
 from controller_core.codec import errors as codec_errors
-from controller_core.records import BY_TYPE_NAME
+from controller_core.records import BY_TYPE_NAME, UNKNOWN_RECORD_TYPE
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared"
@@ -131,7 +131,7 @@ PROGRAM = ("controller_core", "audit", "lake", "jobs", "transforms", "simulator"
 
 def _other_vocabulary() -> set[str]:
     reasons = {v for k, v in vars(codec_errors).items() if k.isupper() and isinstance(v, str)}
-    return set(BY_TYPE_NAME) | reasons | NOT_CODES | set(codes.INCIDENT_CAUSES)
+    return set(BY_TYPE_NAME) | {UNKNOWN_RECORD_TYPE} | reasons | NOT_CODES | set(codes.INCIDENT_CAUSES)
 
 
 def test_every_finding_code_literal_of_the_program_is_declared():

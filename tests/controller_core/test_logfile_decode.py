@@ -252,9 +252,10 @@ def _one_batch_log(tmp_path, records) -> Path:
     return path
 
 
-def test_unknown_record_type_is_quarantined_alone(tmp_path):
-    """A CRC-valid batch holding a record of an apiKey this build does not know (a newer Kafka):
-    that record is quarantined, its neighbours in the same batch are kept."""
+def test_unknown_record_type_is_kept_as_unknown_record(tmp_path):
+    """A CRC-valid batch holding a record of an apiKey this build does not know (a newer Kafka): that
+    record is kept as UNKNOWN_RECORD with its apiKey and value bytes (README "Newer Kafka"), nothing
+    is quarantined."""
     good = encode_batch(1, [("TOPIC_RECORD", 0, {"name": "a", "topicId": "AAAAAAAAAAAAAAAAAAAAAQ"}),
                             ("NO_OP_RECORD", 0, {}), ("NO_OP_RECORD", 0, {})])
     # rewrite the 2nd record's apiKey (20 = NoOp) to 99 and fix the CRC
@@ -266,12 +267,14 @@ def test_unknown_record_type_is_quarantined_alone(tmp_path):
     struct.pack_into(">I", raw, 17, crc32c(bytes(raw[21:])))
     path = _one_batch_log(tmp_path, bytes(raw))
     table, quarantine, _ = _decode(path)
-    assert [q.reason for q in quarantine] == [E.UNKNOWN_RECORD_TYPE]
-    assert "apiKey 99" in quarantine[0].message
-    assert table.column("offset").to_pylist() == [0, 1, 3, 10]
+    assert quarantine == []
+    assert table.column("offset").to_pylist() == [0, 1, 2, 3, 10]
+    row = table.slice(2, 1).to_pylist()[0]
+    assert (row["record_type"], row["record_type_id"], row["record_version"]) == ("UNKNOWN_RECORD", 99, 0)
+    assert json.loads(row["data_json"]) == {"apiKey": 99, "value": "AA=="}  # the empty body's tag count
 
 
-def test_unknown_record_version_is_quarantined(tmp_path):
+def test_newer_record_version_reads_with_the_newest_layout(tmp_path):
     good = encode_batch(1, [("FEATURE_LEVEL_RECORD", 0, {"name": "metadata.version", "featureLevel": 21})])
     raw = bytearray(good)
     idx = raw.index(bytes([1, 12, 0]), 61)
@@ -281,7 +284,22 @@ def test_unknown_record_version_is_quarantined(tmp_path):
     struct.pack_into(">I", raw, 17, crc32c(bytes(raw[21:])))
     path = _one_batch_log(tmp_path, bytes(raw))
     table, quarantine, _ = _decode(path)
+    assert quarantine == []
+    assert table.column("record_version").to_pylist() == [0, 7, 0]
+    assert json.loads(table.column("data_json")[1].as_py()) == {"name": "metadata.version", "featureLevel": 21}
+
+
+def test_newer_record_version_that_is_not_the_newest_layout_is_quarantined(tmp_path):
+    """A newer version must read with the newest declared layout plus tagged fields; bytes that do not
+    (here a FeatureLevelRecord "v7" with an extra byte before its tags) are quarantined, named."""
+    good = encode_batch(1, [("FEATURE_LEVEL_RECORD", 0, {"name": "metadata.version", "featureLevel": 21})])
+    body = good[good.index(bytes([1, 12, 0]), 61) + 3:-1]  # the body, then the headers count
+    from controller_core.codec.batch import raw_record
+    raw = encode_batch(1, [raw_record(12, 7, body[:-1] + b"\x05" + body[-1:])])
+    path = _one_batch_log(tmp_path, raw)
+    table, quarantine, _ = _decode(path)
     assert [q.reason for q in quarantine] == [E.UNKNOWN_RECORD_VERSION]
+    assert "FEATURE_LEVEL_RECORD v7 does not read with the newest known layout (v0)" in quarantine[0].message
     assert table.column("offset").to_pylist() == [0, 10]
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from controller_core.records import (
-    BY_API_KEY, BY_CONTROL_TYPE, BY_TYPE_NAME, CONTROL_RECORDS, METADATA_RECORDS,
+    BY_API_KEY, BY_CONTROL_TYPE, BY_TYPE_NAME, CONTROL_RECORDS, METADATA_RECORDS, NEWER_THAN_KAFKA_FILES,
 )
 from controller_core.schema import PRIMITIVES
 
@@ -148,13 +148,23 @@ def test_declaration_matches_kafka_schema_field_by_field(schema_file: Path):
         assert BY_CONTROL_TYPE[control_type] is rd
     assert BY_TYPE_NAME[rd.type_name] is rd
 
-    assert project_versions(rd.valid_versions) == kafka_versions(ks["validVersions"]), \
+    fields = rd.fields
+    valid = project_versions(rd.valid_versions)
+    if name in NEWER_THAN_KAFKA_FILES:  # declared beyond the files (KIP-1066): checked up to the files' newest
+        newest = NEWER_THAN_KAFKA_FILES[name]
+        assert kafka_versions(ks["validVersions"])[1] == newest, f"{name}: the files' newest version changed"
+        later = [f for f in fields if f.versions.lo > newest]
+        assert later and all(f.tagged.lo == f.versions.lo and f.tag is not None for f in later), \
+            f"{name}: a version beyond the files may only add tagged fields"
+        fields = tuple(f for f in fields if f.versions.lo <= newest)
+        valid = (valid[0], newest)
+    assert valid == kafka_versions(ks["validVersions"]), \
         f"{name}: validVersions {rd.valid_versions}, Kafka {ks['validVersions']}"
     assert project_versions(rd.flexible_versions) == kafka_versions(ks["flexibleVersions"]), \
         f"{name}: flexibleVersions {rd.flexible_versions}, Kafka {ks['flexibleVersions']}"
 
     common = {s["name"]: s for s in ks.get("commonStructs", [])}
-    problems = compare_fields(ks["fields"], rd.fields, common, name)
+    problems = compare_fields(ks["fields"], fields, common, name)
     assert not problems, "\n".join(problems)
 
 

@@ -87,3 +87,63 @@ def test_a_controller_unregistered_by_kafka_4_4_leaves_the_quorum_list(tmp_path,
     assert (rec["offset"], rec["data"]) == (3, {"controllerId": 3001})
     doc = _quorum(tmp_path, capsys)
     assert [c["controllerId"] for c in doc["controllers"]] == [3000]
+
+
+VOTER_CHANGE = """\
+name: voter-change
+description: a 3-controller quorum (combined nodes 1-3) with a controller failover, then node 4 joins the voters
+  and node 1 leaves them (KIP-853)
+metadata_version: 3.9-IV0
+controllers: [1, 2, 3]
+brokers:
+  - {id: 1, rack: a}
+  - {id: 2, rack: b}
+  - {id: 3, rack: c}
+topics:
+  - {name: payments, partitions: 2, replication_factor: 3}
+end_after_s: 120
+timeline:
+  - {at: 30, event: controller_failover, to: 2, description: "node 2 wins epoch 2"}
+  - {at: 60, event: voter_change, add: 4, description: "AddRaftVoter 4"}
+  - {at: 90, event: voter_change, remove: 1, description: "RemoveRaftVoter 1"}
+"""
+
+
+def test_simulated_voter_change_shows_the_voters_before_and_after(tmp_path, capsys):
+    """Issue 14 item 2: on a simulated 3-controller quorum with a failover and a voter change, describe --quorum
+    shows the voters before and after each change, with their directory ids, as the VotersRecords say."""
+    scenario = tmp_path / "voter-change.yaml"
+    scenario.write_text(VOTER_CHANGE)
+    d = tmp_path / "sim"
+    assert cli.main(["simulate", str(scenario), "-o", str(d), "--seed", "3"]) == 0
+    capsys.readouterr()
+    assert cli.main(["decode", str(d)]) == 0
+    decoded = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    voters_records = [r for r in decoded if r["type"] == "KRAFT_VOTERS" and r["file"].endswith(".log")]
+    assert [r["type"] for r in decoded if r["type"] == "KRAFT_VERSION" and r["file"].endswith(".log")] == \
+        ["KRAFT_VERSION"]
+    dirs = {v["voterId"]: v["voterDirectoryId"] for r in voters_records for v in r["data"]["voters"]}
+
+    doc = _quorum(d, capsys)
+    assert [e["leaderId"] for e in doc["elections"]] == [1, 2]  # the failover
+    assert doc["kraftVersion"]["level"] == 1
+    changes = doc["voterChanges"]
+    assert [c["offset"] for c in changes] == [r["offset"] for r in voters_records]
+    assert [([v["voterId"] for v in c["voters"]], c["added"], c["removed"]) for c in changes] == [
+        ([1, 2, 3], [], []), ([1, 2, 3, 4], [4], []), ([2, 3, 4], [], [1])]
+    assert all(v["directoryId"] == dirs[v["voterId"]] for c in changes for v in c["voters"])
+    assert len(set(dirs.values())) == 4
+    assert doc["voters"] == [{"voterId": i, "directoryId": dirs[i]} for i in (2, 3, 4)]
+    assert doc["votersFrom"] == "VotersRecord"
+    assert 4 in [c["controllerId"] for c in doc["controllers"]]  # the new voter registered its controller
+
+    # before the change: the voters of the LeaderChange, no VotersRecord yet
+    before = _quorum(d, capsys, "--at-offset", str(changes[0]["offset"] - 2))
+    assert before["voterChanges"] == [] and before["votersFrom"] == "LeaderChange"
+    assert [v["voterId"] for v in before["voters"]] == [1, 2, 3]
+
+    assert cli.main(["describe", "--log-dir", str(d), "--quorum"]) == 0
+    text = capsys.readouterr().out
+    assert "VoterChanges: 3" in text and "KRaftVersion: 1" in text
+    assert f"Added: 4\tRemoved: -" in text and f"Added: -\tRemoved: 1" in text
+    assert f"4 (directory {dirs[4]})" in text
