@@ -46,15 +46,15 @@ SCALES = {
     "tiny": {  # for the test: seconds
         "decode": (2_000, 1), "repeat": 1, "columns_repeat": 1, "jsonl_repeat": 1, "limit": 2_000,
         "verify": 2_000, "core": ["--partitions", "2000", "--groups", "1", "--scalar-slice", "2000"],
-        "spark": 2_000, "e2e": [2_000], "timeout": 600},
+        "spark": 2_000, "e2e": [2_000], "spark_replay_script": False, "timeout": 600},
     "quick": {
         "decode": (20_000, 0), "repeat": 3, "columns_repeat": 2, "jsonl_repeat": 2, "limit": 50_000,
         "verify": 20_000, "core": ["--partitions", "20000", "--groups", "2", "--scalar-slice", "2000"],
-        "spark": 20_000, "e2e": [5_000, 20_000], "timeout": 900},
+        "spark": 20_000, "e2e": [5_000, 20_000], "spark_replay_script": False, "timeout": 900},
     "full": {
         "decode": (100_000, 0), "repeat": 7, "columns_repeat": 3, "jsonl_repeat": 3, "limit": 300_000,
         "verify": 100_000, "core": [],  # bench_replay.py's defaults: 1 M partitions, 8 groups, 20 k scalar slice
-        "spark": 100_000, "e2e": [100_000, 300_000, 1_000_000], "timeout": 7200},
+        "spark": 100_000, "e2e": [100_000, 300_000, 1_000_000], "spark_replay_script": True, "timeout": 7200},
 }
 
 TINY_LOG_DIR = ROOT.parent / "shared" / "realdata" / "vasifvortex-pre3.3-fence" / "kafka1" / "__cluster_metadata-0"
@@ -116,7 +116,9 @@ def speed(ours_s: float, base_s: float) -> str:
     if not ours_s or not base_s:
         return "-"
     r = base_s / ours_s
-    return f"{r:.1f}x faster" if r >= 1 else f"{1 / r:.2f}x slower"
+    if r >= 1:
+        return f"{r:.0f}x faster" if r >= 10 else f"{r:.1f}x faster"
+    return f"{1 / r:.0f}x slower" if r <= 0.1 else f"{1 / r:.2f}x slower"
 
 
 COLUMNS = [  # header, how a row shows it
@@ -591,9 +593,17 @@ def _spark_inproc(parts: int, timeout: float) -> tuple[dict, dict]:
     return child("inproc-replay", {"partitions": parts}, timeout)
 
 
+def _replay_in_e2e(cfg: dict) -> bool:
+    """Whether the spark-replay row comes from the e2e run (quick: one Spark session fewer) instead of
+    bench_spark_replay.py's own run."""
+    return not cfg["spark_replay_script"] and "e2e" in cfg["_measured"]
+
+
 def m_spark_replay(cfg: dict) -> list[dict]:
     parts = cfg["spark"]
     what = "Spark replay job, local[2], invariants (bench_spark_replay.py)"
+    if _replay_in_e2e(cfg):
+        return []  # m_e2e makes the row
     try:
         proc = script("bench_spark_replay.py", ["--partitions", str(parts)], cfg["timeout"], sample=True)
         text = proc["stdout"]
@@ -651,6 +661,7 @@ def m_e2e(cfg: dict) -> list[dict]:
             rows.append(error_row(name, what, exc))
             continue
         driver = max([rss for _, rss in stages.values()] + [proc.get("driver_mb") or 0])
+        startup = proc["wall"] - sum(sec for k, (sec, _) in stages.items() if not k.startswith("simulate"))
         total_mb = driver + (proc.get("exec_mb") or 0)
         per_m[parts] = spark / n * M
         big = parts >= M
@@ -659,11 +670,12 @@ def m_e2e(cfg: dict) -> list[dict]:
                         base_rate=n / local, versus=speed(spark, local),
                         target="<= 5 min, <= 8 GiB" if big else "linear (see e2e-linearity)",
                         met=(spark <= 300 and total_mb <= 8 * 1024) if big else None,
-                        rss_driver_mb=driver, rss_exec_mb=proc.get("exec_mb"),
+                        rss_driver_mb=driver, rss_exec_mb=proc.get("exec_mb"), startup_s=startup,
                         note=f"{spark / n * M:.1f} s per million records; ingest {fmt_secs(ingest)}, replay "
                              f"{fmt_secs(replay)}; JVM {fmt_mb(proc.get('jvm_mb'))} + Python workers "
                              f"{fmt_mb(proc.get('workers_mb'))}; the in-process silver tables skip the invariants, "
-                             "the Spark replay checks them"))
+                             "the Spark replay checks them; start-up ~ the script's wall time minus its stages "
+                             "(interpreter, imports, Spark session start and stop)"))
         if parts == ingest_scale:
             rows.append(row("spark-ingest", "Spark ingest job, local[2] (bench_e2e.py)", records=n, partitions=parts,
                             seconds=ingest, rate=n / ingest, base_what="in process: decode the segments, 1 core",
@@ -671,6 +683,21 @@ def m_e2e(cfg: dict) -> list[dict]:
                             target="<= 2x in-process", met=ingest / decode <= 2.0, rss_driver_mb=driver,
                             rss_exec_mb=proc.get("exec_mb"),
                             note=f"measured in the {name} run; the ingest also writes the bronze Delta table"))
+            if _replay_in_e2e(cfg):
+                try:
+                    base, _ = _spark_inproc(parts, cfg["timeout"])
+                except Exception as exc:  # noqa: BLE001
+                    rows.append(error_row("spark-replay", "Spark replay job, local[2], invariants (bench_e2e.py)", exc))
+                else:
+                    rows.append(row("spark-replay", "Spark replay job, local[2], invariants (bench_e2e.py)", records=n,
+                                    partitions=parts, seconds=replay, rate=n / replay,
+                                    base_what="in process: pipeline.run, invariants, 1 call",
+                                    base_records=base["records"], base_seconds=base["seconds"],
+                                    base_rate=base["records"] / base["seconds"], versus=speed(replay, base["seconds"]),
+                                    target="<= 2x in-process", met=replay / base["seconds"] <= 2.0,
+                                    rss_driver_mb=driver, rss_exec_mb=proc.get("exec_mb"),
+                                    note=f"measured in the {name} run (at this scale bench_spark_replay.py is not run "
+                                         "separately: one Spark session fewer)"))
     if len(per_m) >= 2:
         small, large = min(per_m), max(per_m)
         growth = per_m[large] / per_m[small]
@@ -706,7 +733,7 @@ def linearity_line(rows: list[dict]) -> str | None:
 
 def run(scale: str, only: list[str] | None = None, progress=None) -> tuple[dict, list[dict]]:
     """Run the measurements (all, or ``only``) at ``scale``: (machine, rows)."""
-    cfg = SCALES[scale]
+    cfg = dict(SCALES[scale], _measured=[n for n in MEASUREMENTS if not only or n in only])
     m = machine()
     rows: list[dict] = []
     for name, fn in MEASUREMENTS.items():
