@@ -13,8 +13,10 @@ and end-to-end rows by running ``bench_replay.py``, ``bench_spark_replay.py`` an
 reading their printed lines.  A measurement that fails or cannot be parsed is a row with its error.
 
 Measurements (``--only``): decode-summary, decode-columns, decode-jsonl, verify, describe, core, startup,
-spark-replay, e2e.  ``--scale quick`` (default) uses a 20 k-partition fleet (~230 k records) and small
-slices for the slow baselines, and runs end to end at 5 k and 20 k partitions: a few minutes.  ``--scale
+spark-replay, e2e.  ``--scale quick`` (default) uses a 20 k-partition fleet (~230 k records; verify and
+describe a 5 k-partition one, ~60 k records, for their scalar baselines) and small slices for the slow
+baselines, and runs end to end at 5 k and 20 k partitions: 5-6 minutes on a quiet 2-core box, most of it
+Spark's sessions.  ``--scale
 full`` is the real run: 100 k partitions (~1.15 M records) for decoding, verify, describe and Spark replay,
 the core at 1 M partitions (``bench_replay.py``'s default), end to end at 100 k / 300 k / 1 M partitions
 (simulating 300 k takes a while the first time; inputs are cached in ``benchmarks/.cache``).
@@ -49,7 +51,8 @@ SCALES = {
         "spark": 2_000, "e2e": [2_000], "spark_replay_script": False, "timeout": 600},
     "quick": {
         "decode": (20_000, 0), "repeat": 3, "columns_repeat": 2, "jsonl_repeat": 2, "limit": 50_000,
-        "verify": 20_000, "core": ["--partitions", "20000", "--groups", "2", "--scalar-slice", "2000"],
+        # verify and describe at 5 k partitions: their scalar baselines take minutes on a shared box at 20 k
+        "verify": 5_000, "core": ["--partitions", "20000", "--groups", "2", "--scalar-slice", "2000"],
         "spark": 20_000, "e2e": [5_000, 20_000], "spark_replay_script": False, "timeout": 900},
     "full": {
         "decode": (100_000, 0), "repeat": 7, "columns_repeat": 3, "jsonl_repeat": 3, "limit": 300_000,
