@@ -15,8 +15,8 @@ reading their printed lines.  A measurement that fails or cannot be parsed is a 
 Measurements (``--only``): decode-summary, decode-columns, decode-jsonl, verify, describe, core, startup,
 spark-replay, e2e.  ``--scale quick`` (default) uses a 20 k-partition fleet (~230 k records; verify and
 describe a 5 k-partition one, ~60 k records, for their scalar baselines) and small slices for the slow
-baselines, and runs end to end at 5 k and 20 k partitions: 5-6 minutes on a quiet 2-core box, most of it
-Spark's sessions.  ``--scale
+baselines, and runs end to end at 5 k and 20 k partitions (9 minutes on the 2-core box under a load average
+of 11-17, most of it the two Spark sessions).  ``--scale
 full`` is the real run: 100 k partitions (~1.15 M records) for decoding, verify, describe and Spark replay,
 the core at 1 M partitions (``bench_replay.py``'s default), end to end at 100 k / 300 k / 1 M partitions
 (simulating 300 k takes a while the first time; inputs are cached in ``benchmarks/.cache``).
