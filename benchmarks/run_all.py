@@ -531,25 +531,32 @@ def m_describe(cfg: dict) -> list[dict]:
                 note=f"exit {f['exit']}, {f['lines']:,} lines printed; start-up: see startup-describe")]
 
 
+def core_figures(text: str) -> dict:
+    """bench_replay.py's printed figures: partitions, records, rate (the pipeline's records/s), and the scalar
+    reference's fleet: base_partitions, base_records, base_rate, same_rate (the pipeline on that fleet)."""
+    m = _find(r"^([\d,]+) partitions, ([\d,]+) records", text, "the input line")
+    rate = _num(_find(r"^pipeline\s+([\d,]+) records/s", text, "the pipeline's rate").group(1))
+    s = _find(r"same ([\d,]+)-partition cluster \(([\d,]+) records\): scalar reference ([\d,]+) records/s.*"
+              r"pipeline without invariants ([\d,]+) records/s", text, "the scalar reference line")
+    return {"partitions": int(_num(m.group(1))), "records": int(_num(m.group(2))), "rate": rate,
+            "base_partitions": int(_num(s.group(1))), "base_records": int(_num(s.group(2))),
+            "base_rate": _num(s.group(3)), "same_rate": _num(s.group(4))}
+
+
 def m_core(cfg: dict) -> list[dict]:
     what = "replay core: pipeline.run, no invariants (bench_replay.py)"
     try:
         proc = script("bench_replay.py", cfg["core"], cfg["timeout"])
-        text = proc["stdout"]
-        m = _find(r"^([\d,]+) partitions, ([\d,]+) records", text, "the input line")
-        parts, n = int(_num(m.group(1))), int(_num(m.group(2)))
-        rate = _num(_find(r"^pipeline\s+([\d,]+) records/s", text, "the pipeline's rate").group(1))
-        s = _find(r"same ([\d,]+)-partition cluster \(([\d,]+) records\): scalar reference ([\d,]+) records/s.*"
-                  r"pipeline without invariants ([\d,]+) records/s", text, "the scalar reference line")
+        f = core_figures(proc["stdout"])
     except Exception as exc:  # noqa: BLE001
         return [error_row("core", what, exc)]
-    bparts, bn, brate, same_rate = int(_num(s.group(1))), int(_num(s.group(2))), _num(s.group(3)), _num(s.group(4))
-    return [row("core", what, records=n, partitions=parts, seconds=n / rate, rate=rate,
-                base_what=f"scalar reference, {fmt_count(bparts)}-part. fleet", base_records=bn,
-                base_seconds=bn / brate, base_rate=brate, versus=f"{same_rate / brate:.0f}x faster",
+    n, rate, bn, brate = f["records"], f["rate"], f["base_records"], f["base_rate"]
+    return [row("core", what, records=n, partitions=f["partitions"], seconds=n / rate, rate=rate,
+                base_what=f"scalar reference, {fmt_count(f['base_partitions'])}-part. fleet", base_records=bn,
+                base_seconds=bn / brate, base_rate=brate, versus=f"{f['same_rate'] / brate:.0f}x faster",
                 target=">= 10 M rec/s/core", met=rate >= 10 * M, rss_driver_mb=proc["maxrss_mb"],
                 note=f"the ratio is on the baseline's {bn:,}-record fleet, where the pipeline ran at "
-                     f"{fmt_rate(same_rate)}; not pinned (bench_replay.py does not pin)")]
+                     f"{fmt_rate(f['same_rate'])}; not pinned (bench_replay.py does not pin)")]
 
 
 def _startup_cmd(argv: list[str]) -> list[str]:
@@ -613,6 +620,18 @@ def _replay_in_e2e(cfg: dict) -> bool:
     return not cfg["spark_replay_script"] and "e2e" in cfg["_measured"]
 
 
+def spark_replay_figures(text: str) -> dict:
+    """bench_spark_replay.py's printed figures: records, prepare (seconds to decode and write the bronze
+    table), seconds (the replay job) and driver_mb (the largest driver peak it prints: the whole process, and
+    the job's own where the script resets the high-water mark before the job; None if none)."""
+    n = int(_num(_find(r"^[\d,]+ partitions, ([\d,]+) bronze records", text, "the input line").group(1)))
+    pre = _find(r"decoded in ([\d.]+) s, written to Delta in ([\d.]+) s", text, "the preparation times")
+    secs = _num(_find(r"^replay job \([^)]*\): ([\d.]+) s wall", text, "the replay job's time").group(1))
+    drv = [_num(x) for x in re.findall(r"driver peak RSS (?:during the job )?([\d,]+) MB", text)]
+    return {"records": n, "prepare": _num(pre.group(1)) + _num(pre.group(2)), "seconds": secs,
+            "driver_mb": max(drv, default=None)}
+
+
 def m_spark_replay(cfg: dict) -> list[dict]:
     parts = cfg["spark"]
     what = "Spark replay job, local[2], invariants (bench_spark_replay.py)"
@@ -620,16 +639,13 @@ def m_spark_replay(cfg: dict) -> list[dict]:
         return []  # m_e2e makes the row
     try:
         proc = script("bench_spark_replay.py", ["--partitions", str(parts)], cfg["timeout"], sample=True)
-        text = proc["stdout"]
-        n = int(_num(_find(r"^[\d,]+ partitions, ([\d,]+) bronze records", text, "the input line").group(1)))
-        pre = _find(r"decoded in ([\d.]+) s, written to Delta in ([\d.]+) s", text, "the preparation times")
-        secs = _num(_find(r"^replay job \([^)]*\): ([\d.]+) s wall", text, "the replay job's time").group(1))
-        drv = _find(r"^driver peak RSS ([\d,]+) MB", text, "the driver's peak RSS")
+        f = spark_replay_figures(proc["stdout"])
         base, _ = _spark_inproc(parts, cfg["timeout"])
     except Exception as exc:  # noqa: BLE001
         return [error_row("spark-replay", what, exc)]
-    startup = proc["wall"] - _num(pre.group(1)) - _num(pre.group(2)) - secs
-    driver = max(_num(drv.group(1)), proc.get("driver_mb") or 0)
+    n, secs = f["records"], f["seconds"]
+    startup = proc["wall"] - f["prepare"] - secs
+    driver = max(f["driver_mb"] or 0, proc.get("driver_mb") or 0) or None
     ratio = secs / base["seconds"]
     return [row("spark-replay", what, records=n, partitions=parts, seconds=secs, rate=n / secs,
                 base_what="in process: pipeline.run, invariants, 1 call", base_records=base["records"],

@@ -51,3 +51,20 @@ def test_one_real_measurement_gives_a_row_with_a_number(tmp_path, capsys):
     assert r["records"] > 0 and r["rate"] > 0 and r["base_rate"] > 0 and r["met"] in (True, False)
     line = next(line for line in printed.splitlines() if line.startswith("decode-summary"))
     assert run_all.fmt_rate(r["rate"]) in line
+
+
+def test_reads_bench_replay_and_bench_spark_replay_lines():
+    replay = ("\n20,000 partitions, 234,567 records (200,000 PartitionChangeRecords) in 2 groups\n"
+              "pipeline         206,200 records/s (fold + recompute + dating, no invariants, one core)\n"
+              "same 2,000-partition cluster (24,844 records): scalar reference 14,700 records/s (0 divergences), "
+              "pipeline without invariants 375,600 records/s: 26x\n")
+    f = run_all.core_figures(replay)
+    assert (f["partitions"], f["records"], f["rate"]) == (20_000, 234_567, 206_200.0)
+    assert (f["base_records"], f["base_rate"], f["same_rate"]) == (24_844, 14_700.0, 375_600.0)
+    spark = ("20,000 partitions, 232,536 bronze records (simulated (cached) and decoded in 1.5 s, written to Delta "
+             "in 2.0 s)\n"
+             "replay job (with invariants, writes: executors): 87.2 s wall on local[2] -> 2,667 records/s; driver "
+             "peak RSS during the job 412 MB\n  partition_state_history       200,000\ndriver peak RSS 1,234 MB\n")
+    f = run_all.spark_replay_figures(spark)
+    assert f == {"records": 232_536, "prepare": 3.5, "seconds": 87.2, "driver_mb": 1234.0}
+    assert run_all.spark_replay_figures(spark.replace(", writes: executors", "").split("; driver")[0])["seconds"] == 87.2
