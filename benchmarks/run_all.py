@@ -148,9 +148,9 @@ ours / its figure: records/s (seconds); ratio: the same work's time, ours agains
   compared at the input shown).  Decode rows: fresh processes pinned to core 0 with taskset, as bench_decode.py
   does; verify, describe, core, Spark and e2e unpinned, as their scripts run.  RSS driver: peak RSS of the
   measuring process; RSS JVM+workers: the Spark JVM's peak (VmHWM; local mode runs the executors as its threads)
-  + the largest sum of its Python workers' RSS, sampled from /proc every 0.5 s.  start-up: interpreter start to
-  exit on a tiny log (start-up rows), the first call in a fresh process (decode rows), the script's wall time
-  outside its timed stages (Spark rows)."""
+  + the largest sum of its Python workers' PSS (shared pages split), sampled from /proc every 0.5 s.
+  start-up: interpreter start to exit on a tiny log (start-up rows), the first call in a fresh process (decode
+  rows), the Spark script's wall time outside its timed stages (Spark rows)."""
 
 
 def format_table(rows: list[dict]) -> str:
@@ -252,10 +252,22 @@ def _status(pid: int) -> dict:
     return out
 
 
+def _pss(pid: int) -> float | None:
+    """Proportional set size of a process, MB (shared pages divided among their sharers), or None."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
 class Sampler(threading.Thread):
     """Samples the process tree of ``pid`` every ``every`` seconds: the peak RSS (VmHWM) of the root and of
     every java descendant (Spark local mode: driver JVM with the executor threads), and the largest sum of
-    RSS of the other descendants at one instant (the Python workers)."""
+    the other descendants' proportional set sizes at one instant (the Python workers, forked from one daemon)."""
 
     def __init__(self, pid: int, every: float = 0.5):
         super().__init__(daemon=True)
@@ -275,8 +287,8 @@ class Sampler(threading.Thread):
                         self.root_mb = max(self.root_mb, st.get("VmHWM", 0.0))
                     elif st.get("name") == "java":
                         self.jvm_mb[p] = max(self.jvm_mb.get(p, 0.0), st.get("VmHWM", 0.0))
-                    else:
-                        workers += st.get("VmRSS", 0.0)
+                    else:  # forked from one daemon, the workers share pages: their proportional share
+                        workers += _pss(p) if _pss(p) is not None else st.get("VmRSS", 0.0)
                 self.workers_mb = max(self.workers_mb, workers)
             except Exception:  # a sample lost is not a measurement lost
                 pass
@@ -678,21 +690,27 @@ def m_e2e(cfg: dict) -> list[dict]:
     ingest_scale = cfg["spark"] if cfg["spark"] in cfg["e2e"] else cfg["e2e"][-1]  # the Spark ingest row's run
     for parts in cfg["e2e"]:
         name = f"e2e-{parts // 1000}k" if parts < M else f"e2e-{parts // M}M"
-        what = "end to end on Spark: ingest + replay + audit (bench_e2e.py)"
+        what = "end to end on Spark: ingest + replay + audit (bench_e2e.py --spark-only)"
+        stats = HERE / ".cache" / f"fleet-{parts}-{EVENTS}-0" / "bench-stats.json"
         try:
-            cached = (HERE / ".cache" / f"fleet-{parts}-{EVENTS}-0" / "bench-stats.json").is_file()
-            proc = script("bench_e2e.py", ["--partitions", str(parts)], cfg["timeout"], sample=True)
+            # two processes, so that the Spark run's driver peak is its own: the in-process stages first (they
+            # simulate the fleet if it is not cached), then the Spark jobs
+            local_proc = script("bench_e2e.py", ["--partitions", str(parts), "--no-spark"], cfg["timeout"])
+            local_stages = e2e_stages(local_proc["stdout"])
+            decode = _stage(local_stages, "decode segments")
+            local = _stage(local_stages, "silver tables in process") + _stage(local_stages, "audit (violations")
+            cached = stats.is_file()
+            proc = script("bench_e2e.py", ["--partitions", str(parts), "--spark-only"], cfg["timeout"], sample=True)
             stages = e2e_stages(proc["stdout"])
-            n = json.loads((HERE / ".cache" / f"fleet-{parts}-{EVENTS}-0" / "bench-stats.json").read_text())["records"]
+            n = json.loads(stats.read_text())["records"]
             ingest, replay = _stage(stages, "Spark ingest"), _stage(stages, "Spark replay")
             spark = ingest + replay + _stage(stages, "audit from the lake")
-            decode = _stage(stages, "decode segments")
-            local = _stage(stages, "silver tables in process") + _stage(stages, "audit (violations")
         except Exception as exc:  # noqa: BLE001
             rows.append(error_row(name, what, exc))
             continue
         driver = max([rss for _, rss in stages.values()] + [proc.get("driver_mb") or 0])
-        # start-up: what the stages do not cover (the simulation counts as a stage when it ran in this process)
+        local_mb = max([rss for _, rss in local_stages.values()] + [local_proc["maxrss_mb"]])
+        # start-up: what the stages do not cover (a simulation counts as a stage only if it ran in this process)
         startup = proc["wall"] - sum(sec for k, (sec, _) in stages.items() if not (cached and k.startswith("simulate")))
         total_mb = driver + (proc.get("exec_mb") or 0)
         per_m[parts] = spark / n * M
@@ -705,16 +723,17 @@ def m_e2e(cfg: dict) -> list[dict]:
                         rss_driver_mb=driver, rss_exec_mb=proc.get("exec_mb"), startup_s=startup,
                         note=f"{spark / n * M:.1f} s per million records; ingest {fmt_secs(ingest)}, replay "
                              f"{fmt_secs(replay)}; JVM {fmt_mb(proc.get('jvm_mb'))} + Python workers "
-                             f"{fmt_mb(proc.get('workers_mb'))}; the in-process silver tables skip the invariants, "
-                             "the Spark replay checks them; start-up ~ the script's wall time minus its stages "
-                             "(interpreter, imports, Spark session start and stop)"))
+                             f"{fmt_mb(proc.get('workers_mb'))}; the in-process run (--no-spark, its own process, "
+                             f"peak RSS {fmt_mb(local_mb)}) skips the invariants, the Spark replay checks them; "
+                             "start-up ~ the --spark-only run's wall time minus its stages (interpreter, imports, "
+                             "Spark session start and stop)"))
         if parts == ingest_scale:
             rows.append(row("spark-ingest", "Spark ingest job, local[2] (bench_e2e.py)", records=n, partitions=parts,
                             seconds=ingest, rate=n / ingest, base_what="in process: decode the segments, 1 core",
                             base_records=n, base_seconds=decode, base_rate=n / decode, versus=speed(ingest, decode),
                             target="<= 2x in-process", met=ingest / decode <= 2.0, rss_driver_mb=driver,
                             rss_exec_mb=proc.get("exec_mb"),
-                            note=f"measured in the {name} run; the ingest also writes the bronze Delta table"))
+                            note=f"measured in the {name} runs; the ingest also writes the bronze Delta table"))
             if _replay_in_e2e(cfg):
                 try:
                     base, _ = _spark_inproc(parts, cfg["timeout"])
@@ -728,7 +747,7 @@ def m_e2e(cfg: dict) -> list[dict]:
                                     base_rate=base["records"] / base["seconds"], versus=speed(replay, base["seconds"]),
                                     target="<= 2x in-process", met=replay / base["seconds"] <= 2.0,
                                     rss_driver_mb=driver, rss_exec_mb=proc.get("exec_mb"),
-                                    note=f"measured in the {name} run (at this scale bench_spark_replay.py is not run "
+                                    note=f"measured in the {name} runs (at this scale bench_spark_replay.py is not run "
                                          "separately: one Spark session fewer)"))
     if len(per_m) >= 2:
         small, large = min(per_m), max(per_m)
