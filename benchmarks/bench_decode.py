@@ -71,7 +71,7 @@ print(json.dumps({"records": n, "seconds": time.perf_counter() - t0}))
 
 
 SUMMARY = r"""
-import io, json, sys, time
+import io, json, os, resource, sys, time
 from collections import Counter
 paths, how, repeat, limit = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 
@@ -111,7 +111,38 @@ def scalar():  # the scalar reference reader (CRC by the crc32c package), first 
                 break
     return n
 
-run = {"compiled": compiled, "previous": previous, "scalar": scalar}[how]
+class _Lines:  # kraft-audit decode's output stream: written to /dev/null, lines counted
+    def __init__(self, fh):
+        self.fh, self.n = fh, 0
+    def write(self, text):
+        self.n += text.count("\n")
+        self.fh.write(text)
+    def flush(self):
+        self.fh.flush()
+
+def jsonl():  # kraft-audit decode (JSON Lines, every record), the output thrown away
+    from jobs import decode
+    with open(os.devnull, "w", encoding="utf-8") as fh:
+        out = _Lines(fh)
+        decode.run(paths, out=out, err=io.StringIO())
+    return out.n
+
+def scalar_jsonl():  # the scalar reference reader, each record dumped by json.dumps, first `limit` records
+    from controller_core.codec.batch import iter_batches_scalar
+    n = 0
+    with open(os.devnull, "w", encoding="utf-8") as out:
+        for p in paths:
+            with open(p, "rb") as fh:
+                buf = fh.read()
+            for _, recs in iter_batches_scalar(buf):
+                for r in recs:
+                    out.write(json.dumps(r.to_json_dict()) + "\n")
+                n += len(recs)
+                if n >= limit:
+                    break
+    return n
+
+run = {"compiled": compiled, "previous": previous, "scalar": scalar, "jsonl": jsonl, "scalar_jsonl": scalar_jsonl}[how]
 t0 = time.perf_counter(); n = run(); first = time.perf_counter() - t0
 times, cpu = [], []
 for _ in range(repeat):
@@ -121,7 +152,7 @@ for _ in range(repeat):
     cpu.append(time.process_time() - c0)
 times.sort()
 print(json.dumps({"records": n, "first": first, "best": times[0], "median": times[len(times) // 2],
-                  "cpu": min(cpu)}))
+                  "cpu": min(cpu), "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
 STARTUP = r"""
@@ -141,6 +172,30 @@ def _run(code: str, *args, env_extra: dict | None = None) -> dict:
         cmd = ["taskset", "-c", "0"] + cmd
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
     return json.loads(out.strip().splitlines()[-1])
+
+
+def summary_figures(paths: list[str], how: str, repeat: int, limit: int = 300_000) -> dict:
+    """One way of counting or dumping ``paths`` in a fresh process pinned to one core (SUMMARY above): ``how`` is
+    ``compiled`` (decode --summary), ``previous``, ``scalar`` (the scalar reference reader, first ``limit``
+    records), ``jsonl`` (kraft-audit decode to JSON Lines) or ``scalar_jsonl`` (the scalar reader + json.dumps,
+    first ``limit`` records).  Returns records, first (seconds of the first call, imports included), best and
+    median (seconds of ``repeat`` further calls), cpu (CPU seconds of the fastest) and peak_rss_mb."""
+    return _run(SUMMARY, json.dumps(paths), how, repeat, limit)
+
+
+def decode_figures(files: list[tuple[str, int]], stage: str, repeat: int) -> dict:
+    """Decoding ``files`` [(path, first offset)] with ``iter_chunks`` (``stage`` ``arrow``) or into bronze rows
+    (``bronze``), ``repeat`` fresh processes pinned to one core (CHILD above): records, batches, best and
+    median seconds, peak_rss_mb (the largest of the runs) and the runs."""
+    runs = [_run(CHILD, json.dumps(files), stage) for _ in range(repeat)]
+    secs = sorted(r["seconds"] for r in runs)
+    return {"records": runs[0]["records"], "batches": runs[0]["batches"], "best": secs[0],
+            "median": secs[len(secs) // 2], "peak_rss_mb": max(r["peak_rss_mb"] for r in runs), "runs": runs}
+
+
+def scalar_figures(path: str, limit: int) -> dict:
+    """The scalar reference reader on the first ``limit`` records of ``path`` (SCALAR above): records, seconds."""
+    return _run(SCALAR, path, limit)
 
 
 ONE_RECORD_BATCH_LOGS = [  # real metadata logs that are mostly one-record batches (NoOp heartbeats)
@@ -173,7 +228,7 @@ def summary_main(args) -> int:
     for name, paths, _ in cases:
         mb = sum(os.path.getsize(p) for p in paths) / 1e6
         repeat = {"compiled": args.repeat, "previous": min(args.repeat, 3), "scalar": 1}
-        rows = {how: _run(SUMMARY, json.dumps(paths), how, repeat[how], 300_000) for how in repeat}
+        rows = {how: summary_figures(paths, how, repeat[how], 300_000) for how in repeat}
         scalar_rate = rows["scalar"]["records"] / rows["scalar"]["best"]
         for how, r in rows.items():
             rate, med = r["records"] / r["best"], r["records"] / r["median"]
@@ -246,19 +301,19 @@ def main(argv=None) -> int:
                 paths, n = [(inputs.snapshot(data), 0)], None
             else:  # every record the simulator wrote to the log
                 paths, n = [(p, int(p.stem)) for p in inputs.segments(data)], stats["records"]
-            files = json.dumps([(str(p), first) for p, first in paths])
+            files = [(str(p), first) for p, first in paths]
             mb = sum(os.path.getsize(p) for p, _ in paths) / 1e6
             for stage in ("arrow", "bronze"):
-                runs = [_run(CHILD, files, stage) for _ in range(args.repeat)]
+                fig = decode_figures(files, stage, args.repeat)
+                runs = fig["runs"]
                 n = n or runs[0]["records"]
                 assert all(r["records"] == n for r in runs), runs
                 assert mix != "snapshot" or n > parts, (n, parts)  # a PartitionRecord per partition, and more
-                secs = sorted(r["seconds"] for r in runs)
-                best, median = secs[0], secs[len(secs) // 2]
+                best, median = fig["best"], fig["median"]
                 print(f"{mix:<9} {parts:>10,} {n:>10,} {mb:>7.1f} {stage:<7} {n / best:>11,.0f} {n / median:>11,.0f} "
-                      f"{mb / best:>7.1f} {max(r['peak_rss_mb'] for r in runs):>11.0f}", flush=True)
-        s = _run(SCALAR, paths[0][0], 100_000)
-        v = _run(CHILD, files, "arrow")
+                      f"{mb / best:>7.1f} {fig['peak_rss_mb']:>11.0f}", flush=True)
+        s = scalar_figures(str(paths[0][0]), 100_000)
+        v = _run(CHILD, json.dumps(files), "arrow")
         scalar_rate = s["records"] / s["seconds"]
         print(f"{mix:<9} scalar reference: {scalar_rate:,.0f} records/s; vectorized is "
               f"{(v['records'] / v['seconds']) / scalar_rate:.0f}x faster", flush=True)
