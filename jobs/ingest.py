@@ -174,6 +174,11 @@ def choose(held: list, mine: list, dirs: list[str], paths: dict, cluster: str) -
 CHOSEN_DDL = f"{T.COPY} int, source_file string, batch_base_offset long"
 
 
+def _collect(df) -> list[dict]:
+    """A small frame's rows (one per batch) as dicts, through Arrow."""
+    return df.toArrow().to_pylist()
+
+
 def ingest(spark, lake: Lake, cluster: str, log_dir: str | list[str], split_bytes: int, progress=None) -> IngestResult:
     """Ingest one log directory, or several copies of one cluster's log (a list, compared in that order)."""
     progress = progress or (lambda message: None)
@@ -195,10 +200,17 @@ def ingest(spark, lake: Lake, cluster: str, log_dir: str | list[str], split_byte
         before = lake.version(RECORDS.name) if lake.exists(RECORDS.name) else None  # one version read and checked
         existing = (lake.read(RECORDS.name, version=before).where(F.col("cluster") == cluster)
                     if before is not None else None)
-        held = [r.asDict() for r in T.batches(existing).collect()] if existing is not None else []
-        mine = [r.asDict() for r in T.batches(records, (T.COPY,)).collect()]
-        chosen, diverged, result.copies = choose(held, mine, dirs, paths, cluster)
-        picked = T.from_batches(records, spark.createDataFrame(chosen, CHOSEN_DDL))
+        held = _collect(T.batches(existing)) if existing is not None else []
+        if not held and len(dirs) == 1:  # the cluster's first copy: nothing to compare it with
+            picked, diverged = records.select(*T.RECORD_COLUMNS), []
+        else:
+            chosen, diverged, result.copies = choose(held, _collect(T.batches(records, (T.COPY,))), dirs, paths,
+                                                     cluster)
+            chosen = pa.table([pa.array(c, t) for c, t in zip(zip(*chosen) if chosen else ([], [], []),
+                                                                (pa.int32(), pa.string(), pa.int64()))],
+                              names=[T.COPY, "source_file", "batch_base_offset"])
+            picked = T.from_batches(records, spark.createDataFrame(chosen) if chosen.num_rows
+                                    else spark.createDataFrame([], CHOSEN_DDL))
         new = T.only_new(picked, existing, T.RECORD_KEY).persist(StorageLevel.MEMORY_AND_DISK)
         result.types_added = {r["record_type"]: r["count"] for r in new.groupBy("record_type").count().collect()}
         result.records_added = sum(result.types_added.values())

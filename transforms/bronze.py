@@ -127,7 +127,7 @@ def from_batches(rows: DataFrame, chosen: DataFrame) -> DataFrame:
     """The rows of the batches ``chosen`` names (columns ``COPY``, ``source_file``, ``batch_base_offset``),
     in bronze's columns."""
     on = [COPY, "source_file", "batch_base_offset"]
-    return rows.join(F.broadcast(chosen.select(*on)), on=on, how="left_semi").select(*RECORD_COLUMNS)
+    return rows.join(chosen.select(*on), on=on, how="left_semi").select(*RECORD_COLUMNS)
 
 
 def quarantine(decoded: DataFrame) -> DataFrame:
