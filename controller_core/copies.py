@@ -24,6 +24,11 @@ from controller_core.quorum import meta_properties
 
 HEADER_SIZE, LOG_OVERHEAD, CRC_OFFSET = 61, 12, 17
 IDENTICAL, PREFIX, INCOMPLETE, DIVERGED, DISJOINT = "identical", "prefix", "incomplete", "diverged", "disjoint"
+# how one batch of a copy relates to the batches another copy (or the lake) holds: relate_batches
+SAME, NEW, DIFFERS = 0, 1, 2
+# the quarantine reason of a span of a copy that an ingest does not take: it differs from the log bronze holds
+COPY_DIVERGED = "COPY_DIVERGED"
+UNKNOWN_CRC = -1  # a batch whose CRC is not known (bronze rows ingested before the CRC was kept)
 
 
 @njit(cache=True, nogil=True)
@@ -80,6 +85,7 @@ class Copy:
     segments: list[str]
     snapshots: list[str]
     unreadable: list[dict] = field(default_factory=list)  # {"file", "position"} where a segment stopped making sense
+    position: np.ndarray | None = None  # per batch: byte position in its segment, when known
 
     @property
     def first_offset(self) -> int | None:
@@ -120,7 +126,58 @@ def read_copy(path: str | Path) -> Copy:
     rows, seg_of = rows[keep], seg_of[keep]
     return Copy(path=str(path), node_id=meta_properties(data_dir).get("node.id"), base=rows[:, 1], last=rows[:, 2], epoch=rows[:, 3],
                 crc=rows[:, 4], files=seg_of.tolist(), segments=[f.label for f in segs], snapshots=snaps,
-                unreadable=bad)
+                unreadable=bad, position=rows[:, 0])
+
+
+def of_batches(path: str, base, last, epoch, crc, position=None, files=None, segments=None) -> Copy:
+    """A copy from batch columns known otherwise (the batches bronze already holds, those a decode yielded),
+    in base offset order; ``crc`` may be :data:`UNKNOWN_CRC`.  ``files``: per batch an index into
+    ``segments``."""
+    order = np.argsort(np.asarray(base, np.int64), kind="stable")
+
+    def col(v):
+        return np.asarray(v, np.int64)[order]
+
+    return Copy(path=path, node_id=None, base=col(base), last=col(last), epoch=col(epoch), crc=col(crc),
+                files=col(files).tolist() if files is not None else [0] * len(order), segments=list(segments or []),
+                snapshots=[], position=col(position) if position is not None else None)
+
+
+def relate_batches(held: Copy, other: Copy) -> np.ndarray:
+    """Per batch of ``other`` (its order): :data:`SAME` when ``held`` has the same batch (base offset, last
+    offset, leader epoch and CRC; an :data:`UNKNOWN_CRC` on either side matches any), :data:`DIFFERS` when
+    ``held`` has a batch over any of its offsets that is not the same one (another epoch, CRC or extent: the
+    copies diverge there), :data:`NEW` when ``held`` has none of its offsets.  ``held``'s batches must not
+    overlap each other (one batch per offset, as :func:`read_copy` keeps them)."""
+    out = np.full(len(other.base), NEW, np.int8)
+    if not len(held.base) or not len(other.base):
+        return out
+    # the batch of held with the greatest base offset <= the other batch's last offset: held's batches are
+    # sorted and disjoint, so the other batch overlaps some batch of held iff it overlaps this one
+    i = np.searchsorted(held.base, other.last, side="right") - 1
+    j = np.maximum(i, 0)
+    overlaps = (i >= 0) & (held.last[j] >= other.base)
+    crc_ok = (held.crc[j] == other.crc) | (held.crc[j] == UNKNOWN_CRC) | (other.crc == UNKNOWN_CRC)
+    same = (overlaps & (held.base[j] == other.base) & (held.last[j] == other.last)
+            & (held.epoch[j] == other.epoch) & crc_ok)
+    out[overlaps] = DIFFERS
+    out[same] = SAME
+    return out
+
+
+def withheld_spans(relation: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """What an ingest takes from a copy whose batches relate to the lake's as ``relation`` (from
+    :func:`relate_batches`, in the copy's offset order): (mask of the batches to add, [first, last] batch
+    index spans withheld).  A copy adds its :data:`NEW` batches up to its first :data:`DIFFERS` one; from
+    there on every batch that is not :data:`SAME` is withheld (a diverged copy's later history is another
+    log's, even where bronze has nothing yet), consecutive ones as one span."""
+    n = len(relation)
+    differs = np.flatnonzero(relation == DIFFERS)
+    cut = int(differs[0]) if len(differs) else n
+    add = (relation == NEW) & (np.arange(n) < cut)
+    held = np.flatnonzero((relation != SAME) & (np.arange(n) >= cut))
+    runs = np.split(held, np.flatnonzero(np.diff(held) > 1) + 1) if len(held) else []
+    return add, [(int(r[0]), int(r[-1])) for r in runs]
 
 
 def _side(c: Copy, i: int | None) -> dict | None:
@@ -164,7 +221,8 @@ def compare_pair(a: Copy, b: Copy) -> dict:
              "b": _side(b, int(pb_[k]) if in_b[k] else None)}
     # the last offset of the last batch both hold identically before it (none when the first shared one differs)
     agree = int(a.last[pa_[k - 1]]) if k and same[k - 1] else None
-    if contradicts.any():
+    # a batch over an offset the other holds in another batch (same base offset or not) contradicts it
+    if contradicts.any() or (relate_batches(a, b) == DIFFERS).any():
         return dict(out, relation=DIVERGED, agreeUpTo=agree, firstDifference=first)
 
     def lacking(mask, other: Copy, at: np.ndarray) -> list[list[int]]:

@@ -94,7 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("ingest", help="decode a log directory into the bronze Delta tables (Spark)")
     p.add_argument("--cluster", required=True, help="cluster name: several clusters share one lake")
-    _add_log_dir(p)
+    p.add_argument("--log-dir", required=True, action="append", metavar="DIR",
+                   help="a __cluster_metadata-0 folder, or the data directory holding it and bootstrap.checkpoint; "
+                        "repeat it for several nodes' copies of the cluster's log: compared, one row per offset")
     p.add_argument("--lake", help="lake root (default: conf lake, env KRAFT_AUDIT_LAKE)")
     p.add_argument("--conf", help="YAML file overriding conf/defaults.yaml")
     p.add_argument("--strict", action="store_true", help="exit 2 if any input was quarantined")

@@ -221,8 +221,9 @@ def preflight(command: str, args) -> None:
     offset(getattr(args, "at_offset", None))
     if getattr(args, "at_time", None) is not None:
         parse_time(args.at_time)
-    if getattr(args, "log_dir", None):
-        log_dir(args.log_dir)
+    given = getattr(args, "log_dir", None)
+    for d in (given if isinstance(given, list) else [given] if given else []):  # ingest takes several copies
+        log_dir(d)
     for d in getattr(args, "data_dir", None) or []:
         if not Path(d).is_dir():
             raise CannotRun("no such directory" if not Path(d).exists() else "not a directory", f"--data-dir {d}")

@@ -5,6 +5,9 @@ Exit 0 when no copy contradicts another (identical, a prefix: a node that was do
 a copy lacking a segment, which the report names), 1 when two
 copies hold different batches at an offset both have (a Raft safety violation, or a copy that is not of this
 log), 2 when a path is not a metadata log.
+
+``ingest`` compares copies by the same definitions (``copies.relate_batches``) when given several ``--log-dir`` or a
+copy of a cluster bronze already holds, so that bronze keeps one row per offset.
 """
 from __future__ import annotations
 

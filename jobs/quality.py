@@ -155,7 +155,7 @@ def load_tables(lake, cluster: str) -> dict:
     """The columns the checks read, of every table the cluster has, as pandas frames: the silver tables at
     the versions the cluster's last replay recorded (one consistent replay, even while another runs), the
     others at their latest version."""
-    from lake import gold
+    from lake import bronze, gold
 
     versions = gold.replayed_versions(gold.last_replay(lake, cluster))
     by_table: dict[str, list[Check]] = {}
@@ -167,9 +167,12 @@ def load_tables(lake, cluster: str) -> dict:
             continue
         cols = _columns(mine)
         silver = catalog.table(name).layer == catalog.SILVER
+        legacy = name == catalog.METADATA_RECORDS.name and bronze.needs_migration(lake)
+        if legacy:  # keyed by file (written before bronze was keyed by the log): its key derived as a migration would
+            cols = list(dict.fromkeys([c for c in cols if c != catalog.LOG_PART] + ["source_kind", "source_file"]))
         t = lake.read_arrow(name, version=versions.get(name) if silver else None, columns=cols or ["cluster"],
                             filters=[("cluster", "=", cluster)])
-        out[name] = t.to_pandas()
+        out[name] = (bronze.with_log_part(t) if legacy else t).to_pandas()
     return out
 
 

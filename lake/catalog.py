@@ -72,7 +72,30 @@ def _with_cluster(schema: pa.Schema) -> pa.Schema:
 def _records() -> pa.Schema:
     from controller_core.codec import bronze
 
-    return bronze.SCHEMA
+    return bronze.SCHEMA.append(pa.field(LOG_PART, pa.string(), nullable=False)).append(
+        pa.field(BATCH_CRC, pa.int64()))
+
+
+# metadata_records is keyed by the log, not by the file: several nodes' copies of one log hold the same records
+# at the same offsets.  ``log_part`` says which numbering a row's ``offset`` belongs to -- the log's for segment
+# records (one offset space, whatever segment file or copy they came from), a snapshot's own for its records
+# (numbered from 0 in each snapshot; named by the snapshot id, the file name without .checkpoint, which every
+# node's snapshot at that point shares), bootstrap.checkpoint's for its records.  ``batch_crc``: the CRC32C
+# of the record's batch (an unsigned 32-bit value; null for rows ingested before it was kept), what copies of
+# the log are compared on (controller_core/copies.py).  ``source_file`` is the file of the copy that first
+# provided the row (a path relative to its data directory: the same in every copy of the same layout).
+LOG_PART, BATCH_CRC = "log_part", "batch_crc"
+LOG_PART_LOG, LOG_PART_BOOTSTRAP = "log", "bootstrap"
+
+
+def log_part(source_kind: str, source_file: str) -> str:
+    """The ``log_part`` of a bronze row from its file's kind and name (see above)."""
+    if source_kind == "segment":
+        return LOG_PART_LOG
+    if source_kind == "snapshot":
+        name = source_file.replace("\\", "/").rsplit("/", 1)[-1]
+        return name[: -len(".checkpoint")] if name.endswith(".checkpoint") else name
+    return LOG_PART_BOOTSTRAP
 
 
 def _quarantine() -> pa.Schema:
@@ -178,8 +201,10 @@ QUALITY_SCHEMA = pa.schema([
 
 # ---------------------------------------------------------------------------------------- tables
 METADATA_RECORDS = Table(
-    "metadata_records", BRONZE, (CLUSTER, "source_file", "offset"),
-    "record of a metadata log file: framing, typed columns in Kafka's field names, data_json", _records)
+    "metadata_records", BRONZE, (CLUSTER, LOG_PART, "offset"),
+    "record of a cluster's metadata log (one row per offset, whichever node's copy provided it; a snapshot's or "
+    "bootstrap.checkpoint's records per snapshot): framing, typed columns in Kafka's field names, data_json, "
+    "batch CRC", _records)
 QUARANTINE = Table(
     "quarantine", BRONZE, (CLUSTER, "source_file", "position", "reason"),
     "span of a log file that could not be decoded", _quarantine)

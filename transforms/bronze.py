@@ -3,6 +3,12 @@
 Decoding runs in the executors (``mapInArrow``), one task per file split, each streaming its byte
 range through the vectorized decoder in bounded memory.  No I/O besides reading the log files the
 splits name; no session creation.
+
+Several nodes' copies of one log can be decoded together: a split names its copy (``copy``, the index of its
+log directory in the ingest's list), every decoded row carries it, and :func:`batches` sums the rows up per
+batch (base and last offset, leader epoch, CRC, where in which file) for the driver to compare the copies
+with what bronze holds (``controller_core/copies.py``).  The rows to keep are then picked by
+:func:`from_batches`.
 """
 from __future__ import annotations
 
@@ -18,16 +24,18 @@ from controller_core.codec import bronze as B
 from lake import catalog
 
 SPLIT_DDL = ("path string, source_file string, source_kind string, start long, end long, cluster string, "
-             "first_offset long")
+             "first_offset long, copy int")
+COPY, BATCH_BYTES = "copy", "batch_bytes"  # decoded rows only: which copy, the batch's size in its file
 
 # Executors emit one schema for both kinds of row; `row_kind` (the table's name) tells them apart.
 _TS_US = pa.timestamp("us", tz="UTC")
 _DECODED = pa.schema(
     [pa.field("row_kind", pa.string(), nullable=False)]
-    + [pa.field(f.name, _TS_US if f.type == B.TS else f.type, nullable=True) for f in B.SCHEMA]
-    + [pa.field("length", pa.int64()), pa.field("reason", pa.string()), pa.field("message", pa.string())])
+    + [pa.field(f.name, _TS_US if f.type == B.TS else f.type, nullable=True) for f in catalog.METADATA_RECORDS.schema]
+    + [pa.field("length", pa.int64()), pa.field("reason", pa.string()), pa.field("message", pa.string()),
+       pa.field(COPY, pa.int32()), pa.field(BATCH_BYTES, pa.int64())])
 DECODED_SCHEMA = from_arrow_schema(_DECODED)
-RECORD_COLUMNS = [f.name for f in B.SCHEMA]
+RECORD_COLUMNS = list(catalog.METADATA_RECORDS.schema.names)
 QUARANTINE_COLUMNS = [f.name for f in B.QUARANTINE_SCHEMA]
 RECORD_KEY = list(catalog.METADATA_RECORDS.key)
 QUARANTINE_KEY = list(catalog.QUARANTINE.key)
@@ -35,12 +43,14 @@ QUARANTINE_KEY = list(catalog.QUARANTINE.key)
 _RECORD, _QUARANTINED = catalog.METADATA_RECORDS.name, catalog.QUARANTINE.name
 
 
-def _conform(table: pa.Table, kind: str) -> pa.RecordBatch:
+def _conform(table: pa.Table, kind: str, copy) -> pa.RecordBatch:
     n = table.num_rows
     cols = []
     for f in _DECODED:
         if f.name == "row_kind":
             cols.append(pa.array([kind] * n, pa.string()))
+        elif f.name == COPY:
+            cols.append(pa.array([copy] * n, pa.int32()))
         elif f.name in table.column_names:
             cols.append(table.column(f.name).combine_chunks().cast(f.type))
         else:
@@ -57,14 +67,35 @@ def _decode_partition(batches):
             if not os.path.isfile(row["path"]):  # the driver listed it: this executor does not see it
                 raise FileNotFoundError(f"{row['path']}: not found by the executor on {socket.gethostname()}: "
                                         "the log directory must be at the same path on the driver and every executor")
+            part = catalog.log_part(row["source_kind"], row["source_file"])
             for chunk in iter_chunks(row["path"], row["source_file"], row["start"], row["end"],
                                      first_offset=row["first_offset"]):
                 if len(chunk):
-                    yield _conform(B.records_table(chunk, row["cluster"], row["source_file"], row["source_kind"]),
-                                   _RECORD)
+                    t = B.records_table(chunk, row["cluster"], row["source_file"], row["source_kind"])
+                    crc, size = _batch_crc_and_size(row["path"], chunk.batch_position)
+                    t = (t.append_column(catalog.LOG_PART, pa.array([part] * t.num_rows, pa.string()))
+                         .append_column(catalog.BATCH_CRC, pa.array(crc, pa.int64()))
+                         .append_column(BATCH_BYTES, pa.array(size, pa.int64())))
+                    yield _conform(t, _RECORD, row.get(COPY))
                 if chunk.quarantine:
                     yield _conform(B.quarantine_table(chunk.quarantine, row["cluster"], row["source_kind"]),
-                                   _QUARANTINED)
+                                   _QUARANTINED, row.get(COPY))
+
+
+def _batch_crc_and_size(path: str, batch_position) -> tuple:
+    """Per record: the CRC32C its batch header records (unsigned, as int64) and the batch's size in bytes, read
+    from the headers at ``batch_position`` (each decoded batch passed its CRC check)."""
+    import numpy as np
+
+    pos, inverse = np.unique(np.asarray(batch_position, np.int64), return_inverse=True)
+    a = np.memmap(path, np.uint8, mode="r")
+    crc = np.zeros(len(pos), np.int64)
+    size = np.zeros(len(pos), np.int64)
+    for k in range(4):
+        crc = (crc << 8) | a[pos + 17 + k].astype(np.int64)
+        size = (size << 8) | a[pos + 8 + k].astype(np.int64)
+    del a
+    return crc[inverse], (size + 12)[inverse]
 
 
 def decode_splits(splits: DataFrame) -> DataFrame:
@@ -72,9 +103,31 @@ def decode_splits(splits: DataFrame) -> DataFrame:
     return splits.mapInArrow(_decode_partition, DECODED_SCHEMA)
 
 
-def records(decoded: DataFrame) -> DataFrame:
-    """The bronze ``metadata_records`` rows of a decoded frame."""
-    return decoded.where(F.col("row_kind") == _RECORD).select(*RECORD_COLUMNS)
+def records(decoded: DataFrame, *extra: str) -> DataFrame:
+    """The bronze ``metadata_records`` rows of a decoded frame (and ``extra`` decoded columns: ``COPY``...)."""
+    return decoded.where(F.col("row_kind") == _RECORD).select(*RECORD_COLUMNS, *extra)
+
+
+BATCH_COLUMNS = ["log_part", "source_file", "batch_base_offset", "last_offset", "batch_leader_epoch", "batch_crc",
+                 "batch_position", "batch_bytes"]
+
+
+def batches(rows: DataFrame, by: tuple[str, ...] = ()) -> DataFrame:
+    """One row per batch of bronze-shaped rows (grouped by ``by`` too, e.g. ``COPY``): ``BATCH_COLUMNS``, the last
+    offset being the batch's greatest record offset; ``batch_bytes`` only where ``rows`` have it."""
+    keys = [*by, catalog.LOG_PART, "source_file", "batch_base_offset"]
+    size = F.max(BATCH_BYTES) if BATCH_BYTES in rows.columns else F.lit(None).cast("long")
+    crc = F.max(catalog.BATCH_CRC) if catalog.BATCH_CRC in rows.columns else F.lit(None).cast("long")
+    return rows.groupBy(*keys).agg(F.max("offset").alias("last_offset"),
+                                   F.max("batch_leader_epoch").alias("batch_leader_epoch"), crc.alias("batch_crc"),
+                                   F.min("batch_position").alias("batch_position"), size.alias(BATCH_BYTES))
+
+
+def from_batches(rows: DataFrame, chosen: DataFrame) -> DataFrame:
+    """The rows of the batches ``chosen`` names (columns ``COPY``, ``source_file``, ``batch_base_offset``),
+    in bronze's columns."""
+    on = [COPY, "source_file", "batch_base_offset"]
+    return rows.join(chosen.select(*on), on=on, how="left_semi").select(*RECORD_COLUMNS)
 
 
 def quarantine(decoded: DataFrame) -> DataFrame:
