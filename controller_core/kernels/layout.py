@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from controller_core.codec.arrowutil import to_numpy
-from controller_core.image import MIN_ISR, UNCLEAN, min_isr_value
+from controller_core.image import MIGRATING, MIN_ISR, UNCLEAN, min_isr_value
 
 # record kinds the invariant pass dispatches on
 (OTHER, TOPIC, REMOVE_TOPIC, PARTITION, CHANGE, CLEAR_ELR, CONFIG, FEATURE, LEADER_CHANGE, ZK_MIGRATION, REGISTER,
@@ -75,12 +75,22 @@ class Layout:
     values: list  # config value index -> string
     n_names: int
     n_bslots: int
+    # for the fold (kernels/fold_pass.py)
+    offset: np.ndarray | None = None  # int64 per row
+    topic_dict: pa.Array | None = None  # dense topic index -> topic id, as Arrow strings
+    # directories, read only when a pass asks for them (:func:`with_directories`)
+    dir_start: np.ndarray | None = None  # int64 per row into dir_codes (length: ints[:, 4], -1 null)
+    dir_codes: np.ndarray | None = None  # int32 codes into dir_dict
+    dir_dict: pa.Array | None = None  # distinct directory ids; always holds MIGRATING
+    dir_mig: int = -1  # code of MIGRATING in dir_dict
 
 
-def _dense(col: pa.ChunkedArray) -> tuple[np.ndarray, list]:
-    """(index per row, -1 for null; the distinct values) of a string column."""
+def _dense(col: pa.ChunkedArray, arrow: bool = False):
+    """(index per row, -1 for null; the distinct values) of a string column (and the values as Arrow)."""
     enc = col.combine_chunks().dictionary_encode() if len(col) else pa.array([], pa.string()).dictionary_encode()
     idx = pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int32)
+    if arrow:
+        return idx, enc.dictionary.to_pylist(), enc.dictionary
     return idx, enc.dictionary.to_pylist()
 
 
@@ -125,7 +135,7 @@ def build(records: pa.Table) -> Layout:
     batch = np.cumsum(new_batch) - 1
     snapshot = to_numpy(pc.fill_null(pc.ends_with(records.column("source_file"), ".checkpoint"), False), bool)
 
-    topic, topic_ids = _dense(records.column("topic_id"))
+    topic, topic_ids, topic_dict = _dense(records.column("topic_id"), arrow=True)
     pid = _ints(records.column("partition_id"), -1)
     is_part = (kind == PARTITION) | (kind == CHANGE)
     has_part = is_part & (topic >= 0) & (pid >= 0)
@@ -238,4 +248,29 @@ def build(records: pa.Table) -> Layout:
                   part_id=part_id, topic_p0=topic_p0, topic_parts=order, topic_parts_at=topic_parts_at,
                   broker_ids=broker_ids.astype(np.int64), broker_slot_ids=slot_ids, default_slot=default,
                   unclean_true=unclean_true, topic_ids=topic_ids, names=names, values=values,
-                  n_names=max(len(names), 1), n_bslots=max(len(bres_names), 1))
+                  n_names=max(len(names), 1), n_bslots=max(len(bres_names), 1),
+                  offset=_ints(records.column("offset"), 0), topic_dict=topic_dict)
+
+
+def with_directories(lay: Layout, records: pa.Table) -> Layout:
+    """Fill the directory fields of ``lay`` (once): the ids of every row's directories as codes into one
+    dictionary that also holds MIGRATING (the fold writes MIGRATING lists of its own, §1.2-4)."""
+    if lay.dir_codes is not None:
+        return lay
+    arr = records.column("directories").combine_chunks() if records.num_rows else pa.array([], pa.list_(pa.string()))
+    if isinstance(arr, pa.ChunkedArray):
+        arr = pa.array([], pa.list_(pa.string()))
+    child = arr.values
+    if len(child):
+        enc = pc.dictionary_encode(child)
+        codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int32)
+        dictionary = enc.dictionary
+    else:
+        codes, dictionary = np.zeros(0, np.int32), pa.array([], pa.string())
+    mig = pc.index(dictionary, MIGRATING).as_py()
+    if mig < 0:
+        dictionary = pa.concat_arrays([dictionary, pa.array([MIGRATING], pa.string())])
+        mig = len(dictionary) - 1
+    lay.dir_start = arr.offsets.to_numpy().astype(np.int64)[:-1]  # into the unsliced child, as .values is
+    lay.dir_codes, lay.dir_dict, lay.dir_mig = codes, dictionary, int(mig)
+    return lay
