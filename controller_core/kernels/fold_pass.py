@@ -60,6 +60,16 @@ class Fold(NamedTuple):
     fallback_partitions: int  # partitions folded by the NumPy fold instead (the whole input, when any)
 
 
+# A partition's state line (int32): whether it exists, leader, leader recovery state, the two epochs, and
+# (tape start, length) of each list of layout.LISTS, then of its explicit directory list (start -1: MIGRATING
+# per replica).  A history row: the partition, its kind and state flag, then the
+# state line's values; its offset goes to a separate int64 array.
+_S_LIVE, _S_LEADER, _S_LRS, _S_LE, _S_PE, _S_LISTS = 0, 1, 2, 3, 4, 5
+_S_WIDTH = _S_LISTS + 14
+_R_PART, _R_KIND, _R_FLAG, _R_STATE = 0, 1, 2, 3
+_R_WIDTH = _R_STATE + _S_WIDTH - 1  # the state line without its "exists" word
+
+
 # ----------------------------------------------------------------------------------------- 1. fold
 @njit(cache=True, inline="always")
 def _has_real(row, ints, dir_start, dir_codes, mig):
@@ -73,85 +83,81 @@ def _has_real(row, ints, dir_start, dir_codes, mig):
 
 
 @njit(cache=True, inline="always")
-def _emit(m, p, out_kind, i, flag, src, leader, lrs, le, pe, o_part, o_kind, o_row, o_flag, o_src, o_leader,
-          o_lrs, o_le, o_pe):
-    if m >= len(o_part):
-        raise ValueError("fold_pass: more history rows than the bound")
-    o_part[m] = p
-    o_kind[m] = out_kind
-    o_row[m] = i
-    o_flag[m] = flag
+def _set_dirs(S, p, i, ints, dir_start, dir_codes, mig):
+    """Directories written by row ``i``: explicit if they name a real directory, else MIGRATING per replica."""
+    if _has_real(i, ints, dir_start, dir_codes, mig):
+        S[p, _S_LISTS + 12] = dir_start[i]
+        S[p, _S_LISTS + 13] = ints[i, 4]
+    else:
+        S[p, _S_LISTS + 12] = -1
+        S[p, _S_LISTS + 13] = 0
+
+
+@njit(cache=True, inline="always")
+def _emit(S, p, kind, flag, offset, at, R, O, count):
+    """One history row of partition ``p``: counted (``count``), or written at the partition's next position."""
+    w = at[p]
+    at[p] = w + 1
+    if count:
+        return
+    R[w, _R_PART] = p
+    R[w, _R_KIND] = kind
+    R[w, _R_FLAG] = flag
+    O[w] = offset
     if flag == _LIVE:
-        for f in range(7):
-            o_src[m, f] = src[p, f]
-        o_leader[m] = leader[p]
-        o_lrs[m] = lrs[p]
-        o_le[m] = le[p]
-        o_pe[m] = pe[p]
-    return m + 1
+        for f in range(1, _S_WIDTH):
+            R[w, _R_STATE + f - 1] = S[p, f]
 
 
 @njit(cache=True)
-def _fold(order, kind, topic, part, name, ints, lists, dir_start, dir_codes, mig, topic_parts, topic_parts_at,
-          n_parts, n_names, cap):
-    """Pass 1: the rows of the history in log order (see the module docstring).  Returns the row buffers
-    and the number of rows."""
-    live = np.zeros(n_parts, np.uint8)
-    src = np.full((n_parts, 7), -1, np.int32)
-    leader = np.zeros(n_parts, np.int32)
-    lrs = np.zeros(n_parts, np.int8)
-    le = np.zeros(n_parts, np.int32)
-    pe = np.zeros(n_parts, np.int32)
+def _fold(order, kind, topic, part, name, ints, lists, offsets, dir_start, dir_codes, mig, topic_parts,
+          topic_parts_at, n_names, at, R, O, count):
+    """Pass 1 (see the module docstring), in log order.  ``count``: only count each partition's rows into
+    ``at``; else write each row into ``R`` and its offset into ``O`` at ``at[p]`` (the partition's next output
+    position)."""
+    n_parts = len(at)
+    S = np.zeros((n_parts, _S_WIDTH), np.int32)
     name_topic = np.full(n_names, -1, np.int32)
-    o_part = np.empty(cap, np.int32)
-    o_kind = np.empty(cap, np.int8)
-    o_row = np.empty(cap, np.int32)
-    o_flag = np.empty(cap, np.int8)
-    o_src = np.empty((cap, 7), np.int32)
-    o_leader = np.empty(cap, np.int32)
-    o_lrs = np.empty(cap, np.int8)
-    o_le = np.empty(cap, np.int32)
-    o_pe = np.empty(cap, np.int32)
-    m = 0
     for j in range(len(order)):
         i = order[j]
         k = kind[i]
         if k == CHANGE:
             p = part[i]
-            if live[p] == 0:  # §1.3-2: a change of a partition that does not exist
-                m = _emit(m, p, _C, i, _ORPHAN, src, leader, lrs, le, pe, o_part, o_kind, o_row, o_flag, o_src,
-                          o_leader, o_lrs, o_le, o_pe)
+            if S[p, _S_LIVE] == 0:  # §1.3-2: a change of a partition that does not exist
+                _emit(S, p, _C, _ORPHAN, offsets[i], at, R, O, count)
                 continue
             for f in range(6):  # §1.3 merge: a list is replaced when the record carries it (null: unchanged)
-                if lists[i, 2 * f + 1] >= 0:
-                    src[p, f] = i
-            nd = ints[i, 4]
-            if nd >= 0:  # directories written
-                src[p, _DIRS] = i if _has_real(i, ints, dir_start, dir_codes, mig) else -1
-            elif lists[i, 2 * _REPLICAS + 1] >= 0:  # replicas without directories: explicit only if same length
-                d = src[p, _DIRS]
-                if d >= 0 and ints[d, 4] != lists[i, 2 * _REPLICAS + 1]:
-                    src[p, _DIRS] = -1
+                n = lists[i, 2 * f + 1]
+                if n >= 0:
+                    S[p, _S_LISTS + 2 * f] = lists[i, 2 * f]
+                    S[p, _S_LISTS + 2 * f + 1] = n
+            if ints[i, 4] >= 0:  # directories written
+                _set_dirs(S, p, i, ints, dir_start, dir_codes, mig)
+            else:
+                n = lists[i, 2 * _REPLICAS + 1]  # replicas without directories: explicit only if same length
+                if n >= 0 and S[p, _S_LISTS + 12] >= 0 and S[p, _S_LISTS + 13] != n:
+                    S[p, _S_LISTS + 12] = -1
+                    S[p, _S_LISTS + 13] = 0
             if ints[i, 0] != -2:  # §1.3-1: any leader value bumps the leader epoch
-                leader[p] = ints[i, 0]
-                le[p] += 1
+                S[p, _S_LEADER] = ints[i, 0]
+                S[p, _S_LE] += 1
             if ints[i, 3] != -1:
-                lrs[p] = ints[i, 3]
-            pe[p] += 1
-            m = _emit(m, p, _C, i, _LIVE, src, leader, lrs, le, pe, o_part, o_kind, o_row, o_flag, o_src,
-                      o_leader, o_lrs, o_le, o_pe)
+                S[p, _S_LRS] = ints[i, 3]
+            S[p, _S_PE] += 1
+            _emit(S, p, _C, _LIVE, offsets[i], at, R, O, count)
         elif k == PARTITION:
             p = part[i]
-            live[p] = 1
+            S[p, _S_LIVE] = 1
+            S[p, _S_LEADER] = ints[i, 0]
+            S[p, _S_LRS] = ints[i, 3]
+            S[p, _S_LE] = ints[i, 1]
+            S[p, _S_PE] = ints[i, 2]
             for f in range(6):  # a null list is []
-                src[p, f] = i if lists[i, 2 * f + 1] >= 0 else -1
-            src[p, _DIRS] = i if ints[i, 4] > 0 and _has_real(i, ints, dir_start, dir_codes, mig) else -1
-            leader[p] = ints[i, 0]
-            le[p] = ints[i, 1]
-            pe[p] = ints[i, 2]
-            lrs[p] = ints[i, 3]
-            m = _emit(m, p, _P, i, _LIVE, src, leader, lrs, le, pe, o_part, o_kind, o_row, o_flag, o_src,
-                      o_leader, o_lrs, o_le, o_pe)
+                n = lists[i, 2 * f + 1]
+                S[p, _S_LISTS + 2 * f] = lists[i, 2 * f] if n >= 0 else 0
+                S[p, _S_LISTS + 2 * f + 1] = n if n >= 0 else 0
+            _set_dirs(S, p, i, ints, dir_start, dir_codes, mig)
+            _emit(S, p, _P, _LIVE, offsets[i], at, R, O, count)
         elif k == TOPIC:
             if name[i] >= 0:
                 name_topic[name[i]] = topic[i]
@@ -161,60 +167,40 @@ def _fold(order, kind, topic, part, name, ints, lists, dir_start, dir_codes, mig
                 continue
             for q in range(topic_parts_at[t], topic_parts_at[t + 1]):
                 p = topic_parts[q]
-                if live[p] != 0:  # §1.4: the partition is deleted
-                    live[p] = 0
-                    m = _emit(m, p, _T, i, _DELETED, src, leader, lrs, le, pe, o_part, o_kind, o_row, o_flag,
-                              o_src, o_leader, o_lrs, o_le, o_pe)
+                if S[p, _S_LIVE] != 0:  # §1.4: the partition is deleted
+                    S[p, _S_LIVE] = 0
+                    _emit(S, p, _T, _DELETED, offsets[i], at, R, O, count)
         elif k == CLEAR_ELR:
-            if name[i] < 0:  # "" or absent: every topic
-                lo, hi = 0, n_parts
-            else:
+            lo, hi = 0, n_parts  # "" or absent: every topic
+            if name[i] >= 0:
                 t = name_topic[name[i]]
                 if t < 0:
                     continue
                 lo, hi = topic_parts_at[t], topic_parts_at[t + 1]
             for q in range(lo, hi):
                 p = topic_parts[q]
-                if live[p] == 0:
-                    continue
-                e, kk = src[p, _ELR], src[p, _LKE]
-                if (e >= 0 and lists[e, 2 * _ELR + 1] > 0) or (kk >= 0 and lists[kk, 2 * _LKE + 1] > 0):
-                    src[p, _ELR] = -1  # §1.3-5: both cleared, partition epoch bumped
-                    src[p, _LKE] = -1
-                    pe[p] += 1
-                    m = _emit(m, p, _X, i, _LIVE, src, leader, lrs, le, pe, o_part, o_kind, o_row, o_flag,
-                              o_src, o_leader, o_lrs, o_le, o_pe)
-    return o_part, o_kind, o_row, o_flag, o_src, o_leader, o_lrs, o_le, o_pe, m
+                if S[p, _S_LIVE] != 0 and (S[p, _S_LISTS + 2 * _ELR + 1] > 0 or S[p, _S_LISTS + 2 * _LKE + 1] > 0):
+                    S[p, _S_LISTS + 2 * _ELR + 1] = 0  # §1.3-5: both cleared, partition epoch bumped
+                    S[p, _S_LISTS + 2 * _LKE + 1] = 0
+                    S[p, _S_PE] += 1
+                    _emit(S, p, _X, _LIVE, offsets[i], at, R, O, count)
 
 
-# ------------------------------------------------------------------------------------- 2. grouping
+# -------------------------------------------------------------------------------------- 2. columns
+@njit(cache=True, inline="always")
+def _copy(out, w, n, src, a):
+    for q in range(n):
+        out[w + q] = src[a + q]
+
+
 @njit(cache=True)
-def _group(o_part, m, rank):
-    """Pass 2: output position -> row of pass 1, rows grouped by their partition's ``rank``, stable."""
-    n_parts = len(rank)
-    at = np.zeros(n_parts + 1, np.int64)
-    for r in range(m):
-        at[rank[o_part[r]] + 1] += 1
-    for q in range(n_parts):
-        at[q + 1] += at[q]
-    perm = np.empty(m, np.int64)
-    for r in range(m):
-        g = rank[o_part[r]]
-        perm[at[g]] = r
-        at[g] += 1
-    return perm
-
-
-# -------------------------------------------------------------------------------------- 3. columns
-@njit(cache=True)
-def _columns(perm, o_part, o_kind, o_row, o_flag, o_src, o_leader, o_lrs, o_le, o_pe, offsets, ints, lists, tape,
-             dir_start, dir_codes, mig, part_topic, part_id):
-    """Pass 3: the columns in output order.  List columns as (offsets [7, m + 1], one values array per
-    list, the directory codes); valid_to_offset from a backward scan of each partition's rows."""
-    m = len(perm)
+def _columns(R, offset, tape, dir_codes, mig, part_topic, part_id):
+    """Pass 2: the columns of the rows ``R`` (in output order).  List columns as offsets [7, m + 1] and one
+    values array per list (the directories as codes); valid_to_offset from a backward scan of each
+    partition's rows."""
+    m = len(R)
     topic_code = np.empty(m, np.int32)
     pid = np.empty(m, np.int32)
-    offset = np.empty(m, np.int64)
     kind = np.empty(m, np.int8)
     valid = np.empty(m, np.bool_)
     deleted = np.empty(m, np.bool_)
@@ -224,36 +210,28 @@ def _columns(perm, o_part, o_kind, o_row, o_flag, o_src, o_leader, o_lrs, o_le, 
     le = np.zeros(m, np.int32)
     pe = np.zeros(m, np.int32)
     off = np.zeros((7, m + 1), np.int64)
+    L0 = _R_STATE + _S_LISTS - 1
     for j in range(m):
-        r = perm[j]
-        p = o_part[r]
+        p = R[j, _R_PART]
         topic_code[j] = part_topic[p]
         pid[j] = part_id[p]
-        offset[j] = offsets[o_row[r]]
-        kind[j] = o_kind[r]
-        fl = o_flag[r]
+        kind[j] = R[j, _R_KIND]
+        fl = R[j, _R_FLAG]
         valid[j] = fl == _LIVE
         deleted[j] = fl == _DELETED
         orphan[j] = fl == _ORPHAN
-        n_rep = 0
         if fl == _LIVE:
-            leader[j] = o_leader[r]
-            lrs[j] = o_lrs[r]
-            le[j] = o_le[r]
-            pe[j] = o_pe[r]
+            leader[j] = R[j, _R_STATE + _S_LEADER - 1]
+            lrs[j] = R[j, _R_STATE + _S_LRS - 1]
+            le[j] = R[j, _R_STATE + _S_LE - 1]
+            pe[j] = R[j, _R_STATE + _S_PE - 1]
             for f in range(6):
-                s = o_src[r, f]
-                n = lists[s, 2 * f + 1] if s >= 0 else 0
-                off[f, j + 1] = n
-            n_rep = off[_REPLICAS, j + 1]
-            d = o_src[r, _DIRS]
-            off[_DIRS, j + 1] = ints[d, 4] if d >= 0 else n_rep  # MIGRATING per replica
+                off[f, j + 1] = off[f, j] + R[j, L0 + 2 * f + 1]
+            n = R[j, L0 + 13] if R[j, L0 + 12] >= 0 else R[j, L0 + 1]  # MIGRATING per replica
+            off[_DIRS, j + 1] = off[_DIRS, j] + n
         else:
             for f in range(7):
-                off[f, j + 1] = 0
-    for f in range(7):
-        for j in range(m):
-            off[f, j + 1] += off[f, j]
+                off[f, j + 1] = off[f, j]
     v_rep = np.empty(off[0, m], np.int32)
     v_isr = np.empty(off[1, m], np.int32)
     v_rm = np.empty(off[2, m], np.int32)
@@ -262,42 +240,27 @@ def _columns(perm, o_part, o_kind, o_row, o_flag, o_src, o_leader, o_lrs, o_le, 
     v_lke = np.empty(off[5, m], np.int32)
     v_dir = np.empty(off[_DIRS, m], np.int32)
     for j in range(m):
-        r = perm[j]
-        if o_flag[r] != _LIVE:
+        if not valid[j]:
             continue
-        for f in range(6):
-            s = o_src[r, f]
-            if s < 0:
-                continue
-            a = lists[s, 2 * f]
-            w = off[f, j]
-            n = off[f, j + 1] - w
-            if f == 0:
-                v_rep[w:w + n] = tape[a:a + n]
-            elif f == 1:
-                v_isr[w:w + n] = tape[a:a + n]
-            elif f == 2:
-                v_rm[w:w + n] = tape[a:a + n]
-            elif f == 3:
-                v_ad[w:w + n] = tape[a:a + n]
-            elif f == 4:
-                v_elr[w:w + n] = tape[a:a + n]
-            else:
-                v_lke[w:w + n] = tape[a:a + n]
-        d = o_src[r, _DIRS]
+        _copy(v_rep, off[0, j], off[0, j + 1] - off[0, j], tape, R[j, L0])
+        _copy(v_isr, off[1, j], off[1, j + 1] - off[1, j], tape, R[j, L0 + 2])
+        _copy(v_rm, off[2, j], off[2, j + 1] - off[2, j], tape, R[j, L0 + 4])
+        _copy(v_ad, off[3, j], off[3, j + 1] - off[3, j], tape, R[j, L0 + 6])
+        _copy(v_elr, off[4, j], off[4, j + 1] - off[4, j], tape, R[j, L0 + 8])
+        _copy(v_lke, off[5, j], off[5, j + 1] - off[5, j], tape, R[j, L0 + 10])
         w = off[_DIRS, j]
         n = off[_DIRS, j + 1] - w
-        if d >= 0:
-            a = dir_start[d]
-            v_dir[w:w + n] = dir_codes[a:a + n]
+        if R[j, L0 + 12] >= 0:
+            _copy(v_dir, w, n, dir_codes, R[j, L0 + 12])
         else:
-            v_dir[w:w + n] = mig
+            for q in range(n):
+                v_dir[w + q] = mig
     # valid_to_offset: the offset of the partition's next row that is not an orphan (orphans have none)
     valid_to = np.zeros(m, np.int64)
     has_next = np.zeros(m, np.bool_)
     nxt = -1
     for j in range(m - 1, -1, -1):
-        if j == m - 1 or o_part[perm[j]] != o_part[perm[j + 1]]:
+        if j == m - 1 or R[j, _R_PART] != R[j + 1, _R_PART]:
             nxt = -1
         if orphan[j]:
             continue
@@ -305,7 +268,7 @@ def _columns(perm, o_part, o_kind, o_row, o_flag, o_src, o_leader, o_lrs, o_le, 
             valid_to[j] = offset[nxt]
             has_next[j] = True
         nxt = j
-    return (topic_code, pid, offset, kind, valid, deleted, orphan, leader, lrs, le, pe, off, v_rep, v_isr, v_rm,
+    return (topic_code, pid, kind, valid, deleted, orphan, leader, lrs, le, pe, off, v_rep, v_isr, v_rm,
             v_ad, v_elr, v_lke, v_dir, valid_to, has_next)
 
 
@@ -332,7 +295,7 @@ def _unsupported(records: pa.Table, lay: L.Layout) -> bool:
             return True
     if (kind == L.CLEAR_ELR).any() and (lay.topic[kind == L.TOPIC] < 0).any():
         return True
-    return False
+    return len(lay.tape) >= 2**31 or len(lay.dir_codes) >= 2**31  # state lines hold int32 starts
 
 
 def _log_order(lay: L.Layout) -> np.ndarray:
@@ -371,33 +334,40 @@ def fold(records: pa.Table, lay: L.Layout | None = None) -> Fold:
     if lay is None:
         lay = L.build(records)
     kind = lay.kind
-    n_p = int(np.count_nonzero(kind == L.PARTITION))
-    n_c = int(np.count_nonzero(kind == L.CHANGE))
-    if n_p + n_c == 0:
+    is_part = (kind == L.PARTITION) | (kind == L.CHANGE)
+    if not is_part.any():
         return Fold(F.fold_partitions(records), 0)
+    L.with_directories(lay, records)
     if _unsupported(records, lay):
         history = F.fold_partitions(records)
         keys = history.select(["topic_id", "partition_id"]).group_by(["topic_id", "partition_id"]).aggregate([])
         return Fold(history, keys.num_rows)
-    L.with_directories(lay, records)
-    # a deleted row needs a PartitionRecord before it; a cleared one a record that gave it an ELR (module doc)
-    cap = n_p + n_c + (n_p if (kind == L.REMOVE_TOPIC).any() else 0) + (
-        n_p + n_c if (kind == L.CLEAR_ELR).any() else 0)
     order = _log_order(lay)
-    rows = _fold(order, kind, lay.topic, lay.part, lay.name, lay.ints, lay.lists, lay.dir_start, lay.dir_codes,
-                 lay.dir_mig, lay.topic_parts, lay.topic_parts_at, len(lay.part_id), lay.n_names, cap)
-    m = rows[-1]
-    perm = _group(rows[0], m, _partition_rank(lay, order))
-    (topic_code, pid, offset, kind_o, valid, deleted, orphan, leader, lrs, le, pe, off, v_rep, v_isr, v_rm, v_ad,
-     v_elr, v_lke, v_dir, valid_to, has_next) = _columns(
-        perm, *rows[:-1], lay.offset, lay.ints, lay.lists, lay.tape, lay.dir_start, lay.dir_codes, lay.dir_mig,
-        lay.part_topic, lay.part_id)
+    n_parts = len(lay.part_id)
+    args = (order, kind, lay.topic, lay.part, lay.name, lay.ints, lay.lists, lay.offset, lay.dir_start, lay.dir_codes,
+            lay.dir_mig, lay.topic_parts, lay.topic_parts_at, lay.n_names)
+    if ((kind == L.REMOVE_TOPIC) | (kind == L.CLEAR_ELR)).any():  # rows beyond one per record: count them
+        count = np.zeros(n_parts, np.int64)
+        _fold(*args, count, np.zeros((0, _R_WIDTH), np.int32), np.zeros(0, np.int64), True)
+    else:
+        count = np.bincount(lay.part[is_part], minlength=n_parts).astype(np.int64)
+    rank = _partition_rank(lay, order)
+    by_rank = np.empty(n_parts, np.int64)
+    by_rank[rank] = count
+    at = (np.cumsum(by_rank) - by_rank)[rank]  # each partition's first output row
+    m = int(count.sum())
+    R = np.empty((m, _R_WIDTH), np.int32)
+    O = np.empty(m, np.int64)
+    _fold(*args, at, R, O, False)
+    (topic_code, pid, kind_o, valid, deleted, orphan, leader, lrs, le, pe, off, v_rep, v_isr, v_rm, v_ad,
+     v_elr, v_lke, v_dir, valid_to, has_next) = _columns(R, O, lay.tape, lay.dir_codes, lay.dir_mig, lay.part_topic,
+                                                         lay.part_id)
+    del R
     if int(off[:, -1].max()) >= 2**31:  # beyond int32 list offsets: the NumPy fold (which chunks strings)
-        history = F.fold_partitions(records)
-        return Fold(history, len(lay.part_id))
+        return Fold(F.fold_partitions(records), n_parts)
     columns = {"topic_id": F._strings(lay.topic_dict, topic_code, False),
                "partition_id": from_numpy(pid),
-               "offset": from_numpy(offset),
+               "offset": from_numpy(O),
                "record_type": F._strings(pa.array(F.KIND_NAMES), kind_o, False)}
     for f, vals in zip(("replicas", "isr", "removing_replicas", "adding_replicas"), (v_rep, v_isr, v_rm, v_ad)):
         columns[f] = F._list_array(off[L.LISTS.index(f)], vals, valid)
@@ -413,10 +383,10 @@ def fold(records: pa.Table, lay: L.Layout | None = None) -> Fold:
 
 
 def warm() -> None:
-    """Compile the three loops (or load them from numba's cache) with the argument types of a real run."""
+    """Compile the two loops (or load them from numba's cache) with the argument types of a real run."""
     i64, i32, i8 = np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int8)
-    rows = _fold(i64, i8, i32, i32, i32, np.zeros((0, 6), np.int64), np.zeros((0, 12), np.int64), i64, i32, 0,
-                 i32, np.zeros(1, np.int64), 0, 1, 0)
-    perm = _group(rows[0], rows[-1], i64)
-    _columns(perm, *rows[:-1], i64, np.zeros((0, 6), np.int64), np.zeros((0, 12), np.int64), i32, i64, i32, 0, i32,
-             i32)
+    R = np.zeros((0, _R_WIDTH), np.int32)
+    for count in (True, False):
+        _fold(i64, i8, i32, i32, i32, np.zeros((0, 6), np.int64), np.zeros((0, 12), np.int64), i64, i64, i32, 0,
+              i32, np.zeros(1, np.int64), 1, i64, R, i64, count)
+    _columns(R, i64, i32, i32, 0, i32, i32)
