@@ -205,7 +205,8 @@ def build(records: pa.Table) -> Layout:
     aux = ints[:, 5]
     raw = np.flatnonzero((kind == REG_CHANGE) | (kind == ZK_MIGRATION))
     if len(raw):
-        texts = records.column("data_json").take(pa.array(raw)).to_pylist()
+        col = records.column("data_json")  # a few rows: ChunkedArray.take would first join every chunk
+        texts = [col[int(i)].as_py() for i in raw] if len(raw) < 4096 else col.take(pa.array(raw)).to_pylist()
         for i, text in zip(raw, texts):
             d = json.loads(text) if text else {}
             if kind[i] == REG_CHANGE:
