@@ -209,8 +209,11 @@ def _columns(R, offset, tape, dir_codes, mig, part_topic, part_id):
     lrs = np.zeros(m, np.int8)
     le = np.zeros(m, np.int32)
     pe = np.zeros(m, np.int32)
-    off = np.zeros((7, m + 1), np.int64)
+    off = np.empty((7, m + 1), np.int32)
+    total = np.zeros(7, np.int64)  # int32 list offsets: the caller checks that no total reaches 2**31
     L0 = _R_STATE + _S_LISTS - 1
+    for f in range(7):
+        off[f, 0] = 0
     for j in range(m):
         p = R[j, _R_PART]
         topic_code[j] = part_topic[p]
@@ -226,19 +229,21 @@ def _columns(R, offset, tape, dir_codes, mig, part_topic, part_id):
             le[j] = R[j, _R_STATE + _S_LE - 1]
             pe[j] = R[j, _R_STATE + _S_PE - 1]
             for f in range(6):
-                off[f, j + 1] = off[f, j] + R[j, L0 + 2 * f + 1]
-            n = R[j, L0 + 13] if R[j, L0 + 12] >= 0 else R[j, L0 + 1]  # MIGRATING per replica
-            off[_DIRS, j + 1] = off[_DIRS, j] + n
-        else:
-            for f in range(7):
-                off[f, j + 1] = off[f, j]
-    v_rep = np.empty(off[0, m], np.int32)
-    v_isr = np.empty(off[1, m], np.int32)
-    v_rm = np.empty(off[2, m], np.int32)
-    v_ad = np.empty(off[3, m], np.int32)
-    v_elr = np.empty(off[4, m], np.int32)
-    v_lke = np.empty(off[5, m], np.int32)
-    v_dir = np.empty(off[_DIRS, m], np.int32)
+                total[f] += R[j, L0 + 2 * f + 1]
+            total[_DIRS] += R[j, L0 + 13] if R[j, L0 + 12] >= 0 else R[j, L0 + 1]  # MIGRATING per replica
+        for f in range(7):
+            off[f, j + 1] = total[f]
+    if total.max() >= 2**31:
+        m = 0  # nothing copied: the caller sees the totals and folds with the NumPy fold
+        for f in range(7):
+            total[f] = 0
+    v_rep = np.empty(total[0], np.int32)
+    v_isr = np.empty(total[1], np.int32)
+    v_rm = np.empty(total[2], np.int32)
+    v_ad = np.empty(total[3], np.int32)
+    v_elr = np.empty(total[4], np.int32)
+    v_lke = np.empty(total[5], np.int32)
+    v_dir = np.empty(total[_DIRS], np.int32)
     for j in range(m):
         if not valid[j]:
             continue
@@ -269,10 +274,15 @@ def _columns(R, offset, tape, dir_codes, mig, part_topic, part_id):
             has_next[j] = True
         nxt = j
     return (topic_code, pid, kind, valid, deleted, orphan, leader, lrs, le, pe, off, v_rep, v_isr, v_rm,
-            v_ad, v_elr, v_lke, v_dir, valid_to, has_next)
+            v_ad, v_elr, v_lke, v_dir, valid_to, has_next, m == len(R))
 
 
 # ------------------------------------------------------------------------------------------ Python
+def _list_array(off: np.ndarray, vals: np.ndarray, valid: np.ndarray) -> pa.Array:
+    """list<int32> over the int32 offsets and values as they are (no copy); null where not ``valid``."""
+    return pa.ListArray.from_arrays(from_numpy(off), from_numpy(vals), mask=None if valid.all() else from_numpy(~valid))
+
+
 def _not_null_where(records: pa.Table, column: str, rows: np.ndarray) -> bool:
     col = records.column(column)
     if col.null_count == 0:
@@ -326,18 +336,22 @@ def _partition_rank(lay: L.Layout, order: np.ndarray) -> np.ndarray:
     return rank
 
 
-def fold(records: pa.Table, lay: L.Layout | None = None) -> Fold:
+def fold(records: pa.Table, lay: L.Layout | None = None, timings: dict | None = None) -> Fold:
     """The partition state history of ``records`` (bronze rows, as ``fold.fold_partitions`` takes them);
-    ``lay``: their layout if it is built already (:func:`layout.build` of the same rows)."""
+    ``lay``: their layout if it is built already (:func:`layout.build` of the same rows).  ``timings``, if
+    given, receives the CPU seconds of each step."""
+    clock = F._Clock(timings)
     if records.num_rows == 0:
         return Fold(F.fold_partitions(records), 0)
     if lay is None:
         lay = L.build(records)
+        clock("layout")
     kind = lay.kind
     is_part = (kind == L.PARTITION) | (kind == L.CHANGE)
     if not is_part.any():
         return Fold(F.fold_partitions(records), 0)
     L.with_directories(lay, records)
+    clock("directory codes")
     if _unsupported(records, lay):
         history = F.fold_partitions(records)
         keys = history.select(["topic_id", "partition_id"]).group_by(["topic_id", "partition_id"]).aggregate([])
@@ -351,6 +365,7 @@ def fold(records: pa.Table, lay: L.Layout | None = None) -> Fold:
         _fold(*args, count, np.zeros((0, _R_WIDTH), np.int32), np.zeros(0, np.int64), True)
     else:
         count = np.bincount(lay.part[is_part], minlength=n_parts).astype(np.int64)
+    clock("checks, log order, row counts")
     rank = _partition_rank(lay, order)
     by_rank = np.empty(n_parts, np.int64)
     by_rank[rank] = count
@@ -359,27 +374,31 @@ def fold(records: pa.Table, lay: L.Layout | None = None) -> Fold:
     R = np.empty((m, _R_WIDTH), np.int32)
     O = np.empty(m, np.int64)
     _fold(*args, at, R, O, False)
+    clock("fold loop (rows to their output place)")
     (topic_code, pid, kind_o, valid, deleted, orphan, leader, lrs, le, pe, off, v_rep, v_isr, v_rm, v_ad,
-     v_elr, v_lke, v_dir, valid_to, has_next) = _columns(R, O, lay.tape, lay.dir_codes, lay.dir_mig, lay.part_topic,
+     v_elr, v_lke, v_dir, valid_to, has_next, fits) = _columns(R, O, lay.tape, lay.dir_codes, lay.dir_mig, lay.part_topic,
                                                          lay.part_id)
     del R
-    if int(off[:, -1].max()) >= 2**31:  # beyond int32 list offsets: the NumPy fold (which chunks strings)
+    clock("columns loop")
+    if not fits:  # beyond int32 list offsets: the NumPy fold (which chunks strings)
         return Fold(F.fold_partitions(records), n_parts)
     columns = {"topic_id": F._strings(lay.topic_dict, topic_code, False),
                "partition_id": from_numpy(pid),
                "offset": from_numpy(O),
                "record_type": F._strings(pa.array(F.KIND_NAMES), kind_o, False)}
     for f, vals in zip(("replicas", "isr", "removing_replicas", "adding_replicas"), (v_rep, v_isr, v_rm, v_ad)):
-        columns[f] = F._list_array(off[L.LISTS.index(f)], vals, valid)
+        columns[f] = _list_array(off[L.LISTS.index(f)], vals, valid)
     columns.update({"leader": from_numpy(leader, valid), "leader_epoch": from_numpy(le, valid),
                     "partition_epoch": from_numpy(pe, valid), "leader_recovery_state": from_numpy(lrs, valid)})
     columns["directories"] = F._string_lists(off[_DIRS], v_dir, valid, lay.dir_dict, False)
-    columns["eligible_leader_replicas"] = F._list_array(off[_ELR], v_elr, valid)
-    columns["last_known_elr"] = F._list_array(off[_LKE], v_lke, valid)
+    columns["eligible_leader_replicas"] = _list_array(off[_ELR], v_elr, valid)
+    columns["last_known_elr"] = _list_array(off[_LKE], v_lke, valid)
     columns["valid_to_offset"] = from_numpy(valid_to, has_next)
     columns["deleted"] = from_numpy(deleted)
     columns["orphan"] = from_numpy(orphan)
-    return Fold(pa.Table.from_pydict(columns, schema=F.HISTORY_SCHEMA), 0)
+    out = pa.Table.from_pydict(columns, schema=F.HISTORY_SCHEMA)
+    clock("Arrow columns (strings by take)")
+    return Fold(out, 0)
 
 
 def warm() -> None:
