@@ -95,7 +95,7 @@ def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool
     records = records.filter(pc.invert(pc.is_in(records.column("record_type"), pa.array(sorted(SKIP)))))
     snaps = frozenset(pc.unique(records.column("source_file").filter(
         pc.equal(records.column("source_kind"), SNAPSHOT))).to_pylist())
-    lay = layout.build(records)  # one layout for the compiled fold and the invariant pass
+    lay = layout.build(records, cluster=invariants)  # one layout for the compiled fold and the invariant pass
     folded = fold_pass.fold(records, lay)
     history = folded.history
     image = Cluster(elr_override=elr_override)

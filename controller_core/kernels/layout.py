@@ -119,28 +119,38 @@ def _canonical_int(name) -> int:
     return v if str(v) == name else MISSING
 
 
-def build(records: pa.Table) -> Layout:
-    """The layout of ``records`` (bronze rows in replay order, skipped record types already removed)."""
-    n = records.num_rows
-    kind = np.zeros(n, np.int8)
-    codes, types = _dense(records.column("record_type"))
-    for i, t in enumerate(types):
-        kind[codes == i] = KINDS.get(t, OTHER)
+def _partitions(topic: np.ndarray, pid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(topic << 32 | pid, return_inverse=True)``: the distinct (topic, partition id) keys, sorted,
+    and each row's index among them; without a sort when the keys are dense (topics x partition ids within a
+    few times the rows)."""
+    keys = topic.astype(np.int64) * (1 << 32) + pid
+    if not len(keys):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    width = int(pid.max()) + 1
+    span = (int(topic.max()) + 1) * width
+    if span > 4 * len(keys) + 1024:
+        return np.unique(keys, return_inverse=True)
+    dense = topic.astype(np.int64) * width + pid
+    present = np.zeros(span, bool)
+    present[dense] = True
+    slots = np.flatnonzero(present)
+    index = np.cumsum(present) - 1
+    return (slots // width) * (1 << 32) + slots % width, index[dense]
 
-    files, _ = _dense(records.column("source_file"))
-    bbo = _ints(records.column("batch_base_offset"), -1)
-    new_batch = np.ones(n, bool)
-    if n > 1:
-        new_batch[1:] = (files[1:] != files[:-1]) | (bbo[1:] != bbo[:-1])
-    batch = np.cumsum(new_batch) - 1
-    snapshot = to_numpy(pc.fill_null(pc.ends_with(records.column("source_file"), ".checkpoint"), False), bool)
+
+def build(records: pa.Table, cluster: bool = True) -> Layout:
+    """The layout of ``records`` (bronze rows in replay order, skipped record types already removed).
+    ``cluster=False``: the partition fields only (what the fold reads); the batch, broker and config fields
+    the invariant pass reads are None."""
+    n = records.num_rows
+    codes, types = _dense(records.column("record_type"))
+    kind = np.array([KINDS.get(t, OTHER) for t in types] + [OTHER], np.int8)[codes]  # code -1 (null): OTHER
 
     topic, topic_ids, topic_dict = _dense(records.column("topic_id"), arrow=True)
     pid = _ints(records.column("partition_id"), -1)
     is_part = (kind == PARTITION) | (kind == CHANGE)
     has_part = is_part & (topic >= 0) & (pid >= 0)
-    keys = topic.astype(np.int64) * (1 << 32) + pid
-    uniq, inv = np.unique(keys[has_part], return_inverse=True)
+    uniq, inv = _partitions(topic[has_part], pid[has_part])
     part = np.full(n, -1, np.int32)
     part[has_part] = inv
     part_topic = (uniq >> 32).astype(np.int32)
@@ -184,6 +194,31 @@ def build(records: pa.Table) -> Layout:
         tape_parts.append(values)
         base += len(values)
     tape = np.concatenate(tape_parts) if tape_parts else np.zeros(0, np.int32)
+
+    offset = _ints(records.column("offset"), 0)
+    parts = dict(kind=kind, topic=topic, part=part, name=name, ints=ints, lists=lists, tape=tape, part_topic=part_topic,
+                 part_id=part_id, topic_p0=topic_p0, topic_parts=order, topic_parts_at=topic_parts_at,
+                 topic_ids=topic_ids, names=names, n_names=max(len(names), 1), offset=offset, topic_dict=topic_dict)
+    if not cluster:
+        return Layout(**parts, **dict.fromkeys(_CLUSTER_FIELDS))
+    return Layout(**parts, **_cluster(records, kind, name, ints, cfg_type, res_name))
+
+
+_CLUSTER_FIELDS = ("batch", "snapshot", "broker", "bints", "cfg", "broker_ids", "broker_slot_ids", "default_slot",
+                   "unclean_true", "values", "n_bslots")
+
+
+def _cluster(records: pa.Table, kind: np.ndarray, name: np.ndarray, ints: np.ndarray, cfg_type: np.ndarray,
+             res_name) -> dict:
+    """The batches and the broker, config, feature and controller fields (the invariant pass reads them)."""
+    n = records.num_rows
+    files, _ = _dense(records.column("source_file"))
+    bbo = _ints(records.column("batch_base_offset"), -1)
+    new_batch = np.ones(n, bool)
+    if n > 1:
+        new_batch[1:] = (files[1:] != files[:-1]) | (bbo[1:] != bbo[:-1])
+    batch = np.cumsum(new_batch) - 1
+    snapshot = to_numpy(pc.fill_null(pc.ends_with(records.column("source_file"), ".checkpoint"), False), bool)
 
     # brokers
     is_broker = (kind >= REGISTER) & (kind <= UNREGISTER)
@@ -244,13 +279,9 @@ def build(records: pa.Table) -> Layout:
     slot_ids = np.array([_canonical_int(s) for s in bres_names] or [0], np.int64)[:len(bres_names)]
     default = bres_names.index("") if "" in bres_names else -1
     unclean_true = np.array([t.strip().lower() == "true" for t in values] or [False], bool)
-    return Layout(kind=kind, batch=batch.astype(np.int64), snapshot=snapshot, topic=topic, part=part, name=name,
-                  ints=ints, lists=lists, tape=tape, broker=broker, bints=bints, cfg=cfg, part_topic=part_topic,
-                  part_id=part_id, topic_p0=topic_p0, topic_parts=order, topic_parts_at=topic_parts_at,
-                  broker_ids=broker_ids.astype(np.int64), broker_slot_ids=slot_ids, default_slot=default,
-                  unclean_true=unclean_true, topic_ids=topic_ids, names=names, values=values,
-                  n_names=max(len(names), 1), n_bslots=max(len(bres_names), 1),
-                  offset=_ints(records.column("offset"), 0), topic_dict=topic_dict)
+    return dict(batch=batch.astype(np.int64), snapshot=snapshot, broker=broker, bints=bints, cfg=cfg,
+                broker_ids=broker_ids.astype(np.int64), broker_slot_ids=slot_ids, default_slot=default,
+                unclean_true=unclean_true, values=values, n_bslots=max(len(bres_names), 1))
 
 
 def with_directories(lay: Layout, records: pa.Table) -> Layout:
