@@ -17,8 +17,10 @@ reference (``image.merge`` record by record) on the first ``--scalar`` change re
 ``--compiled``: instead, the compiled fold (controller_core/kernels/fold_pass.py, numba) against the NumPy fold
 on the same input in the same process (the records the pipeline folds: skipped types removed), both to the
 plain HISTORY_SCHEMA table: records/s on the clock and records per CPU-second (best of ``--repeat``, after a
-first call that loads the compiled code), with and without building the layout (which the pipeline builds
-once for the fold and the invariant pass), the CPU seconds of each step, and whether the tables are equal.
+first call that loads the compiled code), given the layout (the pipeline with invariants: it builds the
+layout once for the invariant pass and the fold) and with the partition part of the layout built for it
+(``layout.build(cluster=False)``: the pipeline without invariants), the CPU seconds of each step, and
+whether the tables are equal.
 
     python benchmarks/bench_fold.py --compiled --partitions 100000 [--repeat 5]
 """
@@ -95,8 +97,10 @@ def timed(f):
 
 out["numpy"], want = timed(lambda steps: fold_partitions(table, timings=steps))
 out["layout"], lay = timed(lambda steps: layout.build(table))
+out["layout_partitions"], _ = timed(lambda steps: layout.build(table, cluster=False))
 out["compiled_given_layout"], got = timed(lambda steps: fold_pass.fold(table, lay, timings=steps))
-out["compiled_with_layout"], got2 = timed(lambda steps: fold_pass.fold(table, timings=steps))
+out["compiled_with_layout"], got2 = timed(lambda steps: fold_pass.fold(table, layout.build(table, cluster=False),
+                                                                      timings=steps))
 out["equal"] = got.history.equals(want) and got2.history.equals(want)
 out["fallback_partitions"] = got.fallback_partitions
 out["output_rows"] = want.num_rows
@@ -200,9 +204,10 @@ def compiled(args) -> None:
     print(f"{'':40s} {'best s':>7s} {'median s':>8s} {'records/s':>12s} {'CPU s':>6s} {'rec/CPU-s':>12s} "
           f"{'1st call s':>10s}")
     rates = {}
-    for key, label in (("numpy", "NumPy fold (vector/fold.py)"), ("layout", "layout.build (shared with invariants)"),
+    for key, label in (("numpy", "NumPy fold (vector/fold.py)"), ("layout", "layout.build (full)"),
+                       ("layout_partitions", "layout.build(cluster=False)"),
                        ("compiled_given_layout", "compiled fold, layout given"),
-                       ("compiled_with_layout", "compiled fold incl. layout.build")):
+                       ("compiled_with_layout", "compiled fold + partition layout")):
         runs = r[key][1:]
         best = min(runs, key=lambda x: x["wall"])
         med = sorted(x["wall"] for x in runs)[len(runs) // 2]
