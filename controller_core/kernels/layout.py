@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from numba import njit
 
 from controller_core.codec.arrowutil import to_numpy
 from controller_core.image import MIGRATING, MIN_ISR, UNCLEAN, min_isr_value
@@ -98,17 +99,35 @@ def _ints(col, fill) -> np.ndarray:
     return to_numpy(pc.fill_null(col.cast(pa.int64()), fill), np.int64)
 
 
-def _list_refs(col: pa.ChunkedArray, base: int, with_values: bool = True):
-    """(start, length or -1 for null) per row into the list's flattened values, plus those values."""
-    arr = col.combine_chunks()
-    if isinstance(arr, pa.ChunkedArray):  # an empty table
-        arr = pa.array([], col.type)
-    offsets = arr.offsets.to_numpy().astype(np.int64)
-    values = arr.values.to_numpy(zero_copy_only=False).astype(np.int32) if with_values else None
-    start = offsets[:-1] + base
-    length = np.diff(offsets)
-    length[arr.is_null().to_numpy(zero_copy_only=False)] = -1
-    return start, length, values
+def col_chunks(col: pa.ChunkedArray) -> list:
+    return [c for c in col.chunks if len(c)]
+
+
+@njit(cache=True)
+def _refs(offs, valid, has_nulls, lists, row0, at, base):
+    """(start, length or -1 for null) of each list of one chunk into ``lists[row0:, at:at + 2]``."""
+    lo = offs[0]
+    for r in range(len(offs) - 1):
+        lists[row0 + r, at] = base + offs[r] - lo
+        lists[row0 + r, at + 1] = offs[r + 1] - offs[r] if not has_nulls or valid[r] else -1
+
+
+def _fill_refs(chunks: list, lists: np.ndarray, at: int, base: int, tape_parts: list | None) -> int:
+    """(start, length or -1 for null) of each row's list into its column's flattened values, chunk by chunk, written into ``lists[:, at:at + 2]`` (values appended to
+    ``tape_parts`` as the joined chunks would hold them: each chunk's referenced range); returns the new base."""
+    row0 = 0
+    none = np.zeros(0, np.bool_)
+    for c in chunks:
+        offs = np.frombuffer(c.buffers()[1], np.int32, count=len(c) + 1, offset=4 * c.offset)
+        has_nulls = c.null_count > 0
+        valid = c.is_valid().to_numpy(zero_copy_only=False) if has_nulls else none
+        _refs(offs, valid, has_nulls, lists, row0, at, base)
+        lo, hi = int(offs[0]), int(offs[-1])
+        if tape_parts is not None:
+            tape_parts.append(np.asarray(c.values.slice(lo, hi - lo).to_numpy(zero_copy_only=False), np.int32))
+        base += hi - lo
+        row0 += len(c)
+    return base
 
 
 def _canonical_int(name) -> int:
@@ -181,18 +200,15 @@ def build(records: pa.Table, cluster: bool = True) -> Layout:
     ints[:, 2] = _ints(records.column("partition_epoch"), -1)
     ints[:, 3] = np.where(is_p, _ints(records.column("leader_recovery_state"), 0),
                           _ints(records.column("leader_recovery_state"), -1))
-    dirs = records.column("directories")
-    ints[:, 4] = _list_refs(dirs, 0, with_values=False)[1]
+    refs = np.empty((n, 2), np.int64)
+    _fill_refs(col_chunks(records.column("directories")), refs, 0, 0, None)
+    ints[:, 4] = refs[:, 1]
     ints[:, 5] = 0
 
     lists = np.empty((n, 12), np.int64)
     tape_parts, base = [], 0
     for k, col in enumerate(LISTS):
-        start, length, values = _list_refs(records.column(col), base)
-        lists[:, 2 * k] = start
-        lists[:, 2 * k + 1] = length
-        tape_parts.append(values)
-        base += len(values)
+        base = _fill_refs(col_chunks(records.column(col)), lists, 2 * k, base, tape_parts)
     tape = np.concatenate(tape_parts) if tape_parts else np.zeros(0, np.int32)
 
     offset = _ints(records.column("offset"), 0)
