@@ -22,7 +22,10 @@ layout once for the invariant pass and the fold) and with the partition part of 
 (``layout.build(cluster=False)``: the pipeline without invariants), the CPU seconds of each step, and
 whether the tables are equal.
 
-    python benchmarks/bench_fold.py --compiled --partitions 100000 [--repeat 5]
+    python benchmarks/bench_fold.py --compiled --partitions 100000 [--repeat 5] [--pipeline]
+
+``--pipeline`` adds ``pipeline.run`` (invariants on, the whole bronze input) with the compiled fold and with
+the NumPy fold patched in its place.
 """
 from __future__ import annotations
 
@@ -77,7 +80,7 @@ from benchmarks import inputs
 from controller_core.kernels import fold_pass, layout
 from controller_core.replay import SKIP
 from controller_core.vector.fold import fold_partitions
-partitions, events, repeat = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+partitions, events, repeat, pipeline_too = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1"
 table = inputs.bronze(inputs.fleet(partitions, events)[0])
 table = table.filter(pc.invert(pc.is_in(table.column("record_type"), pa.array(sorted(SKIP)))))
 gc.collect()
@@ -101,6 +104,14 @@ out["layout_partitions"], _ = timed(lambda steps: layout.build(table, cluster=Fa
 out["compiled_given_layout"], got = timed(lambda steps: fold_pass.fold(table, lay, timings=steps))
 out["compiled_with_layout"], got2 = timed(lambda steps: fold_pass.fold(table, layout.build(table, cluster=False),
                                                                       timings=steps))
+if pipeline_too:  # the whole pipeline.run (invariants on) with the compiled fold, and with the NumPy fold in its place
+    from controller_core import pipeline
+    raw = inputs.bronze(inputs.fleet(partitions, events)[0])
+    out["pipeline_compiled"], _ = timed(lambda steps: pipeline.run(raw))
+    real = fold_pass.fold
+    fold_pass.fold = lambda records, lay=None, timings=None: fold_pass.Fold(fold_partitions(records), 0)
+    out["pipeline_numpy_fold"], _ = timed(lambda steps: pipeline.run(raw))
+    fold_pass.fold = real
 out["equal"] = got.history.equals(want) and got2.history.equals(want)
 out["fallback_partitions"] = got.fallback_partitions
 out["output_rows"] = want.num_rows
@@ -157,6 +168,8 @@ def main() -> None:
     ap.add_argument("--scalar", type=int, default=200_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--compiled", action="store_true", help="the compiled fold against the NumPy fold")
+    ap.add_argument("--pipeline", action="store_true",
+                    help="with --compiled: also pipeline.run (invariants on) with either fold")
     args = ap.parse_args()
     from benchmarks import inputs
 
@@ -196,7 +209,7 @@ def main() -> None:
 
 
 def compiled(args) -> None:
-    r = _run(COMPILED, args.partitions, args.events, args.repeat)
+    r = _run(COMPILED, args.partitions, args.events, args.repeat, int(args.pipeline))
     n = r["rows"]
     print(f"{n:,} records folded (skipped types removed) into {r['output_rows']:,} history rows; one core; "
           f"best and median of {args.repeat} after a first call; tables equal: {r['equal']}; "
@@ -207,7 +220,11 @@ def compiled(args) -> None:
     for key, label in (("numpy", "NumPy fold (vector/fold.py)"), ("layout", "layout.build (full)"),
                        ("layout_partitions", "layout.build(cluster=False)"),
                        ("compiled_given_layout", "compiled fold, layout given"),
-                       ("compiled_with_layout", "compiled fold + partition layout")):
+                       ("compiled_with_layout", "compiled fold + partition layout"),
+                       ("pipeline_compiled", "pipeline.run, compiled fold"),
+                       ("pipeline_numpy_fold", "pipeline.run, NumPy fold in its place")):
+        if key not in r:
+            continue
         runs = r[key][1:]
         best = min(runs, key=lambda x: x["wall"])
         med = sorted(x["wall"] for x in runs)[len(runs) // 2]
