@@ -5,24 +5,27 @@
 tests compare it with, and ``fold.state_at`` the one definition of a state at a point.  It reads the dense
 layout of :mod:`.layout` (the one the invariant pass reads; the pipeline builds it once for both).
 
-Three compiled loops, no Python object in any of them (kernel-design.md):
+Two compiled loops, no Python object in either (kernel-design.md):
 
 1. **The fold** (:func:`_fold`), over the records in log order.  A partition's state is one fixed-width
-   line: whether it exists, and for each list field (replicas, isr, removing, adding, ELR, LastKnownElr)
-   the *row* whose list it holds (-1: ``[]``) -- §1.3 merge replaces a list whole, so a state's list is
-   always a recorded list or ``[]`` --, the row of its explicit directory list (-1: MIGRATING per
-   replica, §1.2-4), leader, leader recovery state and the two epochs.  PartitionRecord: the partition
-   exists, every field is written.  PartitionChangeRecord: merged (§1.3; epochs §1.3-1), or, for a
-   partition that does not exist, an *orphan* row with a null state.  RemoveTopicRecord: every existing
-   partition of the topic gets a *deleted* row (§1.4).  ClearElrRecord: every existing partition of the
-   named topic (the topic id the name has at that point; ``""`` = all) with a non-empty ELR or
-   LastKnownElr gets both cleared and its partition epoch bumped (§1.3-5).  Every row written is a copy
-   of the state line into preallocated buffers, in log order.
-2. **Grouping** (:func:`_group`): a counting sort of those rows by partition (topics in order of first
-   appearance, then partition id), stable, so rows stay in log order within a partition.
-3. **Columns** (:func:`_columns`), in output order: the integer columns, the list columns as offsets +
-   one flat values buffer each (lists copied from the layout's tape), directory codes, and
-   ``valid_to_offset`` by a backward scan of each partition's rows (the next non-orphan row's offset).
+   line of int32: whether it exists, leader, leader recovery state, the two epochs, and for each list
+   field (replicas, isr, removing, adding, ELR, LastKnownElr) the (start, length) of its value on the
+   layout's tape -- §1.3 merge replaces a list whole, so a state's list is always a recorded list or
+   ``[]`` --, then of its explicit directory list (start -1: MIGRATING per replica, §1.2-4).
+   PartitionRecord: the partition exists, every field is written.  PartitionChangeRecord: merged (§1.3;
+   epochs §1.3-1), or, for a partition that does not exist, an *orphan* row with a null state.
+   RemoveTopicRecord: every existing partition of the topic gets a *deleted* row (§1.4).  ClearElrRecord:
+   every existing partition of the named topic (the topic id the name has at that point; ``""`` = all) with
+   a non-empty ELR or LastKnownElr gets both cleared and its partition epoch bumped (§1.3-5).  Each history
+   row is a copy of the state line, written straight to its place in the output: rows are grouped by
+   partition (topics in order of first appearance, then partition id) and in log order within one, so the
+   place is the partition's first row + the rows it has had so far.  Each partition's row count is known
+   beforehand: one per PartitionRecord / PartitionChangeRecord, or, when the log has RemoveTopic or
+   ClearElr records, counted by a first run of the same loop that writes nothing.
+2. **Columns** (:func:`_columns`), over the rows in output order (sequential): the integer columns, the
+   list columns as int32 offsets + one flat values buffer each (lists copied from the tape), directory
+   codes, and ``valid_to_offset`` by a backward scan of each partition's rows (the next non-orphan row's
+   offset; orphans have none).
 
 Strings are made once per distinct value: topic ids, record types and directory ids are dictionary codes
 turned into Arrow strings by a ``take`` (the NumPy fold's own helpers).
@@ -62,8 +65,8 @@ class Fold(NamedTuple):
 
 # A partition's state line (int32): whether it exists, leader, leader recovery state, the two epochs, and
 # (tape start, length) of each list of layout.LISTS, then of its explicit directory list (start -1: MIGRATING
-# per replica).  A history row: the partition, its kind and state flag, then the
-# state line's values; its offset goes to a separate int64 array.
+# per replica).  A history row: the partition, its kind and state flag, then the state line's values; its
+# offset goes to a separate int64 array.
 _S_LIVE, _S_LEADER, _S_LRS, _S_LE, _S_PE, _S_LISTS = 0, 1, 2, 3, 4, 5
 _S_WIDTH = _S_LISTS + 14
 _R_PART, _R_KIND, _R_FLAG, _R_STATE = 0, 1, 2, 3
@@ -375,9 +378,9 @@ def fold(records: pa.Table, lay: L.Layout | None = None, timings: dict | None = 
     O = np.empty(m, np.int64)
     _fold(*args, at, R, O, False)
     clock("fold loop (rows to their output place)")
-    (topic_code, pid, kind_o, valid, deleted, orphan, leader, lrs, le, pe, off, v_rep, v_isr, v_rm, v_ad,
-     v_elr, v_lke, v_dir, valid_to, has_next, fits) = _columns(R, O, lay.tape, lay.dir_codes, lay.dir_mig, lay.part_topic,
-                                                         lay.part_id)
+    (topic_code, pid, kind_o, valid, deleted, orphan, leader, lrs, le, pe, off, v_rep, v_isr, v_rm, v_ad, v_elr,
+     v_lke, v_dir, valid_to, has_next, fits) = _columns(R, O, lay.tape, lay.dir_codes, lay.dir_mig, lay.part_topic,
+                                                       lay.part_id)
     del R
     clock("columns loop")
     if not fits:  # beyond int32 list offsets: the NumPy fold (which chunks strings)

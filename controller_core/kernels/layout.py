@@ -99,7 +99,8 @@ def _ints(col, fill) -> np.ndarray:
     return to_numpy(pc.fill_null(col.cast(pa.int64()), fill), np.int64)
 
 
-def col_chunks(col: pa.ChunkedArray) -> list:
+def _chunks(col: pa.ChunkedArray) -> list:
+    """The non-empty chunks of a column."""
     return [c for c in col.chunks if len(c)]
 
 
@@ -113,8 +114,9 @@ def _refs(offs, valid, has_nulls, lists, row0, at, base):
 
 
 def _fill_refs(chunks: list, lists: np.ndarray, at: int, base: int, tape_parts: list | None) -> int:
-    """(start, length or -1 for null) of each row's list into its column's flattened values, chunk by chunk, written into ``lists[:, at:at + 2]`` (values appended to
-    ``tape_parts`` as the joined chunks would hold them: each chunk's referenced range); returns the new base."""
+    """(start, length or -1 for null) of each row's list into its column's flattened values, chunk by chunk,
+    written into ``lists[:, at:at + 2]``; the values are appended to ``tape_parts`` as the joined chunks would
+    hold them (each chunk's referenced range).  Returns the new base."""
     row0 = 0
     none = np.zeros(0, np.bool_)
     for c in chunks:
@@ -201,14 +203,14 @@ def build(records: pa.Table, cluster: bool = True) -> Layout:
     ints[:, 3] = np.where(is_p, _ints(records.column("leader_recovery_state"), 0),
                           _ints(records.column("leader_recovery_state"), -1))
     refs = np.empty((n, 2), np.int64)
-    _fill_refs(col_chunks(records.column("directories")), refs, 0, 0, None)
+    _fill_refs(_chunks(records.column("directories")), refs, 0, 0, None)
     ints[:, 4] = refs[:, 1]
     ints[:, 5] = 0
 
     lists = np.empty((n, 12), np.int64)
     tape_parts, base = [], 0
     for k, col in enumerate(LISTS):
-        base = _fill_refs(col_chunks(records.column(col)), lists, 2 * k, base, tape_parts)
+        base = _fill_refs(_chunks(records.column(col)), lists, 2 * k, base, tape_parts)
     tape = np.concatenate(tape_parts) if tape_parts else np.zeros(0, np.int32)
 
     offset = _ints(records.column("offset"), 0)
