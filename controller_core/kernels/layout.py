@@ -121,6 +121,7 @@ def _fill_refs(chunks: list, lists: np.ndarray, at: int, base: int, tape_parts: 
     none = np.zeros(0, np.bool_)
     for c in chunks:
         offs = np.frombuffer(c.buffers()[1], np.int32, count=len(c) + 1, offset=4 * c.offset)
+        offs.flags.writeable = False  # always read-only: one compiled signature, whatever the buffer allows
         has_nulls = c.null_count > 0
         valid = c.is_valid().to_numpy(zero_copy_only=False) if has_nulls else none
         _refs(offs, valid, has_nulls, lists, row0, at, base)
