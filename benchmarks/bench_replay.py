@@ -7,7 +7,8 @@ bronze rows and split by topic into groups, as the Spark job processes partition
 topics' records plus every cluster-level record).  The events are what Kafka's controller writes for
 bounces (controlled shutdown, restart), crashes, session timeouts and network partitions (fences with
 their ISR removals and leader moves, unfences, the followers' AlterPartition catch-ups) and preferred
-elections (controller-rules §2).  Per group the replay pipeline (controller_core/pipeline.run) folds,
+elections (controller-rules §2).  Per group the replay pipeline (controller_core/pipeline.run) folds (the
+compiled fold, kernels/fold_pass.py; ``bench_fold.py --compiled`` compares it with the NumPy fold),
 recomputes every change (partitions it cannot explain go to the scalar reference) and dates the history;
 ``--invariants`` adds the §4 checks.  Printed: records/s, the partitions left to the scalar path,
 divergences, peak RSS, and the scalar reference (verify_batches) on a slice for the speed ratio.
@@ -40,7 +41,8 @@ def main(argv=None) -> int:
     ap.add_argument("--scalar-slice", type=int, default=20000,
                     help="partitions of the smaller fleet replayed by the scalar reference")
     args = ap.parse_args(argv)
-    totals = {"records": 0, "changes": 0, "core": 0.0, "gen": 0.0, "scalar": 0, "div": 0, "breaches": 0}
+    totals = {"records": 0, "changes": 0, "core": 0.0, "gen": 0.0, "scalar": 0, "div": 0, "breaches": 0,
+              "fold_fallback": 0}
     t0 = time.perf_counter()
     groups = inputs.topic_groups(inputs.bronze(inputs.fleet(args.partitions, args.events)[0]), args.groups)
     totals["gen"] += time.perf_counter() - t0
@@ -52,6 +54,7 @@ def main(argv=None) -> int:
         totals["records"] += table.num_rows
         totals["changes"] += rep.partition_changes
         totals["scalar"] += rep.scalar_partitions
+        totals["fold_fallback"] += rep.fold_fallback_partitions
         totals["div"] += rep.divergences.num_rows
         totals["breaches"] += rep.breaches.num_rows
         totals["core"] += t2 - t1
@@ -62,7 +65,8 @@ def main(argv=None) -> int:
     what = "fold + recompute + invariants" if args.invariants else "fold + recompute + dating, no invariants"
     print(f"\n{args.partitions:,} partitions, {rec:,} records ({ch:,} PartitionChangeRecords) in {args.groups} groups")
     print(f"pipeline  {rec / totals['core']:>14,.0f} records/s ({what}, one core)")
-    print(f"scalar path: {totals['scalar']} partitions; divergences {totals['div']}; breaches {totals['breaches']}")
+    print(f"scalar path: {totals['scalar']} partitions; divergences {totals['div']}; breaches {totals['breaches']}; "
+          f"partitions the compiled fold left to the NumPy fold: {totals['fold_fallback']}")
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB; "
           f"simulation (cached) and decoding to bronze rows {totals['gen']:.1f} s (not counted)")
     # the scalar reference and the pipeline on the same smaller cluster

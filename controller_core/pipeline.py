@@ -8,7 +8,10 @@ recompute, the invariant breaches of controller-rules §4, and the cluster image
 
 Steps, in order:
 
-1. fold every partition's records into its state history (:mod:`controller_core.vector.fold`);
+1. fold every partition's records into its state history in one compiled pass
+   (:mod:`controller_core.kernels.fold_pass`, over the dense layout of :mod:`controller_core.kernels.layout`
+   that step 4 reads too; its result equals :mod:`controller_core.vector.fold`, the reference, which takes
+   the input the pass does not -- counted in ``Replay.fold_fallback_partitions``);
 2. build the broker and topic timelines from the few cluster-level records (:mod:`controller_core.timelines`);
 3. recompute every PartitionChangeRecord from its trigger, vectorized (:mod:`controller_core.vector.explain`);
    the partitions holding a record the vectorized builder cannot reproduce go to the scalar reference
@@ -21,7 +24,7 @@ Steps, in order:
 Callers: ``verify``, ``describe``, ``audit --log-dir`` / ``plan --log-dir`` (:func:`from_log_dir`), the
 Spark replay (one call per partition bucket inside the executors) and the benchmarks.
 
-Pure NumPy/Arrow; never imports Spark or Delta.
+Pure NumPy/Arrow/numba; never imports Spark or Delta.
 """
 from __future__ import annotations
 
@@ -36,6 +39,7 @@ import pyarrow.compute as pc
 from controller_core import timelines
 from controller_core.codec.arrowutil import from_numpy, to_numpy
 from controller_core.image import Cluster
+from controller_core.kernels import fold_pass, layout
 from controller_core.kernels import invariants as invariant_pass
 from controller_core.replay import SKIP, nothing_to_replay, read_log_dir
 from controller_core.vector import fold
@@ -72,6 +76,7 @@ class Replay:
     records: int = 0  # records replayed (NoOps and markers included)
     partition_changes: int = 0  # PartitionChangeRecords recomputed
     scalar_partitions: int = 0  # partitions handed to the scalar reference
+    fold_fallback_partitions: int = 0  # partitions the compiled fold left to the NumPy fold (kernels/fold_pass.py)
     trigger_counts: dict[str, int] = field(default_factory=dict)  # how often each trigger explained a record
     start_offset: int = 0  # first log offset replayed after the starting snapshot (0: none)
     quarantine: list = field(default_factory=list)  # spans of the input that could not be decoded (from_log_dir)
@@ -91,14 +96,16 @@ def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool
     records = records.filter(pc.invert(pc.is_in(records.column("record_type"), pa.array(sorted(SKIP)))))
     snaps = frozenset(pc.unique(records.column("source_file").filter(
         pc.equal(records.column("source_kind"), SNAPSHOT))).to_pylist())
-    history = fold.fold_partitions(records)
+    lay = layout.build(records, cluster=invariants)  # one layout for the compiled fold and the invariant pass
+    folded = fold_pass.fold(records, lay)
+    history = folded.history
     image = Cluster(elr_override=elr_override)
     brokers, topics = timelines.build(cluster_level_recs(records), image, rejected)
     if rejected is not None:
         _orphans(history, records, rejected)
     exp = explain(records, history, brokers, topics)
     todo, divergences, labels = _scalar_fallback(records, exp, elr_override, snaps)
-    found = invariant_pass.check(records, elr_override) if invariants else []
+    found = invariant_pass.check(records, elr_override, lay) if invariants else []
     if context_topics:
         divergences, found, exp, history = _drop_context(context_topics, divergences, found, exp, history)
 
@@ -107,7 +114,8 @@ def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool
               if not item["values"].endswith("?")}
     return Replay(history=date_history(history, records, triggers), brokers=brokers, topics=topics,
                   divergences=divergence_table(divergences), breaches=breach_table(found), image=image, explained=exp,
-                  records=total, partition_changes=len(exp), scalar_partitions=len(todo), trigger_counts=counts)
+                  records=total, partition_changes=len(exp), scalar_partitions=len(todo), trigger_counts=counts,
+                  fold_fallback_partitions=folded.fallback_partitions)
 
 
 # what the audit reads of every segment record (NoOps and control records included): the clock an "as of"

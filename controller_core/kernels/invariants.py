@@ -25,10 +25,12 @@ _WHAT = {layout.REG_CHANGE: "BrokerRegistrationChangeRecord", layout.FENCE: "Fen
          layout.UNFENCE: "UnfenceBrokerRecord", layout.UNREGISTER: "UnregisterBrokerRecord"}
 
 
-def check(records: pa.Table, elr_override: bool | None = None) -> list[Breach]:
-    """The invariant breaches of ``records`` (bronze rows in replay order, skipped types removed)."""
-    lay = layout.build(records)
-    offsets = to_numpy(records.column("offset"), np.int64) if records.num_rows else np.zeros(0, np.int64)
+def check(records: pa.Table, elr_override: bool | None = None, lay: layout.Layout | None = None) -> list[Breach]:
+    """The invariant breaches of ``records`` (bronze rows in replay order, skipped types removed); ``lay``:
+    their layout, if built already (the pipeline builds it once for the fold and this pass)."""
+    if lay is None:
+        lay = layout.build(records)
+    offsets = lay.offset if lay.offset is not None else np.zeros(0, np.int64)
     stream = K.check(lay.kind, lay.batch, lay.snapshot, lay.topic, lay.part, lay.name, lay.ints, lay.lists,
                      lay.tape, lay.broker, lay.bints, lay.cfg, offsets, lay.part_topic, lay.part_id, lay.topic_p0,
                      lay.topic_parts, lay.topic_parts_at, lay.broker_ids, lay.broker_slot_ids, lay.default_slot,

@@ -20,9 +20,10 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from numba import njit
 
 from controller_core.codec.arrowutil import to_numpy
-from controller_core.image import MIN_ISR, UNCLEAN, min_isr_value
+from controller_core.image import MIGRATING, MIN_ISR, UNCLEAN, min_isr_value
 
 # record kinds the invariant pass dispatches on
 (OTHER, TOPIC, REMOVE_TOPIC, PARTITION, CHANGE, CLEAR_ELR, CONFIG, FEATURE, LEADER_CHANGE, ZK_MIGRATION, REGISTER,
@@ -75,12 +76,22 @@ class Layout:
     values: list  # config value index -> string
     n_names: int
     n_bslots: int
+    # for the fold (kernels/fold_pass.py)
+    offset: np.ndarray | None = None  # int64 per row
+    topic_dict: pa.Array | None = None  # dense topic index -> topic id, as Arrow strings
+    # directories, read only when a pass asks for them (:func:`with_directories`)
+    dir_start: np.ndarray | None = None  # int64 per row into dir_codes (length: ints[:, 4], -1 null)
+    dir_codes: np.ndarray | None = None  # int32 codes into dir_dict
+    dir_dict: pa.Array | None = None  # distinct directory ids; always holds MIGRATING
+    dir_mig: int = -1  # code of MIGRATING in dir_dict
 
 
-def _dense(col: pa.ChunkedArray) -> tuple[np.ndarray, list]:
-    """(index per row, -1 for null; the distinct values) of a string column."""
+def _dense(col: pa.ChunkedArray, arrow: bool = False):
+    """(index per row, -1 for null; the distinct values) of a string column (and the values as Arrow)."""
     enc = col.combine_chunks().dictionary_encode() if len(col) else pa.array([], pa.string()).dictionary_encode()
     idx = pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int32)
+    if arrow:
+        return idx, enc.dictionary.to_pylist(), enc.dictionary
     return idx, enc.dictionary.to_pylist()
 
 
@@ -88,17 +99,38 @@ def _ints(col, fill) -> np.ndarray:
     return to_numpy(pc.fill_null(col.cast(pa.int64()), fill), np.int64)
 
 
-def _list_refs(col: pa.ChunkedArray, base: int, with_values: bool = True):
-    """(start, length or -1 for null) per row into the list's flattened values, plus those values."""
-    arr = col.combine_chunks()
-    if isinstance(arr, pa.ChunkedArray):  # an empty table
-        arr = pa.array([], col.type)
-    offsets = arr.offsets.to_numpy().astype(np.int64)
-    values = arr.values.to_numpy(zero_copy_only=False).astype(np.int32) if with_values else None
-    start = offsets[:-1] + base
-    length = np.diff(offsets)
-    length[arr.is_null().to_numpy(zero_copy_only=False)] = -1
-    return start, length, values
+def _chunks(col: pa.ChunkedArray) -> list:
+    """The non-empty chunks of a column."""
+    return [c for c in col.chunks if len(c)]
+
+
+@njit(cache=True)
+def _refs(offs, valid, has_nulls, lists, row0, at, base):
+    """(start, length or -1 for null) of each list of one chunk into ``lists[row0:, at:at + 2]``."""
+    lo = offs[0]
+    for r in range(len(offs) - 1):
+        lists[row0 + r, at] = base + offs[r] - lo
+        lists[row0 + r, at + 1] = offs[r + 1] - offs[r] if not has_nulls or valid[r] else -1
+
+
+def _fill_refs(chunks: list, lists: np.ndarray, at: int, base: int, tape_parts: list | None) -> int:
+    """(start, length or -1 for null) of each row's list into its column's flattened values, chunk by chunk,
+    written into ``lists[:, at:at + 2]``; the values are appended to ``tape_parts`` as the joined chunks would
+    hold them (each chunk's referenced range).  Returns the new base."""
+    row0 = 0
+    none = np.zeros(0, np.bool_)
+    for c in chunks:
+        offs = np.frombuffer(c.buffers()[1], np.int32, count=len(c) + 1, offset=4 * c.offset)
+        offs.flags.writeable = False  # always read-only: one compiled signature, whatever the buffer allows
+        has_nulls = c.null_count > 0
+        valid = c.is_valid().to_numpy(zero_copy_only=False) if has_nulls else none
+        _refs(offs, valid, has_nulls, lists, row0, at, base)
+        lo, hi = int(offs[0]), int(offs[-1])
+        if tape_parts is not None:
+            tape_parts.append(np.asarray(c.values.slice(lo, hi - lo).to_numpy(zero_copy_only=False), np.int32))
+        base += hi - lo
+        row0 += len(c)
+    return base
 
 
 def _canonical_int(name) -> int:
@@ -109,28 +141,38 @@ def _canonical_int(name) -> int:
     return v if str(v) == name else MISSING
 
 
-def build(records: pa.Table) -> Layout:
-    """The layout of ``records`` (bronze rows in replay order, skipped record types already removed)."""
+def _partitions(topic: np.ndarray, pid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(topic << 32 | pid, return_inverse=True)``: the distinct (topic, partition id) keys, sorted,
+    and each row's index among them; without a sort when the keys are dense (topics x partition ids within a
+    few times the rows)."""
+    keys = topic.astype(np.int64) * (1 << 32) + pid
+    if not len(keys):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    width = int(pid.max()) + 1
+    span = (int(topic.max()) + 1) * width
+    if span > 4 * len(keys) + 1024:
+        return np.unique(keys, return_inverse=True)
+    dense = topic.astype(np.int64) * width + pid
+    present = np.zeros(span, bool)
+    present[dense] = True
+    slots = np.flatnonzero(present)
+    index = np.cumsum(present) - 1
+    return (slots // width) * (1 << 32) + slots % width, index[dense]
+
+
+def build(records: pa.Table, cluster: bool = True) -> Layout:
+    """The layout of ``records`` (bronze rows in replay order, skipped record types already removed).
+    ``cluster=False``: the partition fields only (what the fold reads); the batch, broker and config fields
+    the invariant pass reads are None."""
     n = records.num_rows
-    kind = np.zeros(n, np.int8)
     codes, types = _dense(records.column("record_type"))
-    for i, t in enumerate(types):
-        kind[codes == i] = KINDS.get(t, OTHER)
+    kind = np.array([KINDS.get(t, OTHER) for t in types] + [OTHER], np.int8)[codes]  # code -1 (null): OTHER
 
-    files, _ = _dense(records.column("source_file"))
-    bbo = _ints(records.column("batch_base_offset"), -1)
-    new_batch = np.ones(n, bool)
-    if n > 1:
-        new_batch[1:] = (files[1:] != files[:-1]) | (bbo[1:] != bbo[:-1])
-    batch = np.cumsum(new_batch) - 1
-    snapshot = to_numpy(pc.fill_null(pc.ends_with(records.column("source_file"), ".checkpoint"), False), bool)
-
-    topic, topic_ids = _dense(records.column("topic_id"))
+    topic, topic_ids, topic_dict = _dense(records.column("topic_id"), arrow=True)
     pid = _ints(records.column("partition_id"), -1)
     is_part = (kind == PARTITION) | (kind == CHANGE)
     has_part = is_part & (topic >= 0) & (pid >= 0)
-    keys = topic.astype(np.int64) * (1 << 32) + pid
-    uniq, inv = np.unique(keys[has_part], return_inverse=True)
+    uniq, inv = _partitions(topic[has_part], pid[has_part])
     part = np.full(n, -1, np.int32)
     part[has_part] = inv
     part_topic = (uniq >> 32).astype(np.int32)
@@ -161,19 +203,41 @@ def build(records: pa.Table) -> Layout:
     ints[:, 2] = _ints(records.column("partition_epoch"), -1)
     ints[:, 3] = np.where(is_p, _ints(records.column("leader_recovery_state"), 0),
                           _ints(records.column("leader_recovery_state"), -1))
-    dirs = records.column("directories")
-    ints[:, 4] = _list_refs(dirs, 0, with_values=False)[1]
+    refs = np.empty((n, 2), np.int64)
+    _fill_refs(_chunks(records.column("directories")), refs, 0, 0, None)
+    ints[:, 4] = refs[:, 1]
     ints[:, 5] = 0
 
     lists = np.empty((n, 12), np.int64)
     tape_parts, base = [], 0
     for k, col in enumerate(LISTS):
-        start, length, values = _list_refs(records.column(col), base)
-        lists[:, 2 * k] = start
-        lists[:, 2 * k + 1] = length
-        tape_parts.append(values)
-        base += len(values)
+        base = _fill_refs(_chunks(records.column(col)), lists, 2 * k, base, tape_parts)
     tape = np.concatenate(tape_parts) if tape_parts else np.zeros(0, np.int32)
+
+    offset = _ints(records.column("offset"), 0)
+    parts = dict(kind=kind, topic=topic, part=part, name=name, ints=ints, lists=lists, tape=tape, part_topic=part_topic,
+                 part_id=part_id, topic_p0=topic_p0, topic_parts=order, topic_parts_at=topic_parts_at,
+                 topic_ids=topic_ids, names=names, n_names=max(len(names), 1), offset=offset, topic_dict=topic_dict)
+    if not cluster:
+        return Layout(**parts, **dict.fromkeys(_CLUSTER_FIELDS))
+    return Layout(**parts, **_cluster(records, kind, name, ints, cfg_type, res_name))
+
+
+_CLUSTER_FIELDS = ("batch", "snapshot", "broker", "bints", "cfg", "broker_ids", "broker_slot_ids", "default_slot",
+                   "unclean_true", "values", "n_bslots")
+
+
+def _cluster(records: pa.Table, kind: np.ndarray, name: np.ndarray, ints: np.ndarray, cfg_type: np.ndarray,
+             res_name) -> dict:
+    """The batches and the broker, config, feature and controller fields (the invariant pass reads them)."""
+    n = records.num_rows
+    files, _ = _dense(records.column("source_file"))
+    bbo = _ints(records.column("batch_base_offset"), -1)
+    new_batch = np.ones(n, bool)
+    if n > 1:
+        new_batch[1:] = (files[1:] != files[:-1]) | (bbo[1:] != bbo[:-1])
+    batch = np.cumsum(new_batch) - 1
+    snapshot = to_numpy(pc.fill_null(pc.ends_with(records.column("source_file"), ".checkpoint"), False), bool)
 
     # brokers
     is_broker = (kind >= REGISTER) & (kind <= UNREGISTER)
@@ -195,7 +259,8 @@ def build(records: pa.Table) -> Layout:
     aux = ints[:, 5]
     raw = np.flatnonzero((kind == REG_CHANGE) | (kind == ZK_MIGRATION))
     if len(raw):
-        texts = records.column("data_json").take(pa.array(raw)).to_pylist()
+        col = records.column("data_json")  # a few rows: ChunkedArray.take would first join every chunk
+        texts = [col[int(i)].as_py() for i in raw] if len(raw) < 4096 else col.take(pa.array(raw)).to_pylist()
         for i, text in zip(raw, texts):
             d = json.loads(text) if text else {}
             if kind[i] == REG_CHANGE:
@@ -233,9 +298,30 @@ def build(records: pa.Table) -> Layout:
     slot_ids = np.array([_canonical_int(s) for s in bres_names] or [0], np.int64)[:len(bres_names)]
     default = bres_names.index("") if "" in bres_names else -1
     unclean_true = np.array([t.strip().lower() == "true" for t in values] or [False], bool)
-    return Layout(kind=kind, batch=batch.astype(np.int64), snapshot=snapshot, topic=topic, part=part, name=name,
-                  ints=ints, lists=lists, tape=tape, broker=broker, bints=bints, cfg=cfg, part_topic=part_topic,
-                  part_id=part_id, topic_p0=topic_p0, topic_parts=order, topic_parts_at=topic_parts_at,
-                  broker_ids=broker_ids.astype(np.int64), broker_slot_ids=slot_ids, default_slot=default,
-                  unclean_true=unclean_true, topic_ids=topic_ids, names=names, values=values,
-                  n_names=max(len(names), 1), n_bslots=max(len(bres_names), 1))
+    return dict(batch=batch.astype(np.int64), snapshot=snapshot, broker=broker, bints=bints, cfg=cfg,
+                broker_ids=broker_ids.astype(np.int64), broker_slot_ids=slot_ids, default_slot=default,
+                unclean_true=unclean_true, values=values, n_bslots=max(len(bres_names), 1))
+
+
+def with_directories(lay: Layout, records: pa.Table) -> Layout:
+    """Fill the directory fields of ``lay`` (once): the ids of every row's directories as codes into one
+    dictionary that also holds MIGRATING (the fold writes MIGRATING lists of its own, §1.2-4)."""
+    if lay.dir_codes is not None:
+        return lay
+    arr = records.column("directories").combine_chunks() if records.num_rows else pa.array([], pa.list_(pa.string()))
+    if isinstance(arr, pa.ChunkedArray):
+        arr = pa.array([], pa.list_(pa.string()))
+    child = arr.values
+    if len(child):
+        enc = pc.dictionary_encode(child)
+        codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int32)
+        dictionary = enc.dictionary
+    else:
+        codes, dictionary = np.zeros(0, np.int32), pa.array([], pa.string())
+    mig = pc.index(dictionary, MIGRATING).as_py()
+    if mig < 0:
+        dictionary = pa.concat_arrays([dictionary, pa.array([MIGRATING], pa.string())])
+        mig = len(dictionary) - 1
+    lay.dir_start = arr.offsets.to_numpy().astype(np.int64)[:-1]  # into the unsliced child, as .values is
+    lay.dir_codes, lay.dir_dict, lay.dir_mig = codes, dictionary, int(mig)
+    return lay

@@ -1,0 +1,416 @@
+"""The partition fold in one compiled pass (numba): bronze rows → the history table of ``vector/fold.py``.
+
+``fold(records, lay)`` returns exactly what :func:`controller_core.vector.fold.fold_partitions` returns
+(same rows, same order, same values, ``fold.HISTORY_SCHEMA``); the NumPy fold stays the reference the
+tests compare it with, and ``fold.state_at`` the one definition of a state at a point.  It reads the dense
+layout of :mod:`.layout` (the one the invariant pass reads; the pipeline builds it once for both).
+
+Two compiled loops, no Python object in either (kernel-design.md):
+
+1. **The fold** (:func:`_fold`), over the records in log order.  A partition's state is one fixed-width
+   line of int32: whether it exists, leader, leader recovery state, the two epochs, and for each list
+   field (replicas, isr, removing, adding, ELR, LastKnownElr) the (start, length) of its value on the
+   layout's tape -- §1.3 merge replaces a list whole, so a state's list is always a recorded list or
+   ``[]`` --, then of its explicit directory list (start -1: MIGRATING per replica, §1.2-4).
+   PartitionRecord: the partition exists, every field is written.  PartitionChangeRecord: merged (§1.3;
+   epochs §1.3-1), or, for a partition that does not exist, an *orphan* row with a null state.
+   RemoveTopicRecord: every existing partition of the topic gets a *deleted* row (§1.4).  ClearElrRecord:
+   every existing partition of the named topic (the topic id the name has at that point; ``""`` = all) with
+   a non-empty ELR or LastKnownElr gets both cleared and its partition epoch bumped (§1.3-5).  Each history
+   row is a copy of the state line, written straight to its place in the output: rows are grouped by
+   partition (topics in order of first appearance, then partition id) and in log order within one, so the
+   place is the partition's first row + the rows it has had so far.  Each partition's row count is known
+   beforehand: one per PartitionRecord / PartitionChangeRecord, or, when the log has RemoveTopic or
+   ClearElr records, counted by a first run of the same loop that writes nothing.
+2. **Columns** (:func:`_columns`), over the rows in output order (sequential): the integer columns, the
+   list columns as int32 offsets + one flat values buffer each (lists copied from the tape), directory
+   codes, and ``valid_to_offset`` by a backward scan of each partition's rows (the next non-orphan row's
+   offset; orphans have none).
+
+Strings are made once per distinct value: topic ids, record types and directory ids are dictionary codes
+turned into Arrow strings by a ``take`` (the NumPy fold's own helpers).
+
+What the pass does not take -- a record of a partition with no topic id or partition id, a negative
+partition id, a null where the fold reads a recorded value (leader, leader recovery state, a
+PartitionRecord's epochs), a TopicRecord without topic id in a log with ClearElr -- sends the input to
+the NumPy fold, whose partitions are counted (``Fold.fallback_partitions``; 0 on every log the tests and
+benchmarks read).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from numba import njit
+
+from controller_core.codec.arrowutil import from_numpy
+from controller_core.kernels import layout as L
+from controller_core.kernels.layout import CHANGE, CLEAR_ELR, PARTITION, REMOVE_TOPIC, TOPIC
+from controller_core.vector import fold as F
+
+# output record kinds (fold.KIND_NAMES)
+_P, _C, _T, _X = F.P, F.C, F.T, F.X
+# a row's state: as folded, null because the change record's partition does not exist, null because deleted
+_LIVE, _ORPHAN, _DELETED = 0, 1, 2
+_DIRS = 6  # the directories' column in a state line's sources (after the six lists of layout.LISTS)
+_ELR, _LKE, _REPLICAS = L.E, L.K, L.R
+
+
+class Fold(NamedTuple):
+    history: pa.Table  # fold.HISTORY_SCHEMA
+    fallback_partitions: int  # partitions folded by the NumPy fold instead (the whole input, when any)
+
+
+# A partition's state line (int32): whether it exists, leader, leader recovery state, the two epochs, and
+# (tape start, length) of each list of layout.LISTS, then of its explicit directory list (start -1: MIGRATING
+# per replica).  A history row: the partition, its kind and state flag, then the state line's values; its
+# offset goes to a separate int64 array.
+_S_LIVE, _S_LEADER, _S_LRS, _S_LE, _S_PE, _S_LISTS = 0, 1, 2, 3, 4, 5
+_S_WIDTH = _S_LISTS + 14
+_R_PART, _R_KIND, _R_FLAG, _R_STATE = 0, 1, 2, 3
+_R_WIDTH = _R_STATE + _S_WIDTH - 1  # the state line without its "exists" word
+
+
+# ----------------------------------------------------------------------------------------- 1. fold
+@njit(cache=True, inline="always")
+def _has_real(row, ints, dir_start, dir_codes, mig):
+    """Row ``row``'s directories name a directory other than MIGRATING (§1.2-4)."""
+    n = ints[row, 4]
+    s = dir_start[row]
+    for q in range(n):
+        if dir_codes[s + q] != mig:
+            return True
+    return False
+
+
+@njit(cache=True, inline="always")
+def _set_dirs(S, p, i, ints, dir_start, dir_codes, mig):
+    """Directories written by row ``i``: explicit if they name a real directory, else MIGRATING per replica."""
+    if _has_real(i, ints, dir_start, dir_codes, mig):
+        S[p, _S_LISTS + 12] = dir_start[i]
+        S[p, _S_LISTS + 13] = ints[i, 4]
+    else:
+        S[p, _S_LISTS + 12] = -1
+        S[p, _S_LISTS + 13] = 0
+
+
+@njit(cache=True, inline="always")
+def _emit(S, p, kind, flag, offset, at, R, O, count):
+    """One history row of partition ``p``: counted (``count``), or written at the partition's next position."""
+    w = at[p]
+    at[p] = w + 1
+    if count:
+        return
+    R[w, _R_PART] = p
+    R[w, _R_KIND] = kind
+    R[w, _R_FLAG] = flag
+    O[w] = offset
+    if flag == _LIVE:
+        for f in range(1, _S_WIDTH):
+            R[w, _R_STATE + f - 1] = S[p, f]
+
+
+@njit(cache=True)
+def _fold(order, kind, topic, part, name, ints, lists, offsets, dir_start, dir_codes, mig, topic_parts,
+          topic_parts_at, n_names, at, R, O, count):
+    """Pass 1 (see the module docstring), in log order.  ``count``: only count each partition's rows into
+    ``at``; else write each row into ``R`` and its offset into ``O`` at ``at[p]`` (the partition's next output
+    position)."""
+    n_parts = len(at)
+    S = np.zeros((n_parts, _S_WIDTH), np.int32)
+    name_topic = np.full(n_names, -1, np.int32)
+    for j in range(len(order)):
+        i = order[j]
+        k = kind[i]
+        if k == CHANGE:
+            p = part[i]
+            if S[p, _S_LIVE] == 0:  # §1.3-2: a change of a partition that does not exist
+                _emit(S, p, _C, _ORPHAN, offsets[i], at, R, O, count)
+                continue
+            for f in range(6):  # §1.3 merge: a list is replaced when the record carries it (null: unchanged)
+                n = lists[i, 2 * f + 1]
+                if n >= 0:
+                    S[p, _S_LISTS + 2 * f] = lists[i, 2 * f]
+                    S[p, _S_LISTS + 2 * f + 1] = n
+            if ints[i, 4] >= 0:  # directories written
+                _set_dirs(S, p, i, ints, dir_start, dir_codes, mig)
+            else:
+                n = lists[i, 2 * _REPLICAS + 1]  # replicas without directories: explicit only if same length
+                if n >= 0 and S[p, _S_LISTS + 12] >= 0 and S[p, _S_LISTS + 13] != n:
+                    S[p, _S_LISTS + 12] = -1
+                    S[p, _S_LISTS + 13] = 0
+            if ints[i, 0] != -2:  # §1.3-1: any leader value bumps the leader epoch
+                S[p, _S_LEADER] = ints[i, 0]
+                S[p, _S_LE] += 1
+            if ints[i, 3] != -1:
+                S[p, _S_LRS] = ints[i, 3]
+            S[p, _S_PE] += 1
+            _emit(S, p, _C, _LIVE, offsets[i], at, R, O, count)
+        elif k == PARTITION:
+            p = part[i]
+            S[p, _S_LIVE] = 1
+            S[p, _S_LEADER] = ints[i, 0]
+            S[p, _S_LRS] = ints[i, 3]
+            S[p, _S_LE] = ints[i, 1]
+            S[p, _S_PE] = ints[i, 2]
+            for f in range(6):  # a null list is []
+                n = lists[i, 2 * f + 1]
+                S[p, _S_LISTS + 2 * f] = lists[i, 2 * f] if n >= 0 else 0
+                S[p, _S_LISTS + 2 * f + 1] = n if n >= 0 else 0
+            _set_dirs(S, p, i, ints, dir_start, dir_codes, mig)
+            _emit(S, p, _P, _LIVE, offsets[i], at, R, O, count)
+        elif k == TOPIC:
+            if name[i] >= 0:
+                name_topic[name[i]] = topic[i]
+        elif k == REMOVE_TOPIC:
+            t = topic[i]
+            if t < 0:
+                continue
+            for q in range(topic_parts_at[t], topic_parts_at[t + 1]):
+                p = topic_parts[q]
+                if S[p, _S_LIVE] != 0:  # §1.4: the partition is deleted
+                    S[p, _S_LIVE] = 0
+                    _emit(S, p, _T, _DELETED, offsets[i], at, R, O, count)
+        elif k == CLEAR_ELR:
+            lo, hi = 0, n_parts  # "" or absent: every topic
+            if name[i] >= 0:
+                t = name_topic[name[i]]
+                if t < 0:
+                    continue
+                lo, hi = topic_parts_at[t], topic_parts_at[t + 1]
+            for q in range(lo, hi):
+                p = topic_parts[q]
+                if S[p, _S_LIVE] != 0 and (S[p, _S_LISTS + 2 * _ELR + 1] > 0 or S[p, _S_LISTS + 2 * _LKE + 1] > 0):
+                    S[p, _S_LISTS + 2 * _ELR + 1] = 0  # §1.3-5: both cleared, partition epoch bumped
+                    S[p, _S_LISTS + 2 * _LKE + 1] = 0
+                    S[p, _S_PE] += 1
+                    _emit(S, p, _X, _LIVE, offsets[i], at, R, O, count)
+
+
+# -------------------------------------------------------------------------------------- 2. columns
+@njit(cache=True, inline="always")
+def _copy(out, w, n, src, a):
+    for q in range(n):
+        out[w + q] = src[a + q]
+
+
+@njit(cache=True)
+def _columns(R, offset, tape, dir_codes, mig, part_topic, part_id):
+    """Pass 2: the columns of the rows ``R`` (in output order).  List columns as offsets [7, m + 1] and one
+    values array per list (the directories as codes); valid_to_offset from a backward scan of each
+    partition's rows."""
+    m = len(R)
+    topic_code = np.empty(m, np.int32)
+    pid = np.empty(m, np.int32)
+    kind = np.empty(m, np.int8)
+    valid = np.empty(m, np.bool_)
+    deleted = np.empty(m, np.bool_)
+    orphan = np.empty(m, np.bool_)
+    leader = np.zeros(m, np.int32)
+    lrs = np.zeros(m, np.int8)
+    le = np.zeros(m, np.int32)
+    pe = np.zeros(m, np.int32)
+    off = np.empty((7, m + 1), np.int32)
+    total = np.zeros(7, np.int64)  # int32 list offsets: the caller checks that no total reaches 2**31
+    L0 = _R_STATE + _S_LISTS - 1
+    for f in range(7):
+        off[f, 0] = 0
+    for j in range(m):
+        p = R[j, _R_PART]
+        topic_code[j] = part_topic[p]
+        pid[j] = part_id[p]
+        kind[j] = R[j, _R_KIND]
+        fl = R[j, _R_FLAG]
+        valid[j] = fl == _LIVE
+        deleted[j] = fl == _DELETED
+        orphan[j] = fl == _ORPHAN
+        if fl == _LIVE:
+            leader[j] = R[j, _R_STATE + _S_LEADER - 1]
+            lrs[j] = R[j, _R_STATE + _S_LRS - 1]
+            le[j] = R[j, _R_STATE + _S_LE - 1]
+            pe[j] = R[j, _R_STATE + _S_PE - 1]
+            for f in range(6):
+                total[f] += R[j, L0 + 2 * f + 1]
+            total[_DIRS] += R[j, L0 + 13] if R[j, L0 + 12] >= 0 else R[j, L0 + 1]  # MIGRATING per replica
+        for f in range(7):
+            off[f, j + 1] = total[f]
+    if total.max() >= 2**31:
+        m = 0  # nothing copied: the caller sees the totals and folds with the NumPy fold
+        for f in range(7):
+            total[f] = 0
+    v_rep = np.empty(total[0], np.int32)
+    v_isr = np.empty(total[1], np.int32)
+    v_rm = np.empty(total[2], np.int32)
+    v_ad = np.empty(total[3], np.int32)
+    v_elr = np.empty(total[4], np.int32)
+    v_lke = np.empty(total[5], np.int32)
+    v_dir = np.empty(total[_DIRS], np.int32)
+    for j in range(m):
+        if not valid[j]:
+            continue
+        _copy(v_rep, off[0, j], off[0, j + 1] - off[0, j], tape, R[j, L0])
+        _copy(v_isr, off[1, j], off[1, j + 1] - off[1, j], tape, R[j, L0 + 2])
+        _copy(v_rm, off[2, j], off[2, j + 1] - off[2, j], tape, R[j, L0 + 4])
+        _copy(v_ad, off[3, j], off[3, j + 1] - off[3, j], tape, R[j, L0 + 6])
+        _copy(v_elr, off[4, j], off[4, j + 1] - off[4, j], tape, R[j, L0 + 8])
+        _copy(v_lke, off[5, j], off[5, j + 1] - off[5, j], tape, R[j, L0 + 10])
+        w = off[_DIRS, j]
+        n = off[_DIRS, j + 1] - w
+        if R[j, L0 + 12] >= 0:
+            _copy(v_dir, w, n, dir_codes, R[j, L0 + 12])
+        else:
+            for q in range(n):
+                v_dir[w + q] = mig
+    # valid_to_offset: the offset of the partition's next row that is not an orphan (orphans have none)
+    valid_to = np.zeros(m, np.int64)
+    has_next = np.zeros(m, np.bool_)
+    nxt = -1
+    for j in range(m - 1, -1, -1):
+        if j == m - 1 or R[j, _R_PART] != R[j + 1, _R_PART]:
+            nxt = -1
+        if orphan[j]:
+            continue
+        if nxt >= 0:
+            valid_to[j] = offset[nxt]
+            has_next[j] = True
+        nxt = j
+    return (topic_code, pid, kind, valid, deleted, orphan, leader, lrs, le, pe, off, v_rep, v_isr, v_rm,
+            v_ad, v_elr, v_lke, v_dir, valid_to, has_next, m == len(R))
+
+
+# ------------------------------------------------------------------------------------------ Python
+def _list_array(off: np.ndarray, vals: np.ndarray, valid: np.ndarray) -> pa.Array:
+    """list<int32> over the int32 offsets and values as they are (no copy); null where not ``valid``."""
+    return pa.ListArray.from_arrays(from_numpy(off), from_numpy(vals), mask=None if valid.all() else from_numpy(~valid))
+
+
+def _not_null_where(records: pa.Table, column: str, rows: np.ndarray) -> bool:
+    col = records.column(column)
+    if col.null_count == 0:
+        return True
+    return not (~col.is_valid().to_numpy(zero_copy_only=False) & rows).any()
+
+
+def _unsupported(records: pa.Table, lay: L.Layout) -> bool:
+    """The input has something the pass does not take (see the module docstring)."""
+    kind = lay.kind
+    is_p = kind == L.PARTITION
+    is_part = is_p | (kind == L.CHANGE)
+    if (lay.part[is_part] < 0).any():
+        return True
+    for column in ("leader", "leader_recovery_state"):
+        if not _not_null_where(records, column, is_part):
+            return True
+    for column in ("leader_epoch", "partition_epoch"):
+        if not _not_null_where(records, column, is_p):
+            return True
+    if (kind == L.CLEAR_ELR).any() and (lay.topic[kind == L.TOPIC] < 0).any():
+        return True
+    return len(lay.tape) >= 2**31 or len(lay.dir_codes) >= 2**31  # state lines hold int32 starts
+
+
+def _log_order(lay: L.Layout) -> np.ndarray:
+    """The rows in the order the fold reads them: by offset, stably (the input order when it already is)."""
+    offset = lay.offset
+    if len(offset) > 1 and (offset[1:] < offset[:-1]).any():
+        return np.argsort(offset, kind="stable")
+    return np.arange(len(offset), dtype=np.int64)
+
+
+def _partition_rank(lay: L.Layout, order: np.ndarray) -> np.ndarray:
+    """Output position of each layout partition: topics in order of first appearance in log order, then
+    partition id.  The layout numbers topics by first appearance in input order: the same unless the input
+    was out of offset order."""
+    n_parts = len(lay.part_id)
+    if np.array_equal(order, np.arange(len(order))):
+        return np.arange(n_parts, dtype=np.int64)  # layout partitions are sorted by (topic, partition id)
+    n_topics = len(lay.topic_ids)
+    first = np.full(n_topics, len(order), np.int64)
+    t = lay.topic[order]
+    has = t >= 0
+    np.minimum.at(first, t[has], np.flatnonzero(has))
+    topic_rank = np.empty(n_topics, np.int64)
+    topic_rank[np.argsort(first, kind="stable")] = np.arange(n_topics)
+    by = np.lexsort((lay.part_id, topic_rank[lay.part_topic]))
+    rank = np.empty(n_parts, np.int64)
+    rank[by] = np.arange(n_parts)
+    return rank
+
+
+def fold(records: pa.Table, lay: L.Layout | None = None, timings: dict | None = None) -> Fold:
+    """The partition state history of ``records`` (bronze rows, as ``fold.fold_partitions`` takes them);
+    ``lay``: their layout if it is built already (:func:`layout.build` of the same rows).  ``timings``, if
+    given, receives the CPU seconds of each step."""
+    clock = F._Clock(timings)
+    if records.num_rows == 0:
+        return Fold(F.fold_partitions(records), 0)
+    if lay is None:
+        lay = L.build(records)
+        clock("layout")
+    kind = lay.kind
+    is_part = (kind == L.PARTITION) | (kind == L.CHANGE)
+    if not is_part.any():
+        return Fold(F.fold_partitions(records), 0)
+    L.with_directories(lay, records)
+    clock("directory codes")
+    if _unsupported(records, lay):
+        history = F.fold_partitions(records)
+        keys = history.select(["topic_id", "partition_id"]).group_by(["topic_id", "partition_id"]).aggregate([])
+        return Fold(history, keys.num_rows)
+    order = _log_order(lay)
+    n_parts = len(lay.part_id)
+    args = (order, kind, lay.topic, lay.part, lay.name, lay.ints, lay.lists, lay.offset, lay.dir_start, lay.dir_codes,
+            lay.dir_mig, lay.topic_parts, lay.topic_parts_at, lay.n_names)
+    if ((kind == L.REMOVE_TOPIC) | (kind == L.CLEAR_ELR)).any():  # rows beyond one per record: count them
+        count = np.zeros(n_parts, np.int64)
+        _fold(*args, count, np.zeros((0, _R_WIDTH), np.int32), np.zeros(0, np.int64), True)
+    else:
+        count = np.bincount(lay.part[is_part], minlength=n_parts).astype(np.int64)
+    clock("checks, log order, row counts")
+    rank = _partition_rank(lay, order)
+    by_rank = np.empty(n_parts, np.int64)
+    by_rank[rank] = count
+    at = (np.cumsum(by_rank) - by_rank)[rank]  # each partition's first output row
+    m = int(count.sum())
+    R = np.empty((m, _R_WIDTH), np.int32)
+    O = np.empty(m, np.int64)
+    _fold(*args, at, R, O, False)
+    clock("fold loop (rows to their output place)")
+    (topic_code, pid, kind_o, valid, deleted, orphan, leader, lrs, le, pe, off, v_rep, v_isr, v_rm, v_ad, v_elr,
+     v_lke, v_dir, valid_to, has_next, fits) = _columns(R, O, lay.tape, lay.dir_codes, lay.dir_mig, lay.part_topic,
+                                                       lay.part_id)
+    del R
+    clock("columns loop")
+    if not fits:  # beyond int32 list offsets: the NumPy fold (which chunks strings)
+        return Fold(F.fold_partitions(records), n_parts)
+    columns = {"topic_id": F._strings(lay.topic_dict, topic_code, False),
+               "partition_id": from_numpy(pid),
+               "offset": from_numpy(O),
+               "record_type": F._strings(pa.array(F.KIND_NAMES), kind_o, False)}
+    for f, vals in zip(("replicas", "isr", "removing_replicas", "adding_replicas"), (v_rep, v_isr, v_rm, v_ad)):
+        columns[f] = _list_array(off[L.LISTS.index(f)], vals, valid)
+    columns.update({"leader": from_numpy(leader, valid), "leader_epoch": from_numpy(le, valid),
+                    "partition_epoch": from_numpy(pe, valid), "leader_recovery_state": from_numpy(lrs, valid)})
+    columns["directories"] = F._string_lists(off[_DIRS], v_dir, valid, lay.dir_dict, False)
+    columns["eligible_leader_replicas"] = _list_array(off[_ELR], v_elr, valid)
+    columns["last_known_elr"] = _list_array(off[_LKE], v_lke, valid)
+    columns["valid_to_offset"] = from_numpy(valid_to, has_next)
+    columns["deleted"] = from_numpy(deleted)
+    columns["orphan"] = from_numpy(orphan)
+    out = pa.Table.from_pydict(columns, schema=F.HISTORY_SCHEMA)
+    clock("Arrow columns (strings by take)")
+    return Fold(out, 0)
+
+
+def warm() -> None:
+    """Compile the loops (or load them from numba's cache) with the argument types of a real run."""
+    i64, i32, i8 = np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int8)
+    R = np.zeros((0, _R_WIDTH), np.int32)
+    for count in (True, False):
+        _fold(i64, i8, i32, i32, i32, np.zeros((0, 6), np.int64), np.zeros((0, 12), np.int64), i64, i64, i32, 0,
+              i32, np.zeros(1, np.int64), 1, i64, R, i64, count)
+    _columns(R, i64, i32, i32, 0, i32, i32)
+    # the layout's compiled loop (list references), as it is called: offsets read-only over an Arrow buffer
+    L._refs(np.frombuffer(bytes(4), np.int32), np.zeros(0, np.bool_), False, np.zeros((0, 12), np.int64), 0, 0, 0)
