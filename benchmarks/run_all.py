@@ -430,7 +430,7 @@ def _child_inproc_replay(arg) -> dict:
     pipeline.run(table.slice(0, 2000), invariants=True)  # imports and the compiled code's cache: start-up
     t0 = time.perf_counter()
     rep = pipeline.run(table, invariants=True)
-    return {"records": table.num_rows, "seconds": time.perf_counter() - t0, "divergences": rep.divergences.num_rows}
+    return {"records": table.num_rows, "seconds": time.perf_counter() - t0, "divergence_rows": rep.divergences.num_rows}
 
 
 CHILDREN = {"describe": _child_describe, "verify": _child_verify, "inproc-replay": _child_inproc_replay}
