@@ -515,7 +515,7 @@ class Lake:
         job = _Job(Path(self.root), table, -1 if is_new else DeltaTable(path).version())
         committed: set[str] = set()
         try:
-            written = df.mapInArrow(LF.write_task(path, target, parts, job.tag), LF.FILE_DDL).collect()
+            written = _run_tasks(df.mapInArrow(LF.write_task(path, target, parts, job.tag), LF.FILE_DDL))
             reported = sum(int(r.rows) for r in written)
             _found(table, path, written, reported)
             if expect_rows is not None and reported != expect_rows:
@@ -690,6 +690,25 @@ def _staged(table: str, staging: Path, reported: int) -> pads.Dataset | None:
         raise StagedOutputError(f"table {table}: the Spark tasks wrote {reported} rows but the driver finds {seen} "
                                 f"in their staged output; {hint}", str(staging))
     return dataset
+
+
+def _run_tasks(files: DataFrame) -> list:
+    """Collect the write tasks' file rows; a task's RowError (a null in a non-nullable column, a lossy cast)
+    comes back as the ValueError it is, not as Spark's wrapper."""
+    from pyspark.errors import PythonException
+
+    from lake.files import ROW_ERROR
+
+    try:
+        return files.collect()
+    except PythonException as exc:
+        m = re.search(re.escape(ROW_ERROR) + r"(.*)", str(exc))
+        if m:
+            raise ValueError(m.group(1).strip()) from exc
+        m = re.search(r"pyarrow\.lib\.ArrowInvalid: (.*)", str(exc))
+        if m:
+            raise ValueError(m.group(1).strip()) from exc
+        raise
 
 
 def _found(table: str, path: str, written: list, reported: int) -> None:

@@ -36,6 +36,13 @@ STATS_STRING_CHARS = 32
 ROW_GROUP_ROWS = 128 * 1024
 
 
+class RowError(ValueError):
+    """A task's rows cannot be written under the table's schema (the driver re-raises it as a ValueError)."""
+
+
+ROW_ERROR = "kraft-audit write task: "
+
+
 def file_name(task: int, tag: str) -> str:
     return f"part-{task:05d}-{tag}-{uuid.uuid4().hex}.c000.snappy.parquet"
 
@@ -169,7 +176,14 @@ def write_task(table_path: str, target: pa.Schema, parts: list[str], tag: str):
             for batch in batches:
                 if batch.num_rows == 0:
                     continue
-                batch = pa.Table.from_batches([batch]).select(target.names).cast(target, safe=True)
+                try:
+                    batch = pa.Table.from_batches([batch]).select(target.names).cast(target, safe=True)
+                except (ValueError, pa.ArrowInvalid) as exc:  # a lossy cast, a null in a non-nullable column
+                    raise RowError(f"{ROW_ERROR}{exc}") from exc
+                for f in target:
+                    if not f.nullable and batch.column(f.name).null_count:
+                        raise RowError(f"{ROW_ERROR}column {f.name!r} is non-nullable in the table but the frame "
+                                       f"holds {batch.column(f.name).null_count} null(s)")
                 if not parts:
                     for b in batch.to_batches():
                         sink((), b)
