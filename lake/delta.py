@@ -529,7 +529,9 @@ class Lake:
             rms = [RemoveAction(path=f["path"], data_change=True, deletion_timestamp=now, size=f["size"],
                                 partition_values=f["partition_values"]) for f in removes]
             if is_new:
-                create_table_with_add_actions(path, DeltaSchema.from_arrow(target), adds, mode=mode,
+                # "append" whatever the mode: a table another job created meanwhile (another cluster's rows)
+                # is added to, never replaced
+                create_table_with_add_actions(path, DeltaSchema.from_arrow(target), adds, mode="append",
                                               partition_by=parts or None)
             else:
                 DeltaTable(path).create_write_transaction(adds + rms, mode="overwrite" if whole else "append",
