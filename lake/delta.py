@@ -18,19 +18,29 @@ Rules the delta-rs backend enforces, each learnt the hard way (stack-notes secti
 * Timestamps are tz-aware UTC. One naive timestamp column makes delta-rs create the
   table at protocol 3/7 (``timestampNtz``), which older readers cannot open; new tables
   are checked to be at reader 1 / writer 2.
-* Spark frames are handed over through a staging parquet directory and streamed into
-  ``write_deltalake`` batch by batch, so the driver never holds the whole frame.  The
-  executors write the staging files and the driver reads them: before committing, the rows
-  the driver finds there must be the rows the Spark tasks reported writing (an executor that
-  cannot see the lake writes to its own disk, and the commit would silently lose its rows).
-  After the commit, the rows Delta records as added must be the rows streamed (CommitCheckError).
+* Spark frames (``delta.spark_writes: executors``, the default): the Spark tasks write the table's data
+  files themselves (:mod:`lake.files`, through ``mapInArrow``): straight into the table's folder, in its
+  partition layout and exact Arrow schema, each with its Delta statistics; the driver collects one small row
+  per file and commits them as add actions in ONE delta-rs write transaction (``create_write_transaction`` /
+  ``create_table_with_add_actions``) -- it never reads a row.  An overwrite of a partition removes its files
+  in the same transaction; an overwrite of the rows past an offset (``above``) removes the files whose
+  statistics say every row is past it and rewrites, in the same tasks, the rows to keep of the files that
+  hold both; ``merge_update`` rewrites only the files holding a matched row.  Before committing, the files
+  the tasks reported must be there for the driver with their size and row count (footers only): an executor
+  that cannot see the lake writes to its own disk, and the commit would silently lose its rows
+  (StagedOutputError); after it, every file must be in the table with its rows (CommitCheckError).
+* ``delta.spark_writes: driver`` keeps the previous path: the executors stage parquet under ``_staging`` and
+  the driver streams it into ``write_deltalake`` batch by batch (every row through the driver), checked the
+  same way against the rows the tasks counted.
 * Staging folders are named ``<host>_<pid>_<uuid>``: a job killed mid-write leaves its folder, and the
-  next job removes the folders of processes gone from this host (:meth:`Lake.clean_staging`).
+  next job removes the folders of processes gone from this host (:meth:`Lake.clean_staging`) -- with an
+  executor write's folder, the data files the tasks wrote under that uuid that no commit added (orphans:
+  Delta never reads them).
 
 Test hook (crash safety, README "Crash safety and concurrency"): every commit of this process is
 numbered from 1.  ``KRAFT_AUDIT_CRASH_AFTER=<n>`` kills the process with SIGKILL right after its n-th
-commit, ``KRAFT_AUDIT_CRASH_AFTER=staged:<n>`` right after the n-th commit's Spark output is staged and
-before it is committed.  :func:`on_commit` registers an in-process callback instead (tests that copy the
+commit, ``KRAFT_AUDIT_CRASH_AFTER=staged:<n>`` right after the n-th commit's Spark output is written (and
+checked) and before it is committed.  :func:`on_commit` registers an in-process callback instead (tests that copy the
 lake at every commit point).  Never set in production.
 """
 
