@@ -523,7 +523,6 @@ class Lake:
         from lake import files as LF
 
         job = _Job(Path(self.root), table, -1 if is_new else DeltaTable(path).version())
-        committed: set[str] = set()
         try:
             written = _run_tasks(df.mapInArrow(LF.write_task(path, target, parts, job.tag), LF.FILE_DDL))
             reported = sum(int(r.rows) for r in written)
@@ -547,7 +546,6 @@ class Lake:
                 DeltaTable(path).create_write_transaction(adds + rms, mode="overwrite" if whole else "append",
                                                           schema=DeltaSchema.from_arrow(target),
                                                           partition_by=parts or None)
-            committed = {a.path for a in adds}
             _committed(table)
             dt = DeltaTable(path)
             _check_added(table, path, dt, written)
@@ -558,7 +556,7 @@ class Lake:
                         f"table {table!r} was created with protocol {proto}; expected reader 1 / writer 2")
             return dt.version()
         finally:
-            job.close(committed)
+            job.close()
 
     def _write_spark(self, table: str, df: DataFrame, mode: str, partition_by, predicate: str | None = None) -> int:
         self._require_spark()
@@ -798,17 +796,19 @@ class _Job:
     """One executor write: its staging folder ``_staging/<host>_<pid>_<tag>`` holds ``intent.json`` (the table,
     the tag in the data files' names, the table's version before), so the files of a job killed before its
     commit can be found and removed (:meth:`Lake.clean_staging`).  ``close`` removes the job's files no commit
-    added (a failed task attempt's, or all of them when the commit failed) and the folder."""
+    added (a failed task attempt's, or all of them when the commit failed: read from the table's log, so a
+    commit that went through before an error is never undone) and the folder."""
 
     def __init__(self, root: Path, table: str, before: int):
         self.tag = uuid.uuid4().hex
+        self.before = before
         self.table_dir = root / table
         self.folder = root / STAGING_DIR / f"{_HOST}_{os.getpid()}_{self.tag}"
         self.folder.mkdir(parents=True)
         (self.folder / INTENT).write_text(json.dumps({"table": table, "tag": self.tag, "before": before}))
 
-    def close(self, committed: set[str]) -> None:
-        _remove_orphans(self.table_dir, self.tag, committed)
+    def close(self) -> None:
+        _remove_orphans(self.table_dir, self.tag, _added_since(self.table_dir, self.before))
         shutil.rmtree(self.folder, ignore_errors=True)
         try:
             self.folder.parent.rmdir()  # only succeeds when no other write is staging
