@@ -2,10 +2,14 @@
 """End-to-end figures on a simulated fleet (the `fleet-large` scenario): generate, decode, replay with
 the vectorized core on one core, the Spark jobs (ingest, replay) on local[2], and the audit.
 
-    python benchmarks/bench_e2e.py [--partitions 100000] [--events 10] [--seed 0] [--no-spark]
+    python benchmarks/bench_e2e.py [--partitions 100000] [--events 10] [--seed 0] [--no-spark] [--spark-only]
+        [--spark-writes executors|driver]
 
 The fleet is generated once per (partitions, events, seed) into benchmarks/.cache/ and reused.
-Prints one line per stage: seconds, records/s, and the process's peak RSS so far.
+Prints one line per stage: seconds, records/s, and the process's peak RSS so far; the Spark jobs also the
+driver's peak RSS during that job alone (the kernel's high-water mark reset before it, /proc/self/clear_refs).
+``--spark-writes driver`` writes the Spark jobs' tables the previous way (the driver streams every row into
+delta-rs), ``executors`` (the default) as now (the tasks write the files, the driver commits their list).
 """
 from __future__ import annotations
 
@@ -26,6 +30,26 @@ def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def reset_peak() -> None:
+    """Reset this process's peak RSS (VmHWM) to its current RSS (Linux); no-op elsewhere."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def stage_peak_mb() -> float | None:
+    """VmHWM (the peak RSS since the last reset_peak), MB."""
+    try:
+        for row in open("/proc/self/status"):
+            if row.startswith("VmHWM:"):
+                return int(row.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
 def line(stage: str, seconds: float, records: int | None = None, extra: str = "") -> None:
     rate = f"{records / seconds:>12,.0f} rec/s" if records and seconds > 0 else " " * 18
     print(f"{stage:<42} {seconds:>8.1f} s {rate}  peak RSS {rss_mb():>7,.0f} MB  {extra}", flush=True)
@@ -39,6 +63,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-spark", action="store_true", help="skip the Spark ingest and replay jobs")
     ap.add_argument("--buckets", type=int, default=8)
     ap.add_argument("--spark-only", action="store_true", help="only the Spark ingest and replay jobs")
+    ap.add_argument("--spark-writes", choices=("executors", "driver"), default="executors",
+                    help="who writes the Spark jobs' data files (delta.spark_writes)")
     args = ap.parse_args(argv)
 
     from benchmarks.inputs import fleet
@@ -52,7 +78,7 @@ def main(argv=None) -> int:
         in_process(data, n)
     if args.no_spark:
         return 0
-    spark_jobs(data, args.buckets)
+    spark_jobs(data, args.buckets, args.spark_writes)
     return 0
 
 
@@ -96,7 +122,7 @@ def in_process(data: Path, n: int) -> None:
     gc.collect()
 
 
-def spark_jobs(data: Path, buckets: int) -> None:
+def spark_jobs(data: Path, buckets: int, spark_writes: str = "executors") -> None:
     from lake import catalog
     from lake.config import load_config
     from jobs.ingest import ingest
@@ -106,17 +132,22 @@ def spark_jobs(data: Path, buckets: int) -> None:
 
     root = Path(tempfile.mkdtemp(prefix="kraft-e2e-"))
     sconf = load_config(overrides={"lake": str(root / "lake"),
-                                   "spark": {"master": "local[2]", "driver_memory": "6g", "shuffle_partitions": 8}})
+                                   "spark": {"master": "local[2]", "driver_memory": "6g", "shuffle_partitions": 8},
+                                   "delta": {"spark_writes": spark_writes}})
     spark = get_spark(sconf)
     lake = Lake.from_config(sconf, spark)
+    reset_peak()
     t0 = time.perf_counter()
     res = ingest(spark, lake, "fleet", str(data), int(sconf["ingest"]["split_bytes"]))
-    line("Spark ingest (local[2])", time.perf_counter() - t0, res.records_seen)
+    line(f"Spark ingest (local[2], writes: {spark_writes})", time.perf_counter() - t0, res.records_seen,
+         f"driver peak RSS during the job {stage_peak_mb() or 0:,.0f} MB")
+    reset_peak()
     t0 = time.perf_counter()
     counts = replay(spark, lake, "fleet", buckets, invariants=True)
-    line("Spark replay (local[2], invariants)", time.perf_counter() - t0, res.records_seen,
+    line(f"Spark replay (local[2], invariants, writes: {spark_writes})", time.perf_counter() - t0, res.records_seen,
          f"{counts.get(catalog.PARTITION_STATE_HISTORY.name, 0):,} history rows, "
-         f"{counts.get(catalog.DIVERGENCES.name, 0)} divergences")
+         f"{counts.get(catalog.DIVERGENCES.name, 0)} divergences; "
+         f"driver peak RSS during the job {stage_peak_mb() or 0:,.0f} MB")
     spark.stop()
     from audit.run import audit
     from lake import gold

@@ -36,6 +36,7 @@ _FREE_FORM = {"spark.conf"}
 # Values that must be one of a fixed set; a key ending in ".*" covers every key of that mapping.
 _ENUMS: dict[str, tuple[str, ...]] = {
     "delta.backend": BACKENDS,
+    "delta.spark_writes": ("executors", "driver"),
     "audit.fail_on": SEVERITIES,
     "audit.severities.*": SEVERITIES,
     "audit.recovery_strategy": ("balanced", "aggressive", "none"),

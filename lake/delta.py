@@ -18,19 +18,29 @@ Rules the delta-rs backend enforces, each learnt the hard way (stack-notes secti
 * Timestamps are tz-aware UTC. One naive timestamp column makes delta-rs create the
   table at protocol 3/7 (``timestampNtz``), which older readers cannot open; new tables
   are checked to be at reader 1 / writer 2.
-* Spark frames are handed over through a staging parquet directory and streamed into
-  ``write_deltalake`` batch by batch, so the driver never holds the whole frame.  The
-  executors write the staging files and the driver reads them: before committing, the rows
-  the driver finds there must be the rows the Spark tasks reported writing (an executor that
-  cannot see the lake writes to its own disk, and the commit would silently lose its rows).
-  After the commit, the rows Delta records as added must be the rows streamed (CommitCheckError).
+* Spark frames (``delta.spark_writes: executors``, the default): the Spark tasks write the table's data
+  files themselves (:mod:`lake.files`, through ``mapInArrow``): straight into the table's folder, in its
+  partition layout and exact Arrow schema, each with its Delta statistics; the driver collects one small row
+  per file and commits them as add actions in ONE delta-rs write transaction (``create_write_transaction`` /
+  ``create_table_with_add_actions``) -- it never reads a row.  An overwrite of a partition removes its files
+  in the same transaction; an overwrite of the rows past an offset (``above``) removes the files whose
+  statistics say every row is past it and rewrites, in the same tasks, the rows to keep of the files that
+  hold both; ``merge_update`` rewrites only the files holding a matched row.  Before committing, the files
+  the tasks reported must be there for the driver with their size and row count (footers only): an executor
+  that cannot see the lake writes to its own disk, and the commit would silently lose its rows
+  (StagedOutputError); after it, every file must be in the table with its rows (CommitCheckError).
+* ``delta.spark_writes: driver`` keeps the previous path: the executors stage parquet under ``_staging`` and
+  the driver streams it into ``write_deltalake`` batch by batch (every row through the driver), checked the
+  same way against the rows the tasks counted.
 * Staging folders are named ``<host>_<pid>_<uuid>``: a job killed mid-write leaves its folder, and the
-  next job removes the folders of processes gone from this host (:meth:`Lake.clean_staging`).
+  next job removes the folders of processes gone from this host (:meth:`Lake.clean_staging`) -- with an
+  executor write's folder, the data files the tasks wrote under that uuid that no commit added (orphans:
+  Delta never reads them).
 
 Test hook (crash safety, README "Crash safety and concurrency"): every commit of this process is
 numbered from 1.  ``KRAFT_AUDIT_CRASH_AFTER=<n>`` kills the process with SIGKILL right after its n-th
-commit, ``KRAFT_AUDIT_CRASH_AFTER=staged:<n>`` right after the n-th commit's Spark output is staged and
-before it is committed.  :func:`on_commit` registers an in-process callback instead (tests that copy the
+commit, ``KRAFT_AUDIT_CRASH_AFTER=staged:<n>`` right after the n-th commit's Spark output is written (and
+checked) and before it is committed.  :func:`on_commit` registers an in-process callback instead (tests that copy the
 lake at every commit point).  Never set in production.
 """
 
@@ -52,13 +62,18 @@ import pyarrow.dataset as pads
 from deltalake import DeltaTable, write_deltalake
 from deltalake import Schema as DeltaSchema
 
+from lake.files import is_tagged
 from lake.spark import delta_jvm_available
 
 if TYPE_CHECKING:  # Spark is optional for read_arrow/append_arrow callers.
     from pyspark.sql import DataFrame, SparkSession
 
 BACKENDS = ("auto", "delta-spark", "delta-rs")
+# Who writes a Spark frame's data files with the delta-rs backend: the Spark tasks, straight into the table
+# (the driver commits their file list), or the driver (it streams the tasks' staged parquet into delta-rs)
+SPARK_WRITES = ("executors", "driver")
 STAGING_DIR = "_staging"
+INTENT = "intent.json"
 # Table names are relative paths under the lake root ("records", "bronze/records").
 # Leading "_" / "." are reserved (staging dir, hidden files), ".." cannot escape the root.
 _TABLE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]*(/[A-Za-z0-9][A-Za-z0-9_\-]*)*")
@@ -140,15 +155,21 @@ class Lake:
     (``read_arrow``, ``append_arrow``, ``version``, ``history``, ``exists``).
     """
 
-    def __init__(self, root: str | Path, spark: SparkSession | None = None, backend: str = "auto"):
+    def __init__(self, root: str | Path, spark: SparkSession | None = None, backend: str = "auto",
+                 spark_writes: str = "executors"):
         self.spark = spark
         self.root, self._local = _normalize_root(root)
         self.backend = _choose_backend(backend, spark)
+        if spark_writes not in SPARK_WRITES:
+            raise ValueError(f"spark_writes must be one of {SPARK_WRITES}, got {spark_writes!r}")
+        self.spark_writes = spark_writes
 
     @classmethod
     def from_config(cls, config: dict, spark: SparkSession | None = None) -> Lake:
-        """Lake at ``config["lake"]`` with backend ``config["delta"]["backend"]``."""
-        return cls(config["lake"], spark, backend=config["delta"]["backend"])
+        """Lake at ``config["lake"]`` with backend ``config["delta"]["backend"]`` (and, for delta-rs,
+        ``config["delta"]["spark_writes"]``)."""
+        return cls(config["lake"], spark, backend=config["delta"]["backend"],
+                   spark_writes=config["delta"].get("spark_writes", "executors"))
 
     def __repr__(self) -> str:
         return f"Lake({self.root!r}, backend={self.backend!r})"
@@ -251,6 +272,8 @@ class Lake:
 
     def append(self, table: str, df: DataFrame, partition_by: str | Sequence[str] | None = None) -> int:
         """Append a Spark DataFrame (creating the table if needed); returns the new version."""
+        if self._executor_writes():
+            return self._write_files(table, df, "append", partition_by)
         return self._write_spark(table, df, "append", partition_by)
 
     def overwrite(self, table: str, df: DataFrame, partition_by: str | Sequence[str] | None = None,
@@ -280,7 +303,9 @@ class Lake:
                 cond = (F.col(k) > int(v)) if cond is None else cond & (F.col(k) > int(v))
             df = df.where(cond)  # only rows of the replaced part may be written
             if not self.exists(table):
-                predicate = None  # a new table: a plain write creates it
+                predicate, where, above = None, None, None  # a new table: a plain write creates it
+        if self._executor_writes():
+            return self._write_files(table, df, "overwrite", partition_by, where or None, above or None)
         return self._write_spark(table, df, "overwrite", partition_by, predicate)
 
     def overwrite_arrow(self, table: str, data: pa.Table, partition_by: str | Sequence[str] | None = None,
@@ -321,6 +346,8 @@ class Lake:
         predicate = " AND ".join(cond)
         updates = {c: f"s.{c}" for c in columns}
         source = source.select(*on, *columns)
+        if self._executor_writes():
+            return self._merge_files(table, source, on, columns, where, condition)
         if self.backend == "delta-spark":
             (self._spark_delta_table(table).alias("t").merge(source.alias("s"), predicate)
              .whenMatchedUpdate(set=updates).execute())
@@ -336,6 +363,46 @@ class Lake:
          .when_matched_update(updates=updates).execute())
         _committed(table)
         return DeltaTable(self.path(table)).version()
+
+    def _merge_files(self, table: str, source: DataFrame, on: Sequence[str], columns: Sequence[str],
+                     where: dict[str, str], condition: str | None) -> int:
+        """:meth:`merge_update` as a file-level rewrite in the executors: the files of the ``where`` partition
+        holding a matched row are read by the Spark tasks, their rows written again with ``columns`` set from
+        the matching source row, and one commit removes them and adds the new files.  The driver collects the
+        names of the matched files, never a row.  Nothing matched: no commit."""
+        from functools import reduce
+
+        from pyspark.sql import functions as F
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        path = self.path(table)
+        dt = DeltaTable(path)
+        target = pa.schema(dt.schema().to_arrow())
+        parts = list(dt.metadata().partition_columns)
+        files, _ = _replaced_files(dt, where, {})  # every file of the partition
+        if not files:
+            return dt.version()
+        rows = (self._require_spark().read.schema(from_arrow_schema(target)).option("basePath", path)
+                .parquet(*[f"{path}/{f['path']}" for f in files])
+                .select(*target.names, F.col("_metadata.file_path").alias("_file")).alias("t"))
+        s = source.withColumn("_matched", F.lit(True)).alias("s")
+        cond = ([F.col(f"t.{k}") == F.lit(v) for k, v in where.items()]
+                + [F.col(f"t.{k}") == F.col(f"s.{k}") for k in on] + ([F.expr(condition)] if condition else []))
+        match = reduce(lambda a, b: a & b, cond)
+        hit = {r["_file"] for r in rows.join(s, match, "left_semi").select("_file").distinct().collect()}
+        from urllib.parse import unquote
+
+        plain = {unquote(u) for u in hit}
+        affected = [f for f in files if any(u.endswith("/" + f["path"]) for u in plain)]
+        if not affected:
+            return dt.version()
+        touched = rows.where(F.col("t._file").isin(sorted(hit))).join(s, match, "left")
+        out = touched.select(*[(F.when(F.col("s._matched"), F.col(f"s.{c}")).otherwise(F.col(f"t.{c}"))
+                                if c in columns else F.col(f"t.{c}")).alias(c) for c in target.names])
+        held = _file_rows(dt)
+        expect = sum(int(held[f["path"]]) for f in affected) if all(held.get(f["path"]) is not None
+                                                                    for f in affected) else None
+        return self._commit_files(table, path, out, target, parts, False, "append", False, affected, expect)
 
     def append_arrow(
         self,
@@ -358,7 +425,11 @@ class Lake:
     def clean_staging(self, stale_after_s: float = 86400.0) -> list[str]:
         """Remove the staging folders killed jobs left (``_staging/<host>_<pid>_<uuid>``): those of a process
         gone from this host, and any (another host's, or named before pids were) older than ``stale_after_s``.
-        Returns the folders removed.  A live job's folder is never touched."""
+        Returns the folders removed.  A live job's folder is never touched.
+
+        A folder of an executor write (``intent.json``) also names the data files its tasks wrote into a
+        table: those no commit of the table added after the version it started from are removed with it
+        (Delta never reads them; this keeps them from piling up)."""
         if not self._local:
             return []
         base = Path(self.root) / STAGING_DIR
@@ -376,6 +447,7 @@ class Lake:
             else:
                 gone = age > stale_after_s
             if gone:
+                _orphans_of(Path(self.root), d)
                 shutil.rmtree(d, ignore_errors=True)
                 removed.append(str(d))
         try:
@@ -395,6 +467,96 @@ class Lake:
         from delta.tables import DeltaTable as SparkDeltaTable  # lazy: delta-spark backend only
 
         return SparkDeltaTable.forPath(self._require_spark(), self.path(table))
+
+    # ---------------------------------------------------------- executors write, the driver commits the list
+
+    def _executor_writes(self) -> bool:
+        return self.backend == "delta-rs" and self.spark_writes == "executors"
+
+    def _write_files(self, table: str, df: DataFrame, mode: str, partition_by, where: dict | None = None,
+                     above: dict | None = None) -> int:
+        """A Spark frame written by the Spark tasks into the table's folder (:mod:`lake.files`) and committed by
+        the driver in one delta-rs write transaction of their add actions; no row goes through the driver.
+
+        ``overwrite`` without ``where``/``above`` replaces the whole table; with them it removes the files of
+        the ``where`` partition whose rows all match ``above`` ({column: n}: column > n) and rewrites the files
+        holding both kinds of rows (their rows outside ``above`` are written again by the same tasks), all in
+        the same commit."""
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        self._require_spark()
+        if not self._local:
+            raise BackendError(
+                f"the delta-rs backend writes Spark output on the local filesystem; {self.root!r} "
+                "is not local (use the delta-spark backend for remote lakes)"
+            )
+        source = to_arrow_schema(df.schema, timezone="UTC")
+        target, parts, is_new = self._plan(table, source, _as_list(partition_by))
+        path = self.path(table)
+        removes: list[dict] = []
+        if mode == "overwrite" and not is_new and (where or above):
+            removes, mixed = _replaced_files(DeltaTable(path), where or {}, above or {})
+            if mixed:  # their rows outside the replaced part stay: written again into new files
+                df = df.unionByName(self._kept_rows(path, target, mixed, above or {}))
+        whole = mode == "overwrite" and not is_new and not (where or above)
+        return self._commit_files(table, path, df, target, parts, is_new, mode, whole, removes)
+
+    def _kept_rows(self, path: str, target: pa.Schema, mixed: list[dict], above: dict) -> DataFrame:
+        from pyspark.sql import functions as F
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        schema = from_arrow_schema(target)
+        uris = [f"{path}/{f['path']}" for f in mixed]
+        rows = self._require_spark().read.schema(schema).option("basePath", path).parquet(*uris)
+        replaced = None
+        for k, v in above.items():
+            c = F.col(k) > int(v)
+            replaced = c if replaced is None else replaced & c
+        return rows.where(~F.coalesce(replaced, F.lit(False))).select(*target.names)
+
+    def _commit_files(self, table: str, path: str, df: DataFrame, target: pa.Schema, parts: list[str],
+                      is_new: bool, mode: str, whole: bool, removes: list[dict], expect_rows: int | None = None) -> int:
+        """Run the write tasks, check their files from the driver (footers only), commit their add actions and
+        ``removes`` in one transaction (``whole``: an overwrite of the whole table), check the commit."""
+        from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
+
+        from lake import files as LF
+
+        job = _Job(Path(self.root), table, -1 if is_new else DeltaTable(path).version())
+        try:
+            written = _run_tasks(df.mapInArrow(LF.write_task(path, target, parts, job.tag), LF.FILE_DDL))
+            reported = sum(int(r.rows) for r in written)
+            _found(table, path, written, reported)
+            if expect_rows is not None and reported != expect_rows:
+                raise CommitCheckError(f"table {table}: the rewrite of {len(removes)} files wrote {reported} rows "
+                                       f"but they hold {expect_rows} (a target row matched twice?)", path)
+            _commit_point("staged", table)
+            adds = [AddAction(path=r.path, size=int(r.size), partition_values=json.loads(r.partition_values),
+                              modification_time=int(r.modification_time), data_change=True, stats=r.stats)
+                    for r in written]
+            now = int(time.time() * 1000)
+            rms = [RemoveAction(path=f["path"], data_change=True, deletion_timestamp=now, size=f["size"],
+                                partition_values=f["partition_values"]) for f in removes]
+            if is_new:
+                # "append" whatever the mode: a table another job created meanwhile (another cluster's rows)
+                # is added to, never replaced
+                create_table_with_add_actions(path, DeltaSchema.from_arrow(target), adds, mode="append",
+                                              partition_by=parts or None)
+            else:
+                DeltaTable(path).create_write_transaction(adds + rms, mode="overwrite" if whole else "append",
+                                                          schema=DeltaSchema.from_arrow(target),
+                                                          partition_by=parts or None)
+            _committed(table)
+            dt = DeltaTable(path)
+            _check_added(table, path, dt, written)
+            if is_new:
+                proto = dt.protocol()
+                if (proto.min_reader_version, proto.min_writer_version) != (1, 2):
+                    raise ProtocolError(
+                        f"table {table!r} was created with protocol {proto}; expected reader 1 / writer 2")
+            return dt.version()
+        finally:
+            job.close()
 
     def _write_spark(self, table: str, df: DataFrame, mode: str, partition_by, predicate: str | None = None) -> int:
         self._require_spark()
@@ -538,6 +700,169 @@ def _staged(table: str, staging: Path, reported: int) -> pads.Dataset | None:
         raise StagedOutputError(f"table {table}: the Spark tasks wrote {reported} rows but the driver finds {seen} "
                                 f"in their staged output; {hint}", str(staging))
     return dataset
+
+
+def _run_tasks(files: DataFrame) -> list:
+    """Collect the write tasks' file rows; a task's RowError (a null in a non-nullable column, a lossy cast)
+    comes back as the ValueError it is, not as Spark's wrapper."""
+    from pyspark.errors import PythonException
+
+    from lake.files import ROW_ERROR
+
+    try:
+        return files.collect()
+    except PythonException as exc:
+        m = re.search(re.escape(ROW_ERROR) + r"(.*)", str(exc))
+        if m:
+            raise ValueError(m.group(1).strip()) from exc
+        m = re.search(r"pyarrow\.lib\.ArrowInvalid: (.*)", str(exc))
+        if m:
+            raise ValueError(m.group(1).strip()) from exc
+        raise
+
+
+def _found(table: str, path: str, written: list, reported: int) -> None:
+    """The files the write tasks report must be there for the driver, with the size and rows they report
+    (their parquet footers: no data read); StagedOutputError otherwise, before anything is committed."""
+    import pyarrow.parquet as pq
+
+    hint = ("the executors wrote where the driver cannot read: the lake must be on storage the driver "
+            "and every executor share (a shared file system or an object store)")
+    seen = 0
+    for r in written:
+        full = os.path.join(path, r.path)
+        try:
+            if os.stat(full).st_size != int(r.size):
+                continue
+            seen += pq.read_metadata(full).num_rows
+        except (OSError, pa.ArrowInvalid):
+            continue
+    if seen != reported:
+        raise StagedOutputError(f"table {table}: the Spark tasks wrote {reported} rows but the driver finds {seen} "
+                                f"in the files they wrote; {hint}", path)
+
+
+def _check_added(table: str, path: str, dt: DeltaTable, written: list) -> None:
+    """After the commit: every file the tasks wrote is in the table with the rows they wrote (CommitCheckError)."""
+    rows = _file_rows(dt)
+    for r in written:
+        if rows.get(r.path) != int(r.rows):
+            raise CommitCheckError(f"table {table}: the tasks wrote {r.rows} rows to {r.path} but version "
+                                   f"{dt.version()} records {rows.get(r.path)}", path)
+
+
+def _file_rows(dt: DeltaTable) -> dict[str, int | None]:
+    """{path relative to the table, as on disk: rows} of the table's files (the log holds the paths
+    percent-encoded)."""
+    from urllib.parse import unquote
+
+    acts = pa.table(dt.get_add_actions(flatten=True)).select(["path", "num_records"]).to_pydict()
+    return {unquote(p): n for p, n in zip(acts["path"], acts["num_records"])}
+
+
+def _replaced_files(dt: DeltaTable, where: dict, above: dict) -> tuple[list[dict], list[dict]]:
+    """The table's files an overwrite of the ``where`` partition's rows whose ``above`` columns are all greater
+    than their n replaces: (files whose every row is replaced: removed, files holding replaced and kept rows:
+    rewritten), each {"path", "size", "partition_values"}, from the Delta log's statistics alone (a file
+    without them counts as mixed)."""
+    from urllib.parse import unquote
+
+    acts = pa.table(dt.get_add_actions(flatten=True)).to_pylist()
+    gone, mixed = [], []
+    for a in acts:
+        pv = {k[len("partition."):]: (None if v is None else str(v)) for k, v in a.items() if k.startswith("partition.")}
+        if any(pv.get(k) != str(v) for k, v in where.items()):
+            continue
+        f = {"path": unquote(a["path"]), "size": int(a["size_bytes"]), "partition_values": pv}
+        verdict = "all"
+        for col, n in above.items():
+            lo, hi, nulls, rows = a.get(f"min.{col}"), a.get(f"max.{col}"), a.get(f"null_count.{col}"), a["num_records"]
+            if rows is not None and nulls is not None and nulls == rows:
+                verdict = "none"  # only nulls: no row matches
+                break
+            if hi is not None and nulls is not None and hi <= int(n):
+                verdict = "none"
+                break
+            if lo is None or nulls is None or lo <= int(n) or nulls > 0:
+                verdict = "some"
+        if verdict == "all":
+            gone.append(f)
+        elif verdict == "some":
+            mixed.append(f)
+    return gone + mixed, mixed
+
+
+class _Job:
+    """One executor write: its staging folder ``_staging/<host>_<pid>_<tag>`` holds ``intent.json`` (the table,
+    the tag in the data files' names, the table's version before), so the files of a job killed before its
+    commit can be found and removed (:meth:`Lake.clean_staging`).  ``close`` removes the job's files no commit
+    added (a failed task attempt's, or all of them when the commit failed: read from the table's log, so a
+    commit that went through before an error is never undone) and the folder."""
+
+    def __init__(self, root: Path, table: str, before: int):
+        self.tag = uuid.uuid4().hex
+        self.before = before
+        self.table_dir = root / table
+        self.folder = root / STAGING_DIR / f"{_HOST}_{os.getpid()}_{self.tag}"
+        self.folder.mkdir(parents=True)
+        (self.folder / INTENT).write_text(json.dumps({"table": table, "tag": self.tag, "before": before}))
+
+    def close(self) -> None:
+        _remove_orphans(self.table_dir, self.tag, _added_since(self.table_dir, self.before))
+        shutil.rmtree(self.folder, ignore_errors=True)
+        try:
+            self.folder.parent.rmdir()  # only succeeds when no other write is staging
+        except OSError:
+            pass
+
+
+def _orphans_of(root: Path, folder: Path) -> list[str]:
+    """Remove the uncommitted data files of the killed executor write whose staging folder is ``folder``."""
+    try:
+        intent = json.loads((folder / INTENT).read_text())
+        table_dir = root / intent["table"]
+        return _remove_orphans(table_dir, intent["tag"], _added_since(table_dir, int(intent["before"])))
+    except (OSError, ValueError, KeyError, TypeError):
+        return []  # a driver-staged folder (no intent), or one cut short: nothing in a table to remove
+
+
+def _remove_orphans(table_dir: Path, tag: str, committed: set[str]) -> list[str]:
+    """Remove the data files the job ``tag`` wrote into ``table_dir`` that are not in ``committed`` (paths
+    relative to the table)."""
+    removed = []
+    if not table_dir.is_dir():
+        return removed
+    for folder, dirs, names in os.walk(table_dir):
+        dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
+        for name in names:
+            if is_tagged(name, tag):
+                rel = os.path.relpath(os.path.join(folder, name), table_dir).replace(os.sep, "/")
+                if rel not in committed:
+                    try:
+                        os.remove(os.path.join(folder, name))
+                        removed.append(rel)
+                    except FileNotFoundError:
+                        pass
+    return removed
+
+
+def _added_since(table_dir: Path, before: int) -> set[str]:
+    """The paths every commit after version ``before`` added (read from the JSON commits of the Delta log)."""
+    added: set[str] = set()
+    log = table_dir / "_delta_log"
+    if not log.is_dir():
+        return added
+    from urllib.parse import unquote
+
+    for f in log.glob("*.json"):
+        if not f.stem.isdigit() or int(f.stem) <= before:
+            continue
+        for line in f.read_text().splitlines():
+            if '"add"' in line:
+                act = json.loads(line).get("add")
+                if act:
+                    added.add(unquote(act["path"]))
+    return added
 
 
 _HOST = re.sub(r"[^A-Za-z0-9.\-]", "-", socket.gethostname()) or "host"

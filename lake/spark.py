@@ -7,7 +7,8 @@ Settings here are not cosmetic; the Delta code in lake/delta.py depends on them:
   the table at protocol 3/7 (``timestampNtz`` feature) instead of 1/2.
 * ``spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS`` -- Spark's default INT96
   is read by pyarrow as a *naive* ``timestamp[ns]`` (same 3/7 problem) when the
-  delta-rs backend streams Spark-written staging parquet into a Delta table.
+  delta-rs backend streams Spark-written staging parquet into a Delta table
+  (``delta.spark_writes: driver``; the default has the tasks write the files with pyarrow).
 * ``PYSPARK_PYTHON=sys.executable`` -- otherwise Python workers use whatever
   ``python3`` is first on PATH (no pyarrow there -> UDFs fail).  Only for a local master,
   like ``SPARK_LOCAL_IP=127.0.0.1``: on a cluster the executors' Python and the driver's

@@ -1,0 +1,216 @@
+"""Delta data files written by the Spark tasks themselves (the delta-rs backend's Spark writes).
+
+Each task of :func:`write_task` (run through ``DataFrame.mapInArrow``) casts its rows to the table's
+exact Arrow schema, writes one parquet file per partition value it holds straight into the table's
+folder (``<table>/cluster=<name>/part-<task>-<tag>-<uuid>.c000.snappy.parquet``, the partition columns
+in the folder names only, as every Delta writer does) and returns one small row per file: its path
+relative to the table, size, partition values, row count and Delta statistics (``numRecords``,
+``minValues``, ``maxValues``, ``nullCount``).  The driver commits those rows as add actions; no data row
+goes through it.
+
+``tag`` is the writing job's staging id: a file whose name holds it and that no commit added is an orphan
+of that job (a failed task attempt, a job killed before its commit) and is removed by the job itself or,
+after a kill, by :meth:`lake.delta.Lake.clean_staging`.  Delta never reads a file its log does not list.
+
+Imports only pyarrow at module level: the executors import this module.
+"""
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from typing import Iterator
+
+import pyarrow as pa
+
+# the result row of every written file (one per task and partition value)
+FILE_SCHEMA = pa.schema([("path", pa.string()), ("size", pa.int64()), ("partition_values", pa.string()),
+                         ("rows", pa.int64()), ("stats", pa.string()), ("modification_time", pa.int64())])
+FILE_DDL = "path string, size long, partition_values string, rows long, stats string, modification_time long"
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+# as delta-rs (and Delta's dataSkippingNumIndexedCols): statistics of the first 32 columns
+STATS_COLUMNS = 32
+# a longer string's min is cut to this prefix (still a lower bound) and its max left out (unknown)
+STATS_STRING_CHARS = 32
+# rows per parquet row group (pyarrow's default is 1 Mi rows; smaller groups keep the task's memory flat)
+ROW_GROUP_ROWS = 128 * 1024
+
+
+class RowError(ValueError):
+    """A task's rows cannot be written under the table's schema (the driver re-raises it as a ValueError)."""
+
+
+ROW_ERROR = "kraft-audit write task: "
+
+
+def file_name(task: int, tag: str) -> str:
+    return f"part-{task:05d}-{tag}-{uuid.uuid4().hex}.c000.snappy.parquet"
+
+
+def is_tagged(name: str, tag: str) -> bool:
+    """Whether a data file's name says the job with staging id ``tag`` wrote it."""
+    return name.startswith("part-") and f"-{tag}-" in name and name.endswith(".parquet")
+
+
+def partition_dir(parts: list[str], values: tuple) -> str:
+    """The Hive-style folder of a partition, its values percent-encoded as delta-rs writes them
+    (``p=b%20c%2Fd``; Spark's partition discovery decodes them)."""
+    from urllib.parse import quote
+
+    return "/".join(f"{col}={NULL_PARTITION}" if v is None else f"{col}={quote(_partition_string(v), safe='-_.')}"
+                    for col, v in zip(parts, values))
+
+
+def _partition_string(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+class _Stats:
+    """Delta statistics of one file, accumulated batch by batch."""
+
+    def __init__(self, schema: pa.Schema):
+        self.rows = 0
+        self.cols = [f for f in schema if _has_stats(f.type)][:STATS_COLUMNS]
+        self.nulls = {f.name: 0 for f in self.cols}
+        self.min: dict = {}
+        self.max: dict = {}
+        self.no_max: set = set()
+        self.no_minmax: set = set()
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        import pyarrow.compute as pc
+
+        self.rows += batch.num_rows
+        for f in self.cols:
+            col = batch.column(f.name)
+            self.nulls[f.name] += col.null_count
+            if f.name in self.no_minmax or col.null_count == len(col):
+                continue
+            if pa.types.is_floating(f.type) and pc.any(pc.is_nan(col)).as_py():
+                self.no_minmax.add(f.name)  # NaN has no place in an ordering: leave the bounds unknown
+                continue
+            mm = pc.min_max(col)
+            lo, hi = mm["min"].as_py(), mm["max"].as_py()
+            if f.name not in self.min or lo < self.min[f.name]:
+                self.min[f.name] = lo
+            if f.name not in self.max or hi > self.max[f.name]:
+                self.max[f.name] = hi
+
+    def json(self) -> str:
+        lo, hi = {}, {}
+        for f in self.cols:
+            n = f.name
+            if n in self.no_minmax or n not in self.min:
+                continue
+            lo[n] = _stat_value(self.min[n], f.type, upper=False)
+            up = _stat_value(self.max[n], f.type, upper=True)
+            if up is not None:
+                hi[n] = up
+        return json.dumps({"numRecords": self.rows, "minValues": lo, "maxValues": hi, "nullCount": self.nulls},
+                          separators=(",", ":"))
+
+
+def _has_stats(t: pa.DataType) -> bool:
+    return not (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_struct(t) or pa.types.is_map(t)
+                or pa.types.is_binary(t) or pa.types.is_large_binary(t))
+
+
+def _stat_value(v, t: pa.DataType, upper: bool):
+    """A Delta statistics value: timestamps in milliseconds (min rounded down, max up: still bounds),
+    strings longer than STATS_STRING_CHARS cut (min) or left out (max)."""
+    if pa.types.is_timestamp(t):
+        import datetime as dt
+
+        if v.tzinfo is None:
+            v = v.replace(tzinfo=dt.timezone.utc)
+        v = v.astimezone(dt.timezone.utc)
+        ms = v.replace(microsecond=(v.microsecond // 1000) * 1000)
+        if upper and ms != v:
+            ms += dt.timedelta(milliseconds=1)
+        return ms.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms.microsecond // 1000:03d}Z"
+    if pa.types.is_date(t):
+        return v.isoformat()
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        if len(v) > STATS_STRING_CHARS:
+            return None if upper else v[:STATS_STRING_CHARS]
+        return v
+    return v
+
+
+def write_task(table_path: str, target: pa.Schema, parts: list[str], tag: str):
+    """The ``mapInArrow`` function writing a task's rows into the table at ``table_path``: ``target`` is the
+    table's Arrow schema (the rows are cast to it, ``safe=True``: any loss fails the task), ``parts`` its
+    partition columns.  Yields FILE_SCHEMA rows, one per file."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import time
+
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        try:
+            from pyspark import TaskContext
+
+            ctx = TaskContext.get()
+            task = ctx.partitionId() if ctx is not None else 0
+        except Exception:  # outside Spark (tests)
+            task = 0
+        data_schema = pa.schema([f for f in target if f.name not in parts])
+        open_files: dict = {}  # partition values -> [relative path, writer, stats]
+
+        def sink(values: tuple, batch: pa.RecordBatch) -> None:
+            entry = open_files.get(values)
+            if entry is None:
+                folder = partition_dir(parts, values)
+                rel = f"{folder}/{file_name(task, tag)}" if folder else file_name(task, tag)
+                full = os.path.join(table_path, rel)
+                os.makedirs(os.path.dirname(full), exist_ok=True)
+                writer = pq.ParquetWriter(full, data_schema, compression="snappy")
+                entry = open_files[values] = [rel, writer, _Stats(data_schema)]
+            entry[1].write_batch(batch, row_group_size=ROW_GROUP_ROWS)
+            entry[2].add(batch)
+
+        try:
+            for batch in batches:
+                if batch.num_rows == 0:
+                    continue
+                try:
+                    batch = pa.Table.from_batches([batch]).select(target.names).cast(target, safe=True)
+                except (ValueError, pa.ArrowInvalid) as exc:  # a lossy cast, a null in a non-nullable column
+                    raise RowError(f"{ROW_ERROR}{exc}") from exc
+                for f in target:
+                    if not f.nullable and batch.column(f.name).null_count:
+                        raise RowError(f"{ROW_ERROR}column {f.name!r} is non-nullable in the table but the frame "
+                                       f"holds {batch.column(f.name).null_count} null(s)")
+                if not parts:
+                    for b in batch.to_batches():
+                        sink((), b)
+                    continue
+                keys = batch.select(parts).group_by(parts).aggregate([]).to_pylist()
+                for key in keys:
+                    mask = None
+                    for c in parts:
+                        m = pc.is_null(batch.column(c)) if key[c] is None else pc.equal(batch.column(c), key[c])
+                        m = pc.fill_null(m, False)
+                        mask = m if mask is None else pc.and_(mask, m)
+                    part = batch.filter(mask).select(data_schema.names)
+                    for b in part.to_batches():
+                        sink(tuple(key[c] for c in parts), b)
+        finally:
+            for entry in open_files.values():
+                entry[1].close()
+        out = {n: [] for n in FILE_SCHEMA.names}
+        for values, (rel, _, stats) in open_files.items():
+            st = os.stat(os.path.join(table_path, rel))
+            out["path"].append(rel)
+            out["size"].append(st.st_size)
+            out["partition_values"].append(json.dumps(
+                {c: (None if v is None else _partition_string(v)) for c, v in zip(parts, values)}))
+            out["rows"].append(stats.rows)
+            out["stats"].append(stats.json())
+            out["modification_time"].append(int(time.time() * 1000))
+        yield pa.RecordBatch.from_pydict(out, schema=FILE_SCHEMA)
+
+    return run
