@@ -603,6 +603,24 @@ class Lake:
             except OSError:
                 pass
 
+    def _add_declared_columns(self, table: str, dt: DeltaTable, source: pa.Schema, target: pa.Schema) -> pa.Schema:
+        """A table written by an earlier version lacks the columns a later one declared (e.g.
+        ``broker_state_history.cordoned_log_dirs``): add those the frame carries and the catalog declares for
+        ``table`` -- nullable, a metadata-only commit (older files read as null) -- so the write goes on.  A
+        column the catalog does not declare stays a SchemaMismatchError."""
+        from lake import catalog
+
+        declared = catalog.BY_NAME.get(table)
+        if declared is None:
+            return target
+        known = set(declared.schema.names)
+        new = [f for f in source if f.name not in target.names and f.name in known]
+        if not new:
+            return target
+        dt.alter.add_columns(DeltaSchema.from_arrow(pa.schema([f.with_nullable(True) for f in new])).fields)
+        _committed(table)
+        return pa.schema(DeltaTable(self.path(table)).schema().to_arrow())
+
     def _plan(
         self, table: str, source: pa.Schema, partition_by: list[str]
     ) -> tuple[pa.Schema, list[str], bool]:
@@ -616,6 +634,7 @@ class Lake:
                 raise SchemaMismatchError(
                     f"table {table!r} is partitioned by {existing_parts}, not {partition_by}"
                 )
+            target = self._add_declared_columns(table, dt, source, target)
             _check_compatible(source, target, table)
             return target, existing_parts, False
 

@@ -194,3 +194,34 @@ def test_overwrite_where_replaces_only_that_partition(spark, lake):
     lake.append("t", spark.createDataFrame([("b", 3)], "cluster string, v long"))
     lake.overwrite("t", spark.createDataFrame([("a", 9)], "cluster string, v long"), where={"cluster": "a"})
     assert sorted((r.cluster, r.v) for r in lake.read("t").collect()) == [("a", 9), ("b", 3)]
+
+
+def test_a_table_of_an_earlier_version_gets_the_columns_the_catalog_declared_since(spark, tmp_path):
+    """broker_state_history written before ``cordoned_log_dirs`` existed: the next write (Arrow or a Spark frame)
+    adds the column in a metadata-only commit and goes on; the old rows read it as null.  A column the catalog
+    does not declare is still refused."""
+    from lake import catalog
+
+    t = catalog.BROKER_STATE_HISTORY
+    assert "cordoned_log_dirs" in t.schema.names
+    old_schema = pa.schema([f for f in t.schema if f.name != "cordoned_log_dirs"])
+    lake = Lake(tmp_path / "lake", spark)
+    row = {f.name: None for f in t.schema} | {"cluster": "c", "broker_id": 1, "offset": 5}
+    lake.append_arrow(t.name, pa.Table.from_pylist([{k: row[k] for k in old_schema.names}], old_schema),
+                      partition_by=t.partition_by)
+    assert "cordoned_log_dirs" not in DeltaTable(lake.path(t.name)).schema().to_arrow().names
+
+    lake.append_arrow(t.name, pa.Table.from_pylist([row | {"offset": 6, "cordoned_log_dirs": ["d1"]}], t.schema),
+                      partition_by=t.partition_by)
+    got = lake.read_arrow(t.name).sort_by("offset")
+    assert got.column("cordoned_log_dirs").to_pylist() == [None, ["d1"]]
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    frame = spark.createDataFrame([row | {"offset": 7, "cordoned_log_dirs": ["d2"]}], from_arrow_schema(t.schema))
+    lake.append(t.name, frame, partition_by=t.partition_by)
+    assert lake.read_arrow(t.name).sort_by("offset").column("cordoned_log_dirs").to_pylist() == [None, ["d1"], ["d2"]]
+
+    extra = pa.Table.from_pylist([row | {"offset": 8, "not_declared": 1}],
+                                 t.schema.append(pa.field("not_declared", pa.int64())))
+    with pytest.raises(SchemaMismatchError, match="unexpected column"):
+        lake.append_arrow(t.name, extra, partition_by=t.partition_by)
