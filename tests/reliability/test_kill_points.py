@@ -5,7 +5,8 @@ Every commit of a job is a numbered commit point (lake/delta.py).  A SIGKILL rig
 the lake exactly as it is at that moment, so one uninterrupted run per job copies the lake at each of its
 commit points (``delta.on_commit``): each copy is the lake a job killed there leaves.  Each copy is then
 run again and every table compared, sorted, with the uninterrupted run's: ingest, a full replay and an
-incremental replay (the issue's case: killed after the history write, before the checkpoint).  Two real
+incremental replay (the issue's case: killed after the history write, before the checkpoint), and the ingest
+of a second node's copy of the log that holds more of it (only its tail is added: bronze is keyed by the log).  Two real
 SIGKILLs through the test hook (``KRAFT_AUDIT_CRASH_AFTER``, subprocesses) check that the hook kills
 and that the next run takes over the dead job's lock and removes its staging folder.
 """
@@ -39,7 +40,7 @@ SILVER = tuple(t.name for t in (catalog.PARTITION_STATE_HISTORY, catalog.PARTITI
 # a checkpoint row's run-specific columns: when it ran, and the versions of the commits it made
 RUN_SPECIFIC = {catalog.REPLAY_CHECKPOINTS.name: ("replayed_at", "table_versions")}
 # the commit points of each job on this log: a new commit must be added to the sweep knowingly
-POINTS = {"ingest": 2, "full": 8, "incremental": 9}
+POINTS = {"ingest": 2, "full": 8, "incremental": 9, "copy": 1}
 
 
 def _half(path: Path) -> bytes:
@@ -115,14 +116,18 @@ def sweep(spark, tmp_path_factory):
     (grown / "__cluster_metadata-0" / SEG1).write_bytes(_half(src / "__cluster_metadata-0" / SEG1))
     ingest(spark, lake, "c", str(grown), SPLIT)
     phase("incremental", lambda: replay(spark, lake, "c", BUCKETS), SILVER)
+    copy = root / "kafka-2-data"  # another node's copy: segment 1 whole
+    shutil.copytree(data, copy)
+    shutil.copy(src / "__cluster_metadata-0" / SEG1, copy / "__cluster_metadata-0")
+    phase("copy", lambda: ingest(spark, lake, "c", str(copy), SPLIT), BRONZE)
     assert {k: len(v) for k, v in snaps.items()} == POINTS
-    return dict(root=root, data=data, snaps=snaps, before=before, want=want, events=events)
+    return dict(root=root, data={"ingest": data, "copy": copy}, snaps=snaps, before=before, want=want, events=events)
 
 
-def _rerun(spark, job: str, lake_root: Path, data: Path, last: bool) -> None:
+def _rerun(spark, job: str, lake_root: Path, data: dict, last: bool) -> None:
     lake = Lake(lake_root, spark)
-    if job == "ingest":
-        ingest(spark, lake, "c", str(data), SPLIT)
+    if job in ("ingest", "copy"):
+        ingest(spark, lake, "c", str(data[job]), SPLIT)
     else:
         assert replay(spark, lake, "c", BUCKETS)["mode"] == ("up-to-date" if last else job)
 
@@ -131,7 +136,7 @@ def _rerun(spark, job: str, lake_root: Path, data: Path, last: bool) -> None:
 def test_a_run_killed_after_any_commit_then_run_again_equals_an_uninterrupted_run(spark, sweep, job, point, tmp_path):
     lake_root = tmp_path / "lake"
     shutil.copytree(sweep["snaps"][job][point - 1], lake_root)  # the lake a kill after commit `point` leaves
-    names = BRONZE if job == "ingest" else SILVER
+    names = BRONZE if job in ("ingest", "copy") else SILVER
     _rerun(spark, job, lake_root, sweep["data"], last=point == POINTS[job])
     got = tables(lake_root, names)
     for name in names:
@@ -148,14 +153,16 @@ def test_the_commit_points_swept(sweep):
     """What each commit point of each job is (the table it commits to), the checkpoint last."""
     got = {job: [p.name.split("-", 2)[2] for p in paths] for job, paths in sweep["snaps"].items()}
     assert got == {"ingest": list(BRONZE), "full": [B, T_, Q, H, S_, D, I, C],
-                   "incremental": [B, T_, Q, H, H, S_, D, I, C]}  # valid-tos closed, then the new history rows
+                   "incremental": [B, T_, Q, H, H, S_, D, I, C],  # valid-tos closed, then the new history rows
+                   "copy": [BRONZE[0]]}  # the copy's tail; nothing new to quarantine: no commit
     # the Spark writes stage their output first (KRAFT_AUDIT_CRASH_AFTER=staged:<n>): the Spark tasks' files are
     # written and checked, not committed -- the merge too (its rewrite of the files holding a closed valid-to
     # is written by the tasks); the checkpoint (Arrow) does not
     staged = {job: [(n, t) for n, stage, t in ev if stage == "staged"] for job, ev in sweep["events"].items()}
     assert staged == {"ingest": [(1, BRONZE[0]), (2, BRONZE[1])],
                       "full": [(1, B), (2, T_), (3, Q), (4, H), (5, S_), (6, D), (7, I)],
-                      "incremental": [(1, B), (2, T_), (3, Q), (4, H), (5, H), (6, S_), (7, D), (8, I)]}
+                      "incremental": [(1, B), (2, T_), (3, Q), (4, H), (5, H), (6, S_), (7, D), (8, I)],
+                      "copy": [(1, BRONZE[0])]}
 
 
 def test_the_incremental_replay_killed_after_its_history_write_left_the_issues_state(sweep):
@@ -195,7 +202,8 @@ def test_sigkill_through_the_hook_then_the_next_run_cleans_up_and_converges(spar
     lake_root = tmp_path / "lake"
     shutil.copytree(sweep["before"][job], lake_root)
     conf = _conf(tmp_path)
-    cmd = ([job, "--cluster", "c", "--log-dir", str(sweep["data"])] if job == "ingest" else ["replay", "--cluster", "c"])
+    cmd = ([job, "--cluster", "c", "--log-dir", str(sweep["data"]["ingest"])] if job == "ingest"
+           else ["replay", "--cluster", "c"])
     cmd += ["--lake", str(lake_root), "--conf", str(conf)]
     res = _killed(cmd, crash_after, tmp_path)
     assert res.returncode == -9, res.stderr[-2000:]
@@ -207,7 +215,7 @@ def test_sigkill_through_the_hook_then_the_next_run_cleans_up_and_converges(spar
     assert "taking over the stale lock of" in err and "is gone" in err
     assert f"removed {lake_root / delta.STAGING_DIR / staging[0]}, left by a killed job" in err
     assert _leftovers(lake_root) == ([], [])
-    names = BRONZE if job == "ingest" else SILVER
+    names = BRONZE if job in ("ingest", "copy") else SILVER
     assert tables(lake_root, names) == sweep["want"][job]
 
 
