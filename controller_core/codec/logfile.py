@@ -583,6 +583,9 @@ def decode_window(buf, a: np.ndarray, batches: list[int], file: str, base: int, 
     type_code = np.where(known, type_code, UNKNOWN_CODE)
     # a version that does not fit bronze's int16 record_version: left to the scalar reader (quarantined)
     scalar = r.scalar | unframed | (version > 0x7FFF) | (type_id > 0x7FFF)  # (an apiKey is an int16 too)
+    # framing varints that run past the record's value (a value shorter than its own header): the scalar
+    # reader names it; the vectorized groups would read a negative length
+    scalar |= bstart > r.vpos + np.maximum(r.vlen, 0)
     outside = _outside_batch(a, bpos, rbatch, r) & ~scalar
 
     chunk.offset = b_base[rbatch] + r.off_delta

@@ -14,7 +14,11 @@ from fuzz import targets
 CORPUS = Path(__file__).resolve().parent / "corpus"
 FILES = sorted(p for p in CORPUS.iterdir() if p.suffix in (".bin", ".json"))
 # inputs whose records once depended on the size of the read window: every path must now agree
-SAME_ON_EVERY_PATH = {"s99-367-window-size-offsets.bin", "s99-1475-window-size-offsets.bin"}
+SAME_ON_EVERY_PATH = {"s99-367-window-size-offsets.bin", "s99-1475-window-size-offsets.bin",
+                      # a value shorter than its own framing varints (an undeclared apiKey's group once read a
+                      # negative length): the records around it survive on every path alike
+                      "s21-287-framing-past-value.bin", "s21-2555-framing-past-value.bin",
+                      "s22-30316-framing-past-value.bin"}
 
 
 def test_the_corpus_is_there():
