@@ -46,6 +46,8 @@ def whatif_spec(tables: dict[str, pa.Table]) -> dict:
                 "epoch": r["broker_epoch"], "incarnationId": r["incarnation_id"], "fenced": bool(r["fenced"]),
                 "inControlledShutdown": bool(r["in_controlled_shutdown"]), "logDirs": list(r["log_dirs"] or []),
                 "rack": r["rack"]}
+            if r.get("cordoned_log_dirs") is not None:  # KIP-1066, where a record carried them (older lakes: absent)
+                spec["brokers"][str(r["broker_id"])]["cordonedLogDirs"] = list(r["cordoned_log_dirs"])
     for r in fold.state_at(tables[catalog.PARTITION_STATE_HISTORY.name]).to_pylist():
         if r["topic_id"] not in names:
             continue

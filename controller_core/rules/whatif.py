@@ -34,7 +34,8 @@ def load_cluster(spec: dict) -> Cluster:
     for bid, b in (spec.get("brokers") or {}).items():
         c.brokers[int(bid)] = Broker(int(bid), int(b.get("epoch", 0)), b.get("incarnationId", "AAAAAAAAAAAAAAAAAAAAAA"),
                                      bool(b.get("fenced", False)), bool(b.get("inControlledShutdown", False)),
-                                     list(b.get("logDirs") or []), b.get("rack"))
+                                     list(b.get("logDirs") or []), b.get("rack"),
+                                     None if b.get("cordonedLogDirs") is None else list(b["cordonedLogDirs"]))
     configs = spec.get("configs") or {}
     if configs.get("cluster"):
         c.configs[(BROKER, "")] = {k: str(v) for k, v in configs["cluster"].items()}

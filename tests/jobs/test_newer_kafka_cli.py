@@ -83,3 +83,23 @@ def test_ingest_keeps_them_in_bronze_and_warns(spark, tmp_path):
             if r["source_kind"] == "segment"}
     assert (rows[at["api_key_99"]]["record_type"], rows[at["api_key_99"]]["record_type_id"]) == ("UNKNOWN_RECORD", 99)
     assert json.loads(rows[at["pcr_v3"]]["unknown_tagged_fields"])[0]["tag"] == EXTRA_TAG
+
+
+def test_describe_cluster_brokers_shows_the_cordoned_dirs_the_replay_kept(spark, tmp_path, capsys):
+    """The same broker lines from the lake (silver broker_state_history.cordoned_log_dirs) as from the log."""
+    from jobs.ingest import ingest
+    from jobs.replay import replay
+    from lake.delta import Lake
+
+    d, _ = newer_log(tmp_path)
+    lake = Lake(tmp_path / "lake", spark)
+    ingest(spark, lake, "newer", str(d), 64 << 20)
+    replay(spark, lake, "newer", 2)
+    assert cli.main(["describe", "--log-dir", str(d), "--brokers"]) == 0
+    from_log = capsys.readouterr().out
+    assert cli.main(["describe", "--cluster", "newer", "--lake", str(lake.root), "--brokers"]) == 0
+    from_lake = capsys.readouterr().out
+    assert f"CordonedLogDirs: {DIRS[1]}" not in from_log  # at the end broker 4 cordons none any more
+    last = from_lake.splitlines()[-1]
+    assert last.startswith("Broker: 4") and last.endswith("\tCordonedLogDirs: ")  # a record said: none any more
+    assert from_lake == from_log
