@@ -28,6 +28,7 @@ LV_3_7_IV0 = C.MV_LEVELS["3.7-IV0"]  # RegisterControllerRecord (KIP-919)
 RESERVED = {"AAAAAAAAAAAAAAAAAAAAAA", "AAAAAAAAAAAAAAAAAAAAAQ", "AAAAAAAAAAAAAAAAAAAAAg"}
 TOPIC_RES, BROKER_RES = 2, 4
 MIN_ISR, UNCLEAN_KEY = "min.insync.replicas", "unclean.leader.election.enable"
+DISKLESS_KEY = "diskless.enable"  # KIP-1150: a leaderless / diskless topic (the audit: controller_core.image.DISKLESS_CONFIGS)
 SETUP = -1        # incident index of the cluster's creation (brokers, scenario topics)
 HEARTBEAT = -2    # NoOp records belong to no incident
 _MISSING = object()
@@ -152,6 +153,7 @@ class Simulator:
         self.stats = {"records": 0, "batches": 0}
         self._min_isr: dict[str, int] = {}
         self._unclean: dict[str, bool] = {}
+        self._diskless: dict[str, bool] = {}
         # partitions in creation order (the order of ``parts``): key -> ordinal, ordinal -> key, and the
         # registration (Reg.idx, -1 once deleted) per ordinal, so that "partitions whose registration ..." is an
         # array lookup (keys_with)
@@ -197,10 +199,20 @@ class Simulator:
             u = self._unclean[tid] = v is not None and v.strip().lower() == "true"
         return u
 
+    def diskless(self, tid: str) -> bool:
+        """The topic is leaderless / diskless (``diskless.enable=true``, KIP-1150): the audit judges its partitions
+        by no ISR rule, so the ground truth expects none of those findings for them (the INV-* checks stay)."""
+        d = self._diskless.get(tid)
+        if d is None:
+            v = self.config(self.names[tid], DISKLESS_KEY)
+            d = self._diskless[tid] = v is not None and v.strip().lower() == "true"
+        return d
+
     def forget_configs(self) -> None:
         """Resolved settings are cached per topic; a config or controller change invalidates them."""
         self._min_isr.clear()
         self._unclean.clear()
+        self._diskless.clear()
 
     def mode(self, tid: str) -> str:
         return C.UNCLEAN if self.unclean_allowed(tid) else C.ONLINE
@@ -474,6 +486,8 @@ class Simulator:
             flags = by_reg.get(p.reg)
             if flags is None:
                 flags = by_reg[p.reg] = self.window_flags(p.reg, m)
+            if flags and self.diskless(key[0]):  # no ISR rule judges it; the invariants still do
+                flags = frozenset(f for f in flags if f.startswith("INV-"))
             if flags or key in open_windows:
                 self.truth.observe(key, self.names[key[0]], key[1], flags, self.now, self.idx)
             if unlisted is not None:
@@ -529,14 +543,16 @@ class Simulator:
         key = (p.topic_id, p.pid)
         name = self.names[p.topic_id]
         leader = body.get("leader", C.UNCHANGED)
+        diskless = self.diskless(p.topic_id)
         if unclean:
-            self.truth.point(self.idx, "UNCLEAN_ELECTION", "ERROR", name, p.pid)
+            if not diskless:
+                self.truth.point(self.idx, "UNCLEAN_ELECTION", "ERROR", name, p.pid)
             self.truth.point(self.idx, "INV-UNCLEAN-ELECTION", "WARN", name, p.pid)
             if not self.unclean_allowed(p.topic_id):
                 self.truth.point(self.idx, "INV-UNCLEAN-CONFIG", "WARN", name, p.pid)
         if leader >= 0 and leader != p.leader:
             crashed = self.last_standing.pop(key, None)
-            if crashed is not None and crashed == leader and not unclean:
+            if crashed is not None and crashed == leader and not unclean and not diskless:
                 self.truth.point(self.idx, "DATA_LOSS_LIKELY", "ERROR", name, p.pid)
 
     def changes_for(self, keys, ok, election: str | None = None, drop: int | None = None,
@@ -943,7 +959,7 @@ class Simulator:
         self.emit(recs)  # topic creation is atomic: one batch
         m_conf = int(self.config(name, MIN_ISR) or 1)
         for pid in range(n):
-            if m_conf > rf:
+            if m_conf > rf and not self.diskless(tid):
                 self.truth.point(self.idx, "MIN_ISR_ABOVE_RF", "WARN", name, pid)
             if self.unclean_allowed(tid):
                 self.truth.point(self.idx, "UNCLEAN_CONFIG", "WARN", name, pid)
@@ -986,7 +1002,8 @@ class Simulator:
             if ev["key"] == UNCLEAN_KEY and self.unclean_allowed(tid):
                 for pid in range(self.partition_counts[tid]):
                     self.truth.point(self.idx, "UNCLEAN_CONFIG", "WARN", name, pid)
-            if ev["key"] == MIN_ISR and int(self.config(name, MIN_ISR) or 1) > len(self.parts[(tid, 0)].replicas):
+            if ev["key"] == MIN_ISR and int(self.config(name, MIN_ISR) or 1) > len(self.parts[(tid, 0)].replicas) \
+                    and not self.diskless(tid):
                 for pid in range(self.partition_counts[tid]):
                     self.truth.point(self.idx, "MIN_ISR_ABOVE_RF", "WARN", name, pid)
         if ev["key"] == UNCLEAN_KEY:

@@ -57,6 +57,10 @@ def test_audit_findings_match_the_ground_truth(scenarios, name, capsys):
         assert not above_info  # a rolling restart done right: nothing above INFO
     if name in ("last-replica-standing-elr-off", "unclean-election", "long-under-min-isr", "az-outage"):
         assert above_info  # the planted incident is there to be found
+    if name == "long-under-min-isr":  # its diskless topic: said once, judged by no ISR rule
+        assert {(s, p) for s, c, t, p in got if c == "DISKLESS_TOPIC"} == {("INFO", None)}
+        assert {c for s, c, t, p in got if t == "events" and s != "INFO"} <= {"INV-UNDER-MINISR"}
+        assert ("ERROR", "UNDER_MIN_ISR", "ledger", 0) in got
 
 
 @pytest.mark.parametrize("name", sorted(builtin_names()))
