@@ -118,7 +118,7 @@ def mutate_once(rng: random.Random, buf: bytearray, corpus: list[bytes]) -> byte
             old = struct.unpack_from(">q", buf, b[0])[0]
             new = rng.choice([old + 1, old - 1, old + rng.randint(-100, 100), 0, -1, 1 << 62, rng.getrandbits(63),
                               old ^ (1 << rng.randrange(63))])
-            struct.pack_into(">q", buf, b[0], new)
+            struct.pack_into(">q", buf, b[0], (new + (1 << 63)) % (1 << 64) - (1 << 63))  # wrapped to an int64
     elif kind in (8, 9, 10):  # crafted: a header field or record byte edited, CRC fixed
         b = _pick_batch(rng, buf)
         if b:

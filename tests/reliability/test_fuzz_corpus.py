@@ -36,3 +36,13 @@ def test_corpus_input_decodes(tmp_path, path):
         if path.name in SAME_ON_EVERY_PATH:
             assert len({v for k, v in found.items() if k != "walk_regular"}) == 1, found
     assert time.process_time() - t0 < 5.0
+
+
+def test_the_mutator_makes_every_input_it_ever_failed_on():
+    """Input 146082 of seed 32 once stopped a fuzz run in the harness itself: a baseOffset edit past int64."""
+    from fuzz import mutate
+
+    corpus = mutate.load_corpus()
+    for seed, i in ((32, 146082),):
+        data = mutate.make_input(corpus, seed, i)
+        assert isinstance(data, bytes) and data == mutate.make_input(corpus, seed, i)  # reproducible
