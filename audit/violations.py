@@ -519,16 +519,18 @@ def _topic_order(ctx: Context):
     return order, off[order], code, breaks
 
 
-def unclean_config(ctx: Context) -> list[pa.Table]:
+def _config_runs(ctx: Context, setting: np.ndarray):
+    """The runs of each topic's topic_config_history rows (in topic, offset order) where ``setting`` (per row, in
+    table order) holds and the topic is not deleted: (order, off, code, starts, close, ms, ok, is_open, c, dur,
+    dur_ok), or None when there is none.  ``close``: the row ending a run (-1: open to the end of the log)."""
     t = ctx.topics
     order, off, code, breaks = _topic_order(ctx)
     if not len(order):
-        return []
-    deleted = F.np_col(t, "deleted", False, bool)[order]
-    on = F.np_col(t, "unclean_leader_election_enable", False, bool)[order] & ~deleted
+        return None
+    on = setting[order] & ~F.np_col(t, "deleted", False, bool)[order]
     starts, ends = F.runs(on, breaks)
     if not len(starts):
-        return []
+        return None
     nxt = ends + 1
     close = np.where((nxt < len(order)) & ~np.concatenate([breaks[1:], [True]])[ends], nxt, -1)
     ms, ok = F.millis(t.column("timestamp"))
@@ -538,6 +540,15 @@ def unclean_config(ctx: Context) -> list[pa.Table]:
     end = np.where(is_open, ctx.end_ms or 0, ms[c])
     dur_ok = ok[starts] & np.where(is_open, ctx.end_ms is not None, ok[c])
     dur = np.where(dur_ok, end - ms[starts], 0)
+    return order, off, code, starts, close, ms, ok, is_open, c, dur, dur_ok
+
+
+def unclean_config(ctx: Context) -> list[pa.Table]:
+    t = ctx.topics
+    found = _config_runs(ctx, F.np_col(t, "unclean_leader_election_enable", False, bool))
+    if found is None:
+        return []
+    order, off, code, starts, close, ms, ok, is_open, c, dur, dur_ok = found
     rows = order[starts]
     cfg = [{"uncleanLeaderElectionEnable": True, "minInsyncReplicas": m, "effectiveMinIsr": e}
            for m, e in zip(t.column("min_insync_replicas").take(pa.array(rows)).to_pylist(),
@@ -559,30 +570,21 @@ def diskless_topics(ctx: Context) -> list[pa.Table]:
     t = ctx.topics
     if "diskless" not in t.schema.names:
         return []
-    order, off, code, breaks = _topic_order(ctx)
-    if not len(order):
+    found = _config_runs(ctx, t.column("diskless").is_valid().to_numpy(zero_copy_only=False))
+    if found is None:
         return []
-    deleted = F.np_col(t, "deleted", False, bool)[order]
+    order, off, code, starts, close, ms, ok, is_open, c, dur, dur_ok = found
     key = t.column("diskless").to_pylist()
-    on = t.column("diskless").is_valid().to_numpy(zero_copy_only=False)[order] & ~deleted
-    starts, ends = F.runs(on, breaks)
-    if not len(starts):
-        return []
-    nxt = ends + 1
-    close = np.where((nxt < len(order)) & ~np.concatenate([breaks[1:], [True]])[ends], nxt, -1)
-    ms, ok = F.millis(t.column("timestamp"))
-    ms, ok = ms[order], ok[order]
-    is_open = close < 0
-    c = np.maximum(close, 0)
-    end = np.where(is_open, ctx.end_ms or 0, ms[c])
-    dur_ok = ok[starts] & np.where(is_open, ctx.end_ms is not None, ok[c])
-    dur = np.where(dur_ok, end - ms[starts], 0)
     rows = order[starts]
-    parts = {int(x): int(n) for x, n in zip(*np.unique(ctx.h.topic, return_counts=True))} if ctx.h.n else {}
+    # partitions per topic: the distinct (topic, partition) pairs of the history, counted per topic
+    parts: dict[int, int] = {}
+    if ctx.h.n:
+        tp = np.unique(np.stack([np.asarray(ctx.h.topic, np.int64), np.asarray(ctx.h.partition, np.int64)]), axis=1)
+        parts = {int(x): int(n) for x, n in zip(*np.unique(tp[0], return_counts=True))}
     texts = []
     for k, s in enumerate(starts.tolist()):
         tc = int(code[s])
-        npart = len(set(ctx.h.partition[ctx.h.topic == tc].tolist())) if tc in parts else 0
+        npart = parts.get(tc, 0)
         texts.append(f"topic {_tp(ctx, tc, None)} is leaderless / diskless ({key[int(rows[k])]}=true) from offset {off[s]} "
                      + (f"until offset {off[close[k]]}" if close[k] >= 0 else "to the end of the log")
                      + f": its records live in object storage, not in the replicas' logs, so its {npart} partitions are "
