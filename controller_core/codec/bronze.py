@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from controller_core.codec.arrowutil import from_numpy, repeat_str, strings
-from controller_core.codec.jsonout import struct_json
+from controller_core.codec.jsonwrite import chunk_json
 from controller_core.codec.logfile import TYPE_NAMES, DecodedChunk, Quarantine
 from controller_core.records import UNKNOWN_RECORD_TYPE as UNKNOWN_RECORD
 
@@ -170,8 +170,8 @@ def records_table(chunk: DecodedChunk, cluster: str, source_file: str, source_ki
         mapping = COLUMN_MAP.get(g.rdef.type_name, {})
         for f in TYPED:
             if f.name == "data_json":
-                arr = struct_json(g.columns, g.rdef.fields, g.layout, m)
-            elif f.name == "unknown_tagged_fields":
+                continue  # written for the whole chunk in file order below
+            if f.name == "unknown_tagged_fields":
                 arr = g.unknown_tagged_fields
             elif f.name == "record_type_id":
                 arr = from_numpy(chunk.type_id[g.rows].astype(np.int32))
@@ -202,7 +202,8 @@ def records_table(chunk: DecodedChunk, cluster: str, source_file: str, source_ki
         "record_version": from_numpy(chunk.version),
     }
     for f in TYPED:
-        columns[f.name] = pa.concat_arrays(typed[f.name]).take(inv)
+        columns[f.name] = (chunk_json(chunk.groups, n) if f.name == "data_json" else
+                           pa.concat_arrays(typed[f.name]).take(inv))
     return pa.Table.from_pydict(columns, schema=SCHEMA)
 
 
