@@ -226,6 +226,36 @@ def date_history(history: pa.Table, records: pa.Table, triggers: pa.Table) -> pa
         return pc.if_else(from_numpy(hit), s_ts.take(from_numpy(j)), pa.scalar(None, TS))
 
     history = history.cast(fold.HISTORY_SCHEMA)
+    trigger = _place_triggers(history, triggers)
+    out = (history.append_column("valid_from_timestamp", at(history.column("offset")))
+           .append_column("valid_to_timestamp", at(history.column("valid_to_offset")))
+           .append_column("trigger", trigger))
+    return out.select(HISTORY_DATED_SCHEMA.names).cast(HISTORY_DATED_SCHEMA)
+
+
+def _place_triggers(history: pa.Table, triggers: pa.Table) -> pa.Array:
+    """The trigger of each history row: the ``triggers`` row with the same (offset, topic_id,
+    partition_id), null where there is none.  A change record's offset names one record, so the offsets
+    of ``triggers`` are distinct and a sorted search finds the candidate, whose partition is then checked;
+    should they not be distinct, a hash join on the three keys."""
+    n = history.num_rows
+    t_off = to_numpy(triggers.column("offset"), np.int64) if triggers.num_rows else np.zeros(0, np.int64)
+    order = np.argsort(t_off, kind="stable")
+    sorted_off = t_off[order]
+    if not len(t_off) or not n:
+        return pa.nulls(n, pa.string())
+    if (sorted_off[1:] == sorted_off[:-1]).any():
+        return _join_triggers(history, triggers)
+    h_off = np.asarray(pc.fill_null(history.column("offset"), -1), np.int64)
+    j = np.clip(np.searchsorted(sorted_off, h_off), 0, len(sorted_off) - 1)
+    at = from_numpy(order[j])
+    same = pc.and_(pc.and_(from_numpy(sorted_off[j] == h_off),
+                           pc.equal(history.column("topic_id"), triggers.column("topic_id").take(at))),
+                   pc.equal(history.column("partition_id"), triggers.column("partition_id").take(at)))
+    return pc.if_else(pc.fill_null(same, False), triggers.column("trigger").take(at), pa.scalar(None, pa.string()))
+
+
+def _join_triggers(history: pa.Table, triggers: pa.Table) -> pa.Array:
     # Arrow joins carry no list columns: join the keys with a row number, then place the triggers
     keys = history.select(["offset", "topic_id", "partition_id"]).append_column(
         "_row", pa.array(np.arange(history.num_rows, dtype=np.int64)))
@@ -237,10 +267,7 @@ def date_history(history: pa.Table, records: pa.Table, triggers: pa.Table) -> pa
         names = hit.column("trigger").combine_chunks()
         trigger = pc.if_else(from_numpy(placed >= 0), names.take(from_numpy(np.maximum(placed, 0))),
                              pa.scalar(None, pa.string()))
-    out = (history.append_column("valid_from_timestamp", at(history.column("offset")))
-           .append_column("valid_to_timestamp", at(history.column("valid_to_offset")))
-           .append_column("trigger", trigger))
-    return out.select(HISTORY_DATED_SCHEMA.names).cast(HISTORY_DATED_SCHEMA)
+    return trigger
 
 
 def divergence_table(divs) -> pa.Table:

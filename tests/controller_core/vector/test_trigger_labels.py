@@ -59,3 +59,28 @@ def test_fence_controlled_shutdown_and_unclean_shutdown_are_told_apart(tmp_path,
     capsys.readouterr()
     got = _by_label(tmp_path / "lrs")
     assert len(got["unclean_shutdown(3)"]) == 1 and got["fence(3)"][0] < got["unclean_shutdown(3)"][0]
+
+
+def test_history_triggers_placed_by_offset_equal_the_key_join(tmp_path, capsys):
+    """date_history places each change record's trigger on its history row by a sorted search on the offset
+    (then checks the partition); the three-key hash join it replaced gives the same column, and is what runs
+    when two triggers share an offset."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    assert cli.main(["simulate", "rolling-restart", "-o", str(tmp_path / "rr")]) == 0
+    capsys.readouterr()
+    rep, _ = pipeline.from_log_dir(str(tmp_path / "rr"))
+    history = rep.history.drop_columns(["valid_from_timestamp", "valid_to_timestamp", "trigger"])
+    triggers = pipeline._triggers(rep.explained, {})
+    placed = pa.chunked_array([pipeline._place_triggers(history, triggers)]).combine_chunks()
+    joined = pa.chunked_array([pipeline._join_triggers(history, triggers)]).combine_chunks()
+    assert placed.equals(joined)
+    assert placed.null_count < len(placed) and pc.count(placed).as_py() == triggers.num_rows
+    assert rep.history.column("trigger").combine_chunks().equals(placed)
+    # a trigger naming another partition at a row's offset is not that row's
+    moved = triggers.set_column(2, "partition_id", pc.add(triggers.column("partition_id"), 1000).cast(pa.int32()))
+    assert pipeline._place_triggers(history, moved).null_count == history.num_rows
+    # duplicated offsets: the join decides
+    twice = pa.concat_tables([triggers, moved])
+    assert pa.chunked_array([pipeline._place_triggers(history, twice)]).combine_chunks().equals(joined)
