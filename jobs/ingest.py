@@ -22,6 +22,11 @@ Exit codes: 0 ingested; 1 ingested, but a copy diverges (its span is quarantined
 safety violation, or a copy of another log -- the finding ``compare-copies`` exits 1 for); 2 cannot run, or
 ``--strict`` and anything was quarantined.
 
+Speed: a cluster's first copy, when the Spark tasks write the lake's files (delta-rs, ``delta.spark_writes:
+executors``), is decoded by tasks that write ``metadata_records``' data files themselves; only a summary per split
+comes back (offsets, counts, quarantined spans) and the driver commits the files in one add commit.  Splits are
+cut smaller than ``ingest.split_bytes`` when the log would leave cores idle (two per core, at least 4 MiB).
+
 Crash safety: each table gets only the rows whose key it does not hold yet (one append each), so a run
 killed after any commit and run again adds exactly what is missing.  The rows a table holds after the
 commit are checked against what was decoded (CommitCheckError: exit 2), and a log whose files hold bytes
@@ -210,19 +215,27 @@ def ingest(spark, lake: Lake, cluster: str, log_dir: str | list[str], split_byte
     result.migrated = LB.migrate_records(lake)
     if result.migrated is not None:
         progress(f"{RECORDS.name} migrated to one row per offset ({result.migrated} duplicate rows dropped)")
+    split_bytes = _split_bytes(split_bytes, dirs, spark.sparkContext.defaultParallelism)
     splits = [s for i, d in enumerate(dirs) for s in plan_splits(d, cluster, split_bytes, i)]
     result.files = len({(s[7], s[1]) for s in splits})
     paths = {(s[7], s[1]): s[0] for s in splits}
     log_bytes = sum(s[4] - s[3] for s in splits)
     progress(f"decoding {result.files} files, {log_bytes / 1e6:.1f} MB, in {len(splits)} Spark tasks")
+    before = lake.version(RECORDS.name) if lake.exists(RECORDS.name) else None  # one version read and checked
+    existing = (lake.read(RECORDS.name, version=before).where(F.col("cluster") == cluster)
+                if before is not None else None)
+    held = _collect(T.batches(existing)) if existing is not None else []
+    if not held and len(dirs) == 1 and lake.tasks_write_files():
+        quarantined = _first_copy_by_tasks(spark, lake, cluster, dirs[0], splits, log_bytes, before, result,
+                                           progress)
+        if quarantined is not None:
+            _commit_quarantine(spark, lake, cluster, quarantined, result)
+            return result
+        progress("a log part's files overlap in offsets: decoding again to drop the duplicates")
     df = spark.createDataFrame(splits, T.SPLIT_DDL).repartition(max(1, len(splits)))
     decoded = T.decode_splits(df).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         records = T.records(decoded, T.COPY, T.BATCH_BYTES)
-        before = lake.version(RECORDS.name) if lake.exists(RECORDS.name) else None  # one version read and checked
-        existing = (lake.read(RECORDS.name, version=before).where(F.col("cluster") == cluster)
-                    if before is not None else None)
-        held = _collect(T.batches(existing)) if existing is not None else []
         if not held and len(dirs) == 1:  # the cluster's first copy: nothing to compare it with
             picked, diverged = records.select(*T.RECORD_COLUMNS), []
         else:
@@ -251,19 +264,101 @@ def ingest(spark, lake: Lake, cluster: str, log_dir: str | list[str], split_byte
             lake.append(RECORDS.name, new, partition_by=RECORDS.partition_by)
             _appended(lake, RECORDS, cluster, before, result.records_added)
         new.unpersist()
-
-        before_q = lake.version(QUARANTINE.name) if lake.exists(QUARANTINE.name) else None
-        existing_q = (lake.read(QUARANTINE.name, version=before_q).where(F.col("cluster") == cluster)
-                      if before_q is not None else None)
-        new_q = T.only_new(quarantine, existing_q, T.QUARANTINE_KEY).persist(StorageLevel.MEMORY_AND_DISK)
-        result.quarantine_added = new_q.count()
-        if result.quarantine_added or existing_q is None:
-            lake.append(QUARANTINE.name, new_q, partition_by=QUARANTINE.partition_by)
-            _appended(lake, QUARANTINE, cluster, before_q, result.quarantine_added)
-        new_q.unpersist()
+        _commit_quarantine(spark, lake, cluster, quarantine, result)
     finally:
         decoded.unpersist()
     return result
+
+
+def _commit_quarantine(spark, lake: Lake, cluster: str, quarantine, result: IngestResult) -> None:
+    """Append the quarantine rows (a frame, or dicts) the table does not hold yet."""
+    if isinstance(quarantine, list):  # nullable, as the decoded frame's columns: one table schema either way
+        schema = pa.schema([f.with_nullable(True) for f in QUARANTINE.schema])
+        quarantine = spark.createDataFrame(pa.Table.from_pylist(quarantine, schema=schema)).select(
+            *T.QUARANTINE_COLUMNS)
+    before_q = lake.version(QUARANTINE.name) if lake.exists(QUARANTINE.name) else None
+    existing_q = (lake.read(QUARANTINE.name, version=before_q).where(F.col("cluster") == cluster)
+                  if before_q is not None else None)
+    new_q = T.only_new(quarantine, existing_q, T.QUARANTINE_KEY).persist(StorageLevel.MEMORY_AND_DISK)
+    result.quarantine_added = new_q.count()
+    if result.quarantine_added or existing_q is None:
+        lake.append(QUARANTINE.name, new_q, partition_by=QUARANTINE.partition_by)
+        _appended(lake, QUARANTINE, cluster, before_q, result.quarantine_added)
+    new_q.unpersist()
+
+
+# ----------------------------------------------------------------------------- the first copy, written by its tasks
+MIN_SPLIT_BYTES = 4 << 20
+
+
+def _split_bytes(configured: int, dirs: list[str], cores: int) -> int:
+    """Split size: the configured one, smaller when the log would otherwise keep cores idle (two splits per core,
+    none under MIN_SPLIT_BYTES: a split's fixed cost is a task)."""
+    total = sum(lf.path.stat().st_size for d in dirs for lf in discover(Path(d)))
+    return max(min(configured, -(-total // max(1, 2 * cores))), min(configured, MIN_SPLIT_BYTES))
+
+
+def _overlaps(splits: list[dict]) -> bool:
+    """Whether two splits of one log part hold a common offset (a segment rolled while the copy was taken):
+    their rows would share a key."""
+    by_part: dict[str, list] = {}
+    for s in splits:
+        if s["rows"]:
+            by_part.setdefault(s[catalog.LOG_PART], []).append((s["first_offset"], s["last_offset"]))
+    for spans in by_part.values():
+        spans.sort()
+        if any(b[0] <= a[1] for a, b in zip(spans, spans[1:])):
+            return True
+    return False
+
+
+def _first_copy_by_tasks(spark, lake: Lake, cluster: str, log_dir: str, splits: list, log_bytes: int,
+                         before: int | None, result: IngestResult, progress) -> list[dict] | None:
+    """A cluster's first copy when the Spark tasks write the lake's files: each decoding task writes its rows
+    straight into ``metadata_records`` (transforms.bronze.decode_and_write) and the driver commits the files in
+    one add commit, no record row going back through the JVM.  Every offset of a log part is then new: the
+    splits' offset spans must not overlap, else nothing is committed and None is returned (the frame path drops
+    the duplicates).  Returns the quarantine rows."""
+    import json
+
+    from pyspark.sql import Row
+
+    from controller_core.codec.bronze import NewerKafka
+
+    def run(path, target, parts, tag):
+        df = spark.createDataFrame(splits, T.SPLIT_DDL).repartition(max(1, len(splits)))
+        rows = T.decode_and_write(df, path, target, parts, tag).toArrow().to_pylist()
+        by_kind: dict[str, list] = {}
+        for r in rows:
+            by_kind.setdefault(r["kind"], []).append(json.loads(r["body"]))
+        return [Row(**f) for f in by_kind.get(T.FILE, [])], by_kind
+
+    def commit_if(by_kind) -> bool:
+        done = by_kind.get(T.SPLIT, [])
+        if _overlaps(done):
+            return False
+        types: dict[str, int] = {}
+        for s in done:
+            for t, n in s["types"].items():
+                types[t] = types.get(t, 0) + n
+        result.types_added = types
+        result.records_seen = result.records_added = sum(s["rows"] for s in done)
+        newer = NewerKafka()
+        for state in by_kind.get(T.NEWER, []):
+            newer.merge(state)
+        result.newer_kafka = newer.lines()
+        result.quarantined = sorted(by_kind.get(T.QUARANTINED, []), key=lambda q: (q["source_file"], q["position"]))
+        if log_bytes and not result.records_seen and not result.quarantined:
+            raise CannotRun(f"{result.files} files of {log_bytes} bytes decoded to no record and no quarantined span: "
+                            "nothing is committed", log_dir)
+        progress(f"{result.records_seen} records decoded and written by the tasks: committing {RECORDS.name}")
+        return True
+
+    version, _ = lake.append_written(RECORDS.name, T.records_schema(), RECORDS.partition_by, run, commit_if)
+    if version is None:
+        return None
+    _appended(lake, RECORDS, cluster, before, result.records_added)
+    return result.quarantined
 
 
 def main(args) -> int:

@@ -55,7 +55,7 @@ import socket
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.dataset as pads
@@ -404,6 +404,30 @@ class Lake:
                                                                     for f in affected) else None
         return self._commit_files(table, path, out, target, parts, False, "append", False, affected, expect)
 
+    def tasks_write_files(self) -> bool:
+        """Whether Spark tasks write this lake's data files themselves (:meth:`append_written`)."""
+        return self._executor_writes() and self._local
+
+    def append_written(self, table: str, source: pa.Schema, partition_by: str | Sequence[str] | None,
+                       run: Callable[[str, pa.Schema, list[str], str], tuple[list, Any]],
+                       commit_if: Callable[[Any], bool] = lambda extra: True) -> tuple[int | None, Any]:
+        """Append rows that a job's own Spark tasks write into the table (only when :meth:`tasks_write_files`):
+        ``run(table path, target schema, partition columns, tag)`` runs them -- each writes its files with
+        :func:`lake.files.write_task` under ``tag`` -- and returns (their file rows, anything else the job's
+        tasks reported).  ``commit_if(that)`` decides whether they are committed (one add commit, checked as
+        every executor write is); files not committed are removed.  Returns (the new version or None, that)."""
+        self._require_spark()
+        target, parts, is_new = self._plan(table, source, _as_list(partition_by))
+        path = self.path(table)
+        job = _Job(Path(self.root), table, -1 if is_new else DeltaTable(path).version())
+        try:
+            written, extra = run(path, target, parts, job.tag)
+            if not commit_if(extra):
+                return None, extra
+            return self._commit_written(table, path, written, target, parts, is_new, False, []), extra
+        finally:
+            job.close()
+
     def append_arrow(
         self,
         table: str,
@@ -518,45 +542,49 @@ class Lake:
                       is_new: bool, mode: str, whole: bool, removes: list[dict], expect_rows: int | None = None) -> int:
         """Run the write tasks, check their files from the driver (footers only), commit their add actions and
         ``removes`` in one transaction (``whole``: an overwrite of the whole table), check the commit."""
-        from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
-
         from lake import files as LF
 
         job = _Job(Path(self.root), table, -1 if is_new else DeltaTable(path).version())
         try:
             written = _run_tasks(df.mapInArrow(LF.write_task(path, target, parts, job.tag), LF.FILE_DDL))
-            reported = sum(int(r.rows) for r in written)
-            _found(table, path, written, reported)
-            if expect_rows is not None and reported != expect_rows:
-                raise CommitCheckError(f"table {table}: the rewrite of {len(removes)} files wrote {reported} rows "
-                                       f"but they hold {expect_rows} (a target row matched twice?)", path)
-            _commit_point("staged", table)
-            adds = [AddAction(path=r.path, size=int(r.size), partition_values=json.loads(r.partition_values),
-                              modification_time=int(r.modification_time), data_change=True, stats=r.stats)
-                    for r in written]
-            now = int(time.time() * 1000)
-            rms = [RemoveAction(path=f["path"], data_change=True, deletion_timestamp=now, size=f["size"],
-                                partition_values=f["partition_values"]) for f in removes]
-            if is_new:
-                # "append" whatever the mode: a table another job created meanwhile (another cluster's rows)
-                # is added to, never replaced
-                create_table_with_add_actions(path, DeltaSchema.from_arrow(target), adds, mode="append",
-                                              partition_by=parts or None)
-            else:
-                DeltaTable(path).create_write_transaction(adds + rms, mode="overwrite" if whole else "append",
-                                                          schema=DeltaSchema.from_arrow(target),
-                                                          partition_by=parts or None)
-            _committed(table)
-            dt = DeltaTable(path)
-            _check_added(table, path, dt, written)
-            if is_new:
-                proto = dt.protocol()
-                if (proto.min_reader_version, proto.min_writer_version) != (1, 2):
-                    raise ProtocolError(
-                        f"table {table!r} was created with protocol {proto}; expected reader 1 / writer 2")
-            return dt.version()
+            return self._commit_written(table, path, written, target, parts, is_new, whole, removes, expect_rows)
         finally:
             job.close()
+
+    def _commit_written(self, table: str, path: str, written: list, target: pa.Schema, parts: list[str],
+                        is_new: bool, whole: bool, removes: list[dict], expect_rows: int | None = None) -> int:
+        from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
+
+        reported = sum(int(r.rows) for r in written)
+        _found(table, path, written, reported)
+        if expect_rows is not None and reported != expect_rows:
+            raise CommitCheckError(f"table {table}: the rewrite of {len(removes)} files wrote {reported} rows "
+                                   f"but they hold {expect_rows} (a target row matched twice?)", path)
+        _commit_point("staged", table)
+        adds = [AddAction(path=r.path, size=int(r.size), partition_values=json.loads(r.partition_values),
+                          modification_time=int(r.modification_time), data_change=True, stats=r.stats)
+                for r in written]
+        now = int(time.time() * 1000)
+        rms = [RemoveAction(path=f["path"], data_change=True, deletion_timestamp=now, size=f["size"],
+                            partition_values=f["partition_values"]) for f in removes]
+        if is_new:
+            # "append" whatever the mode: a table another job created meanwhile (another cluster's rows)
+            # is added to, never replaced
+            create_table_with_add_actions(path, DeltaSchema.from_arrow(target), adds, mode="append",
+                                          partition_by=parts or None)
+        else:
+            DeltaTable(path).create_write_transaction(adds + rms, mode="overwrite" if whole else "append",
+                                                      schema=DeltaSchema.from_arrow(target),
+                                                      partition_by=parts or None)
+        _committed(table)
+        dt = DeltaTable(path)
+        _check_added(table, path, dt, written)
+        if is_new:
+            proto = dt.protocol()
+            if (proto.min_reader_version, proto.min_writer_version) != (1, 2):
+                raise ProtocolError(
+                    f"table {table!r} was created with protocol {proto}; expected reader 1 / writer 2")
+        return dt.version()
 
     def _write_spark(self, table: str, df: DataFrame, mode: str, partition_by, predicate: str | None = None) -> int:
         self._require_spark()

@@ -58,24 +58,33 @@ def _conform(table: pa.Table, kind: str, copy) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(cols, schema=_DECODED)
 
 
-def _decode_partition(batches):
+def _split_chunks(row: dict):
+    """(chunk, its bronze rows with log_part, batch_crc and batch_bytes, or None when it holds no record) of one
+    split, decoded in bounded memory."""
     # imported here: runs in the Python worker
     from controller_core.codec.logfile import iter_chunks
 
+    if not os.path.isfile(row["path"]):  # the driver listed it: this executor does not see it
+        raise FileNotFoundError(f"{row['path']}: not found by the executor on {socket.gethostname()}: "
+                                "the log directory must be at the same path on the driver and every executor")
+    part = catalog.log_part(row["source_kind"], row["source_file"])
+    for chunk in iter_chunks(row["path"], row["source_file"], row["start"], row["end"],
+                             first_offset=row["first_offset"]):
+        if not len(chunk):
+            yield chunk, None
+            continue
+        t = B.records_table(chunk, row["cluster"], row["source_file"], row["source_kind"])
+        crc, size = _batch_crc_and_size(row["path"], chunk.batch_position)
+        yield chunk, (t.append_column(catalog.LOG_PART, pa.array([part] * t.num_rows, pa.string()))
+                      .append_column(catalog.BATCH_CRC, pa.array(crc, pa.int64()))
+                      .append_column(BATCH_BYTES, pa.array(size, pa.int64())))
+
+
+def _decode_partition(batches):
     for split in batches:
         for row in split.to_pylist():
-            if not os.path.isfile(row["path"]):  # the driver listed it: this executor does not see it
-                raise FileNotFoundError(f"{row['path']}: not found by the executor on {socket.gethostname()}: "
-                                        "the log directory must be at the same path on the driver and every executor")
-            part = catalog.log_part(row["source_kind"], row["source_file"])
-            for chunk in iter_chunks(row["path"], row["source_file"], row["start"], row["end"],
-                                     first_offset=row["first_offset"]):
-                if len(chunk):
-                    t = B.records_table(chunk, row["cluster"], row["source_file"], row["source_kind"])
-                    crc, size = _batch_crc_and_size(row["path"], chunk.batch_position)
-                    t = (t.append_column(catalog.LOG_PART, pa.array([part] * t.num_rows, pa.string()))
-                         .append_column(catalog.BATCH_CRC, pa.array(crc, pa.int64()))
-                         .append_column(BATCH_BYTES, pa.array(size, pa.int64())))
+            for chunk, t in _split_chunks(row):
+                if t is not None:
                     yield _conform(t, _RECORD, row.get(COPY))
                 if chunk.quarantine:
                     yield _conform(B.quarantine_table(chunk.quarantine, row["cluster"], row["source_kind"]),
@@ -96,6 +105,77 @@ def _batch_crc_and_size(path: str, batch_position) -> tuple:
         size = (size << 8) | a[pos + 8 + k].astype(np.int64)
     del a
     return crc[inverse], (size + 12)[inverse]
+
+
+# ------------------------------------------------------------------ decoding tasks that write bronze themselves
+SUMMARY_DDL = "kind string, body string"
+SPLIT, FILE, QUARANTINED, NEWER = "split", "file", "quarantine", "newer"
+
+
+def _decode_and_write(table_path: str, target: pa.Schema, parts: list[str], tag: str):
+    def run(batches):
+        import json
+        from collections import Counter
+
+        import numpy as np
+
+        from controller_core.codec.logfile import TYPE_NAMES
+        from lake import files as LF
+
+        out: list[tuple[str, str]] = []
+        newer = B.NewerKafka()
+
+        def rows():
+            for split in batches:
+                for row in split.to_pylist():
+                    first = last = None
+                    n = 0
+                    types: Counter = Counter()
+                    for chunk, t in _split_chunks(row):
+                        for q in B.quarantine_table(chunk.quarantine, row["cluster"], row["source_kind"]).to_pylist():
+                            out.append((QUARANTINED, json.dumps(q)))
+                        if t is None:
+                            continue
+                        n += t.num_rows
+                        first = int(chunk.offset.min()) if first is None else min(first, int(chunk.offset.min()))
+                        last = int(chunk.offset.max()) if last is None else max(last, int(chunk.offset.max()))
+                        codes, counts = np.unique(chunk.type_code, return_counts=True)
+                        types.update({TYPE_NAMES[int(c)]: int(k) for c, k in zip(codes, counts)})
+                        if B.chunk_has_newer(chunk):
+                            newer.add(t)
+                        yield from t.select(RECORD_COLUMNS).to_batches()
+                    out.append((SPLIT, json.dumps({
+                        catalog.LOG_PART: catalog.log_part(row["source_kind"], row["source_file"]),
+                        "source_file": row["source_file"], "start": row["start"], "first_offset": first,
+                        "last_offset": last, "rows": n, "types": dict(types)})))
+
+        for files in LF.write_task(table_path, target, parts, tag)(rows()):
+            out.extend((FILE, json.dumps(r)) for r in files.to_pylist())
+        if newer.groups:
+            out.append((NEWER, json.dumps(newer.state())))
+        yield pa.RecordBatch.from_pydict({"kind": [k for k, _ in out], "body": [b for _, b in out]},
+                                         schema=pa.schema([("kind", pa.string()), ("body", pa.string())]))
+
+    return run
+
+
+def records_schema() -> pa.Schema:
+    """The Arrow schema of :func:`records`' frame (all columns nullable, as Spark hands them to a writer): what
+    the decoding tasks' rows are planned against, so the table is the one the frame path creates."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType
+
+    return to_arrow_schema(StructType([DECODED_SCHEMA[c] for c in RECORD_COLUMNS]), timezone="UTC")
+
+
+def decode_and_write(splits: DataFrame, table_path: str, target: pa.Schema, parts: list[str], tag: str) -> DataFrame:
+    """Splits (``SPLIT_DDL``) decoded by tasks that write the ``metadata_records`` rows themselves, as data files
+    of the table at ``table_path`` (:func:`lake.files.write_task`: ``target`` schema, ``parts`` partition
+    columns, the job's ``tag``; committed or removed by the driver).  No record row goes back through the JVM:
+    the frame holds only (``kind``, JSON ``body``) rows -- ``file`` (a written file, ``lake.files.FILE_SCHEMA``),
+    ``split`` (per split: log_part, source_file, start, first and last offset, rows, rows per record type),
+    ``quarantine`` (a quarantine row) and ``newer`` (``NewerKafka.state()`` of the task)."""
+    return splits.mapInArrow(_decode_and_write(table_path, target, parts, tag), SUMMARY_DDL)
 
 
 def decode_splits(splits: DataFrame) -> DataFrame:

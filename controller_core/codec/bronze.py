@@ -254,17 +254,27 @@ class NewerKafka:
             tags: set[int] = set()
             for text in sel.column("unknown_tagged_fields").drop_null().unique().to_pylist():
                 tags.update(t["tag"] for t in json.loads(text))
-            have = self.groups.get(key)
-            if have is None:
-                self.groups[key] = {"type": g["record_type"], "typeId": g["record_type_id"],
-                                    "version": g["record_version"], "control": g["is_control"],
-                                    "layout": hi if newer else None, "count": g["offset_count"],
-                                    "firstOffset": g["offset_min"], "file": first["source_file"], "tags": tags}
-            else:
-                have["count"] += g["offset_count"]
-                have["tags"] |= tags
-                if g["offset_min"] < have["firstOffset"]:
-                    have["firstOffset"], have["file"] = g["offset_min"], first["source_file"]
+            self._put(key, {"type": g["record_type"], "typeId": g["record_type_id"], "version": g["record_version"],
+                            "control": g["is_control"], "layout": hi if newer else None, "count": g["offset_count"],
+                            "firstOffset": g["offset_min"], "file": first["source_file"], "tags": tags})
+
+    def _put(self, key: tuple, g: dict) -> None:
+        have = self.groups.get(key)
+        if have is None:
+            self.groups[key] = g
+            return
+        have["count"] += g["count"]
+        have["tags"] |= g["tags"]
+        if g["firstOffset"] < have["firstOffset"]:
+            have["firstOffset"], have["file"] = g["firstOffset"], g["file"]
+
+    def state(self) -> list[dict]:
+        """The counts so far as JSON-ready dicts (a Spark task's share, for :meth:`merge` in the driver)."""
+        return [dict(g, key=list(k), tags=sorted(g["tags"])) for k, g in self.groups.items()]
+
+    def merge(self, state: list[dict]) -> None:
+        for g in state:
+            self._put(tuple(g["key"]), {**{k: v for k, v in g.items() if k != "key"}, "tags": set(g["tags"])})
 
     def lines(self) -> list[str]:
         out = []
