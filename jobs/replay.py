@@ -249,7 +249,7 @@ def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = Tru
         rows = S.after_checkpoint(rows, since)
         rows = rows.unionByName(S.seeds(_seed_states(lake, cluster, since), since, ckpt.last_timestamp, rows))
     progress(f"folding and recomputing every partition change in {buckets} buckets, then writing silver")
-    bucketed = S.bucketize(rows, buckets).persist()
+    bucketed = S.bucketize(rows, buckets)  # read once, by the core below (whose output is persisted)
     try:
         out = S.core(bucketed, plan.start_offset if plan.snapshot else None, invariants).persist()
         found = S.findings_of(out).withColumn("cluster", F.lit(cluster))
