@@ -250,23 +250,20 @@ def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = Tru
         rows = rows.unionByName(S.seeds(_seed_states(lake, cluster, since), since, ckpt.last_timestamp, rows))
     progress(f"folding and recomputing every partition change in {buckets} buckets, then writing silver")
     bucketed = S.bucketize(rows, buckets)  # read once, by the core below (whose output is persisted)
-    try:
-        out = S.core(bucketed, plan.start_offset if plan.snapshot else None, invariants).persist()
-        found = S.findings_of(out).withColumn("cluster", F.lit(cluster))
-        found = (found if since is None else found.where(F.col("offset") > since)).persist()
-        history = S.history_of(out).withColumn("cluster", F.lit(cluster))
-        computed = history.count() if since is None else None
-        new = _write_history(lake, cluster, history, since)
-        if new is not None:
-            counts[f"{HISTORY.name}_new"] = new
-        hist = lake.read(HISTORY.name).where(F.col("cluster") == cluster)
-        lake.overwrite(STATE.name, S.latest_state(hist), partition_by=STATE.partition_by, where={"cluster": cluster})
-        written = _write_findings(lake, cluster, found, since)
-        found.unpersist()
-        out.unpersist()
-        counts.update(_silver_counts(lake, cluster))
-    finally:
-        bucketed.unpersist()
+    out = S.core(bucketed, plan.start_offset if plan.snapshot else None, invariants).persist()
+    found = S.findings_of(out).withColumn("cluster", F.lit(cluster))
+    found = (found if since is None else found.where(F.col("offset") > since)).persist()
+    history = S.history_of(out).withColumn("cluster", F.lit(cluster))
+    computed = history.count() if since is None else None
+    new = _write_history(lake, cluster, history, since)
+    if new is not None:
+        counts[f"{HISTORY.name}_new"] = new
+    hist = lake.read(HISTORY.name).where(F.col("cluster") == cluster)
+    lake.overwrite(STATE.name, S.latest_state(hist), partition_by=STATE.partition_by, where={"cluster": cluster})
+    written = _write_findings(lake, cluster, found, since)
+    found.unpersist()
+    out.unpersist()
+    counts.update(_silver_counts(lake, cluster))
     # what the tables hold now must be what this run computed (an empty or doubled commit fails the run)
     if since is None:
         _check(HISTORY.name, "history rows", counts[HISTORY.name], computed)
