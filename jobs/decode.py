@@ -43,7 +43,19 @@ def _lines(table: pa.Table, file: str) -> pa.Array:
         ',"batchTimestamp":', pc.cast(pc.cast(c("batch_timestamp"), pa.int64()), s),
         ',"batchLeaderEpoch":', pc.cast(c("batch_leader_epoch"), s),
         ',"control":', choose(c("is_control").combine_chunks(), "true", "false"),
-        "}")
+        "}\n")
+
+
+def _text(lines: pa.Array) -> str:
+    """The lines of a string array (each ending in a newline) as one str: its data buffer decoded once, not a
+    Python object per line."""
+    if isinstance(lines, pa.ChunkedArray):
+        lines = lines.combine_chunks()
+    if not len(lines):
+        return ""
+    width = np.int64 if pa.types.is_large_string(lines.type) else np.int32
+    off = np.frombuffer(lines.buffers()[1], width)[lines.offset:lines.offset + len(lines) + 1]
+    return bytes(memoryview(lines.buffers()[2])[int(off[0]):int(off[-1])]).decode("utf-8")
 
 
 def _add_types(types: dict[str, int], codes: np.ndarray, counts: np.ndarray) -> None:
@@ -89,9 +101,7 @@ def run(paths: list[str], summary: bool = False, strict: bool = False, out=None,
                 table = records_table(chunk, "", lf.label, lf.kind)
                 if has_newer:
                     newer.add(table)
-                text = _lines(table, name)
-                out.write("\n".join(text.to_pylist()))
-                out.write("\n")
+                out.write(_text(_lines(table, name)))
         failed |= bool(errors)
         if summary:
             out.write(json.dumps({"file": name, "batches": batches, "records": records,
