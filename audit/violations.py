@@ -37,6 +37,8 @@ from controller_core.codes import (
     MIN_ISR_CHANGE_CLEARED_ELR, OFFLINE, OFFLINE_NO_CANDIDATE, UNCLEAN_CONFIG, UNCLEAN_ELECTION, UNDER_MIN_ISR,
 )
 from controller_core.brokers import active_rows
+from controller_core.codec.jsonwrite import objects_json
+from controller_core.schema import F as F_
 from lake import catalog
 
 TS = pa.timestamp("us", tz="UTC")
@@ -192,6 +194,37 @@ def _json(x) -> str | None:
     return None if x is None else json.dumps(x, separators=(",", ":"))
 
 
+# the partition state of _states, key for key, for the compiled JSON writer
+_STATE_FIELDS = tuple(F_(name, t, "0+", nullable="0+") for name, t in (
+    ("Replicas", "[]int32"), ("Isr", "[]int32"), ("EligibleLeaderReplicas", "[]int32"), ("LastKnownElr", "[]int32"),
+    ("AddingReplicas", "[]int32"), ("RemovingReplicas", "[]int32"), ("Leader", "int32"), ("LeaderEpoch", "int32"),
+    ("PartitionEpoch", "int32"), ("LeaderRecoveryState", "int8")))
+_EMPTY_WHEN_NULL = ("eligible_leader_replicas", "last_known_elr", "adding_replicas", "removing_replicas")
+
+
+def _evidence(ctx: Context, rows) -> pa.Array:
+    """``[_json(s) for s in _states(ctx, rows)]`` as one string column, written by the compiled JSON writer
+    (per finding in Python it was most of the audit's time at 100 k partitions and up)."""
+    import pyarrow.compute as pc
+
+    rows = np.asarray(rows, np.int64)
+    if not len(rows):
+        return pa.array([], pa.string())
+    names = ["replicas", "isr", *_EMPTY_WHEN_NULL, "leader", "leader_epoch", "partition_epoch",
+             "leader_recovery_state"]
+    t = ctx.h.table.select(names + ["deleted"]).take(pa.array(np.maximum(rows, 0)))
+    cols = {}
+    for f, name in zip(_STATE_FIELDS, names):
+        col = t.column(name).combine_chunks()
+        if name in _EMPTY_WHEN_NULL and col.null_count:
+            col = pc.if_else(col.is_null(), pa.array([[]] * len(col), col.type), col)
+        cols[f.json_name] = col
+    text = objects_json(cols, _STATE_FIELDS)
+    deleted = pc.fill_null(t.column("deleted").combine_chunks(), False)
+    text = pc.if_else(deleted, pa.scalar('{"deleted":true}'), text)
+    return pc.if_else(pa.array(rows < 0), pa.scalar(None, pa.string()), text)
+
+
 def _tp(ctx: Context, code: int, partition: int | None) -> str:
     name = ctx.names[code] if 0 <= code < len(ctx.names) and ctx.names[code] else ctx.dictionary[code].as_py()
     return name if partition is None else f"{name}-{partition}"
@@ -320,19 +353,31 @@ def partition_windows(ctx: Context) -> list[pa.Table]:
             continue
         close = h.next[ends]
         cols = _window_times(ctx, starts, close, code in LONG_WINDOW_CODES, ctx.severities[code], code=code)
-        after, before = _states(ctx, starts), _states(ctx, h.prev[starts])
+        prev = h.prev[starts]
+        # what the explanation names, as Python values (a window starts on a live row: never a deleted one)
+        a = _values(ctx, starts, ("isr", "eligible_leader_replicas", "replicas", "last_known_elr"))
+        b = _values(ctx, prev, ("leader", "deleted"))
         brokers, texts = [], []
         for k, s in enumerate(starts.tolist()):
             last = int(h.offset[close[k]]) if close[k] >= 0 else None
-            b, text = _window_text(code, _tp(ctx, int(h.topic[s]), int(h.partition[s])), after[k], before[k],
-                                   int(ctx.m[s]), int(h.offset[s]), last, _dur_of(cols, k))
-            brokers.append(b)
+            after = {"isr": a["isr"][k], "eligibleLeaderReplicas": a["eligible_leader_replicas"][k] or [],
+                     "replicas": a["replicas"][k], "lastKnownElr": a["last_known_elr"][k] or []}
+            before = (None if prev[k] < 0 else {"deleted": True} if b["deleted"][k] else {"leader": b["leader"][k]})
+            who, text = _window_text(code, _tp(ctx, int(h.topic[s]), int(h.partition[s])), after, before,
+                                     int(ctx.m[s]), int(h.offset[s]), last, _dur_of(cols, k))
+            brokers.append(who)
             texts.append(text)
         out.append(_table(len(starts), code=code, topic=[ctx.names[t] for t in h.topic[starts]],
                           topic_id=ctx.dictionary.take(pa.array(h.topic[starts])), partition=h.partition[starts],
-                          brokers=brokers, evidence_before=[_json(x) for x in before],
-                          evidence_after=[_json(x) for x in after], explanation=texts, **cols))
+                          brokers=brokers, evidence_before=_evidence(ctx, prev), evidence_after=_evidence(ctx, starts),
+                          explanation=texts, **cols))
     return out
+
+
+def _values(ctx: Context, rows: np.ndarray, names: tuple) -> dict[str, list]:
+    """Columns of history rows as Python lists (row -1: the first row's values, never read)."""
+    t = ctx.h.table.select(list(names)).take(pa.array(np.maximum(np.asarray(rows, np.int64), 0)))
+    return {c: t.column(c).to_pylist() for c in names}
 
 
 # ------------------------------------------------------------------- last replica standing (KIP-966)
@@ -362,7 +407,6 @@ def last_replica(ctx: Context) -> list[pa.Table]:
     close = h.next[ends]
     code = LAST_REPLICA_STANDING
     cols = _window_times(ctx, starts, close, code in LONG_WINDOW_CODES, ctx.severities[code], code=code)
-    after, before = _states(ctx, starts), _states(ctx, h.prev[starts])
     texts, brokers = [], []
     for k, s in enumerate(starts.tolist()):
         x = int(h.isr[s, 0])
@@ -374,7 +418,7 @@ def last_replica(ctx: Context) -> list[pa.Table]:
         brokers.append([x])
     out = [_table(len(starts), code=code, topic=[ctx.names[t] for t in h.topic[starts]],
                   topic_id=ctx.dictionary.take(pa.array(h.topic[starts])), partition=h.partition[starts],
-                  brokers=brokers, evidence_before=[_json(x) for x in before], evidence_after=[_json(x) for x in after],
+                  brokers=brokers, evidence_before=_evidence(ctx, h.prev[starts]), evidence_after=_evidence(ctx, starts),
                   explanation=texts, **cols)]
     loss = _data_loss(ctx, holds, breaks, starts)
     if loss is not None:
@@ -412,7 +456,6 @@ def _data_loss(ctx: Context, holds: np.ndarray, breaks: np.ndarray, starts: np.n
     if not found:
         return None
     r_ = np.array([f[0] for f in found])
-    before, after = _states(ctx, h.prev[r_]), _states(ctx, r_)
     texts = [f"{_tp(ctx, int(h.topic[r]), int(h.partition[r]))}: broker {b} was the last in-sync replica since "
              f"offset {h.offset[s]} (ISR [{b}], effective min ISR {ctx.m[r]}, ELR off), went down at offset {crash} "
              f"(partition leaderless from offset {gone}), re-registered with a new incarnation (unclean restart) at "
@@ -424,8 +467,8 @@ def _data_loss(ctx: Context, holds: np.ndarray, breaks: np.ndarray, starts: np.n
                   topic=[ctx.names[t] for t in h.topic[r_]], topic_id=ctx.dictionary.take(pa.array(h.topic[r_])),
                   partition=h.partition[r_], first_offset=h.offset[r_], last_offset=(h.offset[r_], np.ones(len(r_), bool)),
                   first_time=(ms, ok), last_time=(ms, ok), duration_ms=(np.zeros(len(r_), np.int64), ok), open=False,
-                  brokers=[[f[2]] for f in found], evidence_before=[_json(v) for v in before],
-                  evidence_after=[_json(v) for v in after], explanation=texts)
+                  brokers=[[f[2]] for f in found], evidence_before=_evidence(ctx, h.prev[r_]),
+                  evidence_after=_evidence(ctx, r_), explanation=texts)
 
 
 # ------------------------------------------------------------------------------------------ elections
@@ -452,14 +495,13 @@ def unclean_election_mask(ctx: Context) -> np.ndarray:
 
 def _event_table(ctx: Context, code: str, rows: np.ndarray, brokers: list, texts: list) -> pa.Table:
     h = ctx.h
-    before, after = _states(ctx, h.prev[rows]), _states(ctx, rows)
     ms, ok = h.time[rows], h.time_ok[rows]
     return _table(len(rows), code=code, severity=ctx.severities[code], topic=[ctx.names[t] for t in h.topic[rows]],
                   topic_id=ctx.dictionary.take(pa.array(h.topic[rows])), partition=h.partition[rows],
                   first_offset=h.offset[rows], last_offset=(h.offset[rows], np.ones(len(rows), bool)),
                   first_time=(ms, ok), last_time=(ms, ok), duration_ms=(np.zeros(len(rows), np.int64), ok),
-                  open=False, brokers=brokers, evidence_before=[_json(v) for v in before],
-                  evidence_after=[_json(v) for v in after], explanation=texts)
+                  open=False, brokers=brokers, evidence_before=_evidence(ctx, h.prev[rows]),
+                  evidence_after=_evidence(ctx, rows), explanation=texts)
 
 
 def unclean_elections(ctx: Context) -> list[pa.Table]:
@@ -728,8 +770,8 @@ def breaches(ctx: Context) -> list[pa.Table]:
                    topic_id=[ctx.dictionary[c].as_py() if c >= 0 else None for c in code.tolist()],
                    partition=(part, part >= 0), first_offset=off, last_offset=(off, np.ones(len(off), bool)),
                    first_time=(ms, ok), last_time=(ms, ok), duration_ms=(np.zeros(len(off), np.int64), ok), open=False,
-                   brokers=[[]] * b.num_rows, evidence_before=[_json(x) for x in _states(ctx, before)],
-                   evidence_after=[_json(x) for x in _states(ctx, after)], explanation=b.column("message"))]
+                   brokers=[[]] * b.num_rows, evidence_before=_evidence(ctx, before),
+                   evidence_after=_evidence(ctx, after), explanation=b.column("message"))]
 
 
 # ---------------------------------------------------------------------------------- cluster findings

@@ -328,6 +328,25 @@ def chunk_json(groups, n: int) -> pa.Array:
         rows = np.asarray(g.rows, np.int64)
         _sizes(sizes, rows, *p.args())
         packed.append((rows, p))
+    return _written(sizes, packed)
+
+
+def objects_json(columns: dict[str, pa.Array], fields) -> pa.Array:
+    """One JSON object per row of ``columns`` (keyed by each field's JSON name), with ``fields`` (schema
+    :class:`~controller_core.schema.Field` declarations, all present in version 0) saying the keys, their order
+    and value types -- what ``json.dumps(obj, separators=(",", ":"), ensure_ascii=False)`` writes for the same
+    values."""
+    n = len(next(iter(columns.values()))) if columns else 0
+    p = _Packed(columns, fields, 0, n)
+    sizes = np.zeros(n, np.int64)
+    rows = np.arange(n, dtype=np.int64)
+    _sizes(sizes, rows, *p.args())
+    return _written(sizes, [(rows, p)])
+
+
+def _written(sizes: np.ndarray, packed: list) -> pa.Array:
+    """The string array of records whose sizes are known: each group's rows written at their offsets."""
+    n = len(sizes)
     offsets = np.zeros(n + 1, np.int64)
     np.cumsum(sizes, out=offsets[1:])
     out = np.empty(int(offsets[-1]), np.uint8)
@@ -336,4 +355,3 @@ def chunk_json(groups, n: int) -> pa.Array:
     if offsets[-1] < 2 ** 31:
         return pa.StringArray.from_buffers(n, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(out))
     return pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(out))
-
