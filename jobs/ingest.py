@@ -324,10 +324,11 @@ def _first_copy_by_tasks(spark, lake: Lake, cluster: str, log_dir: str, splits: 
     from pyspark.sql import Row
 
     from controller_core.codec.bronze import NewerKafka
+    from lake import files as LF
 
     def run(path, target, parts, tag):
         df = spark.createDataFrame(splits, T.SPLIT_DDL).repartition(max(1, len(splits)))
-        rows = T.decode_and_write(df, path, target, parts, tag).toArrow().to_pylist()
+        rows = T.decode_and_write(df, LF.write_task(path, target, parts, tag)).toArrow().to_pylist()
         by_kind: dict[str, list] = {}
         for r in rows:
             by_kind.setdefault(r["kind"], []).append(json.loads(r["body"]))

@@ -112,7 +112,7 @@ SUMMARY_DDL = "kind string, body string"
 SPLIT, FILE, QUARANTINED, NEWER = "split", "file", "quarantine", "newer"
 
 
-def _decode_and_write(table_path: str, target: pa.Schema, parts: list[str], tag: str):
+def _decode_and_write(write):
     def run(batches):
         import json
         from collections import Counter
@@ -120,7 +120,6 @@ def _decode_and_write(table_path: str, target: pa.Schema, parts: list[str], tag:
         import numpy as np
 
         from controller_core.codec.logfile import TYPE_NAMES
-        from lake import files as LF
 
         out: list[tuple[str, str]] = []
         newer = B.NewerKafka()
@@ -149,7 +148,7 @@ def _decode_and_write(table_path: str, target: pa.Schema, parts: list[str], tag:
                         "source_file": row["source_file"], "start": row["start"], "first_offset": first,
                         "last_offset": last, "rows": n, "types": dict(types)})))
 
-        for files in LF.write_task(table_path, target, parts, tag)(rows()):
+        for files in write(rows()):
             out.extend((FILE, json.dumps(r)) for r in files.to_pylist())
         if newer.groups:
             out.append((NEWER, json.dumps(newer.state())))
@@ -168,14 +167,14 @@ def records_schema() -> pa.Schema:
     return to_arrow_schema(StructType([DECODED_SCHEMA[c] for c in RECORD_COLUMNS]), timezone="UTC")
 
 
-def decode_and_write(splits: DataFrame, table_path: str, target: pa.Schema, parts: list[str], tag: str) -> DataFrame:
+def decode_and_write(splits: DataFrame, write) -> DataFrame:
     """Splits (``SPLIT_DDL``) decoded by tasks that write the ``metadata_records`` rows themselves, as data files
-    of the table at ``table_path`` (:func:`lake.files.write_task`: ``target`` schema, ``parts`` partition
-    columns, the job's ``tag``; committed or removed by the driver).  No record row goes back through the JVM:
+    of the table: ``write`` is the task's writer (``lake.files.write_task(...)``, given by the job: rows in,
+    one row per written file out; the driver commits or removes the files).  No record row goes back through the JVM:
     the frame holds only (``kind``, JSON ``body``) rows -- ``file`` (a written file, ``lake.files.FILE_SCHEMA``),
     ``split`` (per split: log_part, source_file, start, first and last offset, rows, rows per record type),
     ``quarantine`` (a quarantine row) and ``newer`` (``NewerKafka.state()`` of the task)."""
-    return splits.mapInArrow(_decode_and_write(table_path, target, parts, tag), SUMMARY_DDL)
+    return splits.mapInArrow(_decode_and_write(write), SUMMARY_DDL)
 
 
 def decode_splits(splits: DataFrame) -> DataFrame:
