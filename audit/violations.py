@@ -418,7 +418,8 @@ def last_replica(ctx: Context) -> list[pa.Table]:
         brokers.append([x])
     out = [_table(len(starts), code=code, topic=[ctx.names[t] for t in h.topic[starts]],
                   topic_id=ctx.dictionary.take(pa.array(h.topic[starts])), partition=h.partition[starts],
-                  brokers=brokers, evidence_before=_evidence(ctx, h.prev[starts]), evidence_after=_evidence(ctx, starts),
+                  brokers=brokers, evidence_before=_evidence(ctx, h.prev[starts]),
+                  evidence_after=_evidence(ctx, starts),
                   explanation=texts, **cols)]
     loss = _data_loss(ctx, holds, breaks, starts)
     if loss is not None:
