@@ -109,7 +109,7 @@ def _batch_crc_and_size(path: str, batch_position) -> tuple:
 
 # ------------------------------------------------------------------ decoding tasks that write bronze themselves
 SUMMARY_DDL = "kind string, body string"
-SPLIT, FILE, QUARANTINED, NEWER = "split", "file", "quarantine", "newer"
+SPLIT, FILE, QUARANTINED, NEWER = "split", "file", catalog.QUARANTINE.name, "newer"
 
 
 def _decode_and_write(write):

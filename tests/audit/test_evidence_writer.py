@@ -11,6 +11,7 @@ import pytest
 from audit import local
 from audit import violations as V
 from jobs import cli
+from lake import catalog
 from lake.config import load_config
 
 
@@ -19,7 +20,7 @@ def test_evidence_equals_the_per_row_reference(tmp_path, capsys, scenario):
     assert cli.main(["simulate", scenario, "-o", str(tmp_path / "d")]) == 0
     capsys.readouterr()
     tables = local.silver_tables(tmp_path / "d")
-    name = "partition_state_history"
+    name = catalog.PARTITION_STATE_HISTORY.name
     hist = tables[name]
     # some rows deleted, so that the {"deleted": true} form is written too
     deleted = np.zeros(hist.num_rows, bool)
