@@ -21,11 +21,11 @@ from controller_core.codec.jsonout import struct_json
 from controller_core.codec.jsonwrite import chunk_json
 from controller_core.codec.logfile import iter_chunks
 from controller_core.records import BY_TYPE_NAME
+from realdata_facts import REALDATA
 from record_strategies import ALL_VERSIONS, struct_strategy
 
 ROOT = Path(__file__).resolve().parents[3]
-SHARED = ROOT.parent / "shared"
-REAL = sorted(p for d in ("realdata", "realdata-copies") for p in (SHARED / d).rglob("*")
+REAL = sorted(p for d in (REALDATA, REALDATA.parent / "realdata-copies") for p in d.rglob("*")
               if p.suffix in (".log", ".checkpoint") and p.is_file())
 
 
