@@ -217,7 +217,9 @@ def _evidence(ctx: Context, rows) -> pa.Array:
     for f, name in zip(_STATE_FIELDS, names):
         col = t.column(name).combine_chunks()
         if name in _EMPTY_WHEN_NULL and col.null_count:
-            col = pc.if_else(col.is_null(), pa.array([[]] * len(col), col.type), col)
+            empty = pa.ListArray.from_arrays(pa.array(np.zeros(len(col) + 1, np.int32)),
+                                             pa.array([], col.type.value_type))
+            col = pc.if_else(col.is_null(), empty, col)
         cols[f.json_name] = col
     text = objects_json(cols, _STATE_FIELDS)
     deleted = pc.fill_null(t.column("deleted").combine_chunks(), False)

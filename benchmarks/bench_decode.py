@@ -57,10 +57,11 @@ def once():
                 records_table(chunk, "bench", "f", "segment")
     return n, batches
 
-t0 = time.perf_counter(); n, batches = once(); first = time.perf_counter() - t0
-best = first
-for _ in range(calls):
-    t0 = time.perf_counter(); once(); best = min(best, time.perf_counter() - t0) if _ else time.perf_counter() - t0
+def timed():
+    t0 = time.perf_counter(); got = once(); return time.perf_counter() - t0, got
+
+first, (n, batches) = timed()
+best = min([timed()[0] for _ in range(calls)], default=first)
 print(json.dumps({"records": n, "batches": batches, "seconds": best, "first": first,
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """

@@ -131,8 +131,9 @@ def _decode_and_write(write):
                     n = 0
                     types: Counter = Counter()
                     for chunk, t in _split_chunks(row):
-                        for q in B.quarantine_table(chunk.quarantine, row["cluster"], row["source_kind"]).to_pylist():
-                            out.append((QUARANTINED, json.dumps(q)))
+                        if chunk.quarantine:
+                            out.extend((QUARANTINED, json.dumps(q)) for q in B.quarantine_table(
+                                chunk.quarantine, row["cluster"], row["source_kind"]).to_pylist())
                         if t is None:
                             continue
                         n += t.num_rows
