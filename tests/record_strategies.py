@@ -105,3 +105,16 @@ ALL_VERSIONS = [
 ]
 
 
+def write_generated_batch(data, path, type_name: str, version: int, max_size: int) -> list[dict]:
+    """Draw 1..``max_size`` records of one type and version (``data``: hypothesis' ``st.data()``), write them as one
+    batch at offset 0 to ``path`` (many records per batch: the columnar paths see varied rows together); returns
+    the drawn values (a control record's carry its own version, as the message does)."""
+    from controller_core.codec.batch import encode_batch
+    from controller_core.records import BY_TYPE_NAME
+
+    rdef = BY_TYPE_NAME[type_name]
+    values = data.draw(st.lists(struct_strategy(rdef.fields, version), min_size=1, max_size=max_size), label="values")
+    if rdef.is_control:
+        values = [dict(v, version=version) for v in values]  # a control message starts with its own version
+    path.write_bytes(encode_batch(0, [(type_name, version, v) for v in values]))
+    return values

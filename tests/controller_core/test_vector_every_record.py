@@ -10,10 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controller_core.codec.bronze import records_table
-from controller_core.codec.batch import encode_batch
 from controller_core.codec.logfile import iter_chunks
 from controller_core.records import BY_TYPE_NAME
-from record_strategies import ALL_VERSIONS, canonical, struct_strategy
+from record_strategies import ALL_VERSIONS, canonical, write_generated_batch
 
 
 def _typed(value):
@@ -31,11 +30,8 @@ def _typed(value):
 @given(data=st.data())
 def test_vectorized_decode_of_every_record_version(tmp_path, type_name, version, data):
     rdef = BY_TYPE_NAME[type_name]
-    values = data.draw(st.lists(struct_strategy(rdef.fields, version), min_size=1, max_size=25), label="values")
-    if rdef.is_control:
-        values = [dict(v, version=version) for v in values]  # a control message starts with its own version
     path = tmp_path / "00000000000000000000.log"
-    path.write_bytes(encode_batch(0, [(type_name, version, v) for v in values]))
+    values = write_generated_batch(data, path, type_name, version, max_size=25)
     chunks = list(iter_chunks(str(path), first_offset=0))
     assert [q for c in chunks for q in c.quarantine] == []
     table = records_table(chunks[0], "c", "f", "segment")

@@ -20,9 +20,8 @@ from controller_core.codec.batch import encode_batch
 from controller_core.codec.jsonout import struct_json
 from controller_core.codec.jsonwrite import chunk_json
 from controller_core.codec.logfile import iter_chunks
-from controller_core.records import BY_TYPE_NAME
 from realdata_facts import REALDATA
-from record_strategies import ALL_VERSIONS, struct_strategy
+from record_strategies import ALL_VERSIONS, write_generated_batch
 
 ROOT = Path(__file__).resolve().parents[3]
 REAL = sorted(p for d in (REALDATA, REALDATA.parent / "realdata-copies") for p in d.rglob("*")
@@ -59,12 +58,8 @@ def test_real_logs_byte_for_byte():
                                                                 HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_generated_records_byte_for_byte(tmp_path, type_name, version, data):
-    rdef = BY_TYPE_NAME[type_name]
-    values = data.draw(st.lists(struct_strategy(rdef.fields, version), min_size=1, max_size=20), label="values")
-    if rdef.is_control:
-        values = [dict(v, version=version) for v in values]
     path = tmp_path / "00000000000000000000.log"
-    path.write_bytes(encode_batch(0, [(type_name, version, v) for v in values]))
+    values = write_generated_batch(data, path, type_name, version, max_size=20)
     assert _same_text(path) == len(values)
 
 
