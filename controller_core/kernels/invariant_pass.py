@@ -26,6 +26,7 @@ from numba import njit, types
 from numba.typed import List
 
 from controller_core import brokers
+from controller_core.kernels.borrow import borrow, keep
 from controller_core.kernels.layout import (
     BROKER_RESOURCE, CFG_MIN_ISR, CHANGE, CLEAR_ELR, CONFIG, FEAT_ELR, FEAT_MV, FEATURE, FENCE,
     LEADER_CHANGE, MISSING, PARTITION, REG_CHANGE, REGISTER, REMOVE_TOPIC, TOPIC, TOPIC_RESOURCE, UNFENCE,
@@ -1257,20 +1258,27 @@ def check(kind, batch, snapshot, topic, part, name, ints, lists, tape, broker, b
           n_names, n_bslots, override):
     """The pass: every record checked against the state before it, applied, and every batch closed by the
     batch-level rules.  Returns the breach stream (see the module docstring)."""
-    inp = (kind, batch, snapshot, topic, part, name, ints, lists, tape, broker, bints, cfg, offsets, part_topic,
-           part_id, topic_p0, topic_parts, topic_parts_at, broker_ids, broker_slot_ids, unclean_true)
+    # The bundles hold borrowed views (kernels/borrow.py): the handlers below receive them once per record,
+    # and counting references to their 40 arrays was most of the pass's time.  The inputs are held by the
+    # caller, the arrays made here by ``owned`` and ``tch``, read again after the loop.
+    inp = (borrow(kind), borrow(batch), borrow(snapshot), borrow(topic), borrow(part), borrow(name), borrow(ints),
+           borrow(lists), borrow(tape), borrow(broker), borrow(bints), borrow(cfg), borrow(offsets),
+           borrow(part_topic), borrow(part_id), borrow(topic_p0), borrow(topic_parts), borrow(topic_parts_at),
+           borrow(broker_ids), borrow(broker_slot_ids), borrow(unclean_true))
     n_parts = len(part_topic)
-    img = _new_image(n_parts, len(topic_p0), len(broker_ids), n_names, n_bslots, broker_slot_ids, default_slot,
-                     override)
+    owned = _new_image(n_parts, len(topic_p0), len(broker_ids), n_names, n_bslots, broker_slot_ids, default_slot,
+                       override) + (np.empty(max(n_parts, 1), np.int64), np.zeros(5, np.int64),
+                                    np.zeros(P_FIELDS, np.int64), np.zeros(P_FIELDS, np.int64))
+    img = (borrow(owned[0]), borrow(owned[1]), borrow(owned[2]), borrow(owned[3]), borrow(owned[4]), borrow(owned[5]),
+           borrow(owned[6]), borrow(owned[7]), borrow(owned[8]), borrow(owned[9]))
     out = List.empty_list(types.int64)
     fences, regs = List.empty_list(types.int64), List.empty_list(types.int64)
     deleted, pool = List.empty_list(types.int64), List.empty_list(types.int64)
-    bat = (np.empty((64, X_FIELDS), np.int64), np.empty(max(n_parts, 1), np.int64), fences, regs, deleted, pool)
-    cur = np.zeros(5, np.int64)
+    tch = np.empty((64, X_FIELDS), np.int64)
+    bat = (borrow(tch), borrow(owned[10]), fences, regs, deleted, pool)
+    cur, a, b = borrow(owned[11]), borrow(owned[12]), borrow(owned[13])
     cur[C_REEVAL] = -1
     cur[C_BATCH] = -1
-    a = np.zeros(P_FIELDS, np.int64)
-    b = np.zeros(P_FIELDS, np.int64)
     for i in range(len(kind)):
         if batch[i] != cur[C_BATCH]:
             if cur[C_BATCH] >= 0:
@@ -1283,8 +1291,9 @@ def check(kind, batch, snapshot, topic, part, name, ints, lists, tape, broker, b
             deleted.clear()
         k = kind[i]
         need = cur[C_NT] + (n_parts if k == CLEAR_ELR else 1)
-        if need > bat[0].shape[0]:  # room for the touches this record may add
-            bat = (_grow(bat[0], need), bat[1], fences, regs, deleted, pool)
+        if need > tch.shape[0]:  # room for the touches this record may add
+            tch = _grow(tch, need)
+            bat = (borrow(tch), bat[1], fences, regs, deleted, pool)
         if k == PARTITION:
             _on_partition(out, inp, img, bat, cur, i, a, b)
         elif k == CHANGE:
@@ -1304,6 +1313,7 @@ def check(kind, batch, snapshot, topic, part, name, ints, lists, tape, broker, b
     if cur[C_BATCH] >= 0:
         _close_batch(out, inp, img, bat, cur)
     _finish(out, tape, img[0], img[1], img[3], img[2], broker_ids, part_topic, pool)
+    keep(owned, tch)
     stream = np.empty(len(out), np.int64)
     for j in range(len(out)):
         stream[j] = out[j]
