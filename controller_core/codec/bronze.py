@@ -178,11 +178,8 @@ def records_table(chunk: DecodedChunk, cluster: str, source_file: str, source_ki
             else:
                 get = mapping.get(f.name)
                 arr = get(g.columns) if get else None
-            typed[f.name].append(pa.nulls(m, f.type) if arr is None else arr.cast(f.type))
-    rows = np.concatenate(order)
-    inverse = np.empty(n, np.int64)
-    inverse[rows] = np.arange(n)
-    inv = from_numpy(inverse)
+            typed[f.name].append(None if arr is None else arr.cast(f.type))
+    place = _Placement(order, n)
     present = np.unique(chunk.type_code)
     type_names = strings([TYPE_NAMES[int(c)] for c in present])
     codes = np.searchsorted(present, chunk.type_code)
@@ -202,9 +199,47 @@ def records_table(chunk: DecodedChunk, cluster: str, source_file: str, source_ki
         "record_version": from_numpy(chunk.version),
     }
     for f in TYPED:
-        columns[f.name] = (chunk_json(chunk.groups, n) if f.name == "data_json" else
-                           pa.concat_arrays(typed[f.name]).take(inv))
+        columns[f.name] = chunk_json(chunk.groups, n) if f.name == "data_json" else place(typed[f.name], f.type)
     return pa.Table.from_pydict(columns, schema=SCHEMA)
+
+
+class _Placement:
+    """Puts the per-group pieces of a column (``None``: the group has no such field) into file order.
+    Most typed columns are held by no group or one group of a chunk (a broker field in a chunk of partition
+    changes): those are one null array or one take of the group's values, not a concatenation with null
+    pieces and a take of the whole."""
+
+    def __init__(self, order: list, n: int):
+        self.order, self.n = order, n
+        self._inverse = None
+        self._index: dict[int, pa.Array | None] = {}  # per group: where its rows go (None: all, in order)
+
+    def __call__(self, pieces: list, typ: pa.DataType) -> pa.Array:
+        held = [k for k, arr in enumerate(pieces) if arr is not None]
+        if not held:
+            return pa.nulls(self.n, typ)
+        if len(held) == 1:
+            k = held[0]
+            if k not in self._index:
+                self._index[k] = self._group_index(np.asarray(self.order[k], np.int64))
+            index = self._index[k]
+            return pieces[k] if index is None else pieces[k].take(index)
+        if self._inverse is None:
+            rows = np.concatenate(self.order)
+            inverse = np.empty(self.n, np.int64)
+            inverse[rows] = np.arange(self.n)
+            self._inverse = from_numpy(inverse)
+        return pa.concat_arrays([pa.nulls(len(self.order[k]), typ) if arr is None else arr
+                                 for k, arr in enumerate(pieces)]).take(self._inverse)
+
+    def _group_index(self, rows: np.ndarray) -> pa.Array | None:
+        if len(rows) == self.n and (rows[1:] > rows[:-1]).all():
+            return None  # the only group, in file order
+        at = np.zeros(self.n, np.int64)
+        valid = np.zeros(self.n, bool)
+        at[rows] = np.arange(len(rows))
+        valid[rows] = True
+        return from_numpy(at, valid)  # a null index takes a null
 
 
 def quarantine_table(entries: list[Quarantine], cluster: str, source_kind: str) -> pa.Table:
