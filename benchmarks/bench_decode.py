@@ -120,14 +120,23 @@ def scalar():  # the scalar reference reader (CRC by the crc32c package), first 
                 break
     return n
 
-class _Lines:  # kraft-audit decode's output stream: written to /dev/null, lines counted
+class _Lines:  # kraft-audit decode's output stream (a text stream over a binary one, like stdout): lines counted
     def __init__(self, fh):
         self.fh, self.n = fh, 0
+        self.buffer = _Bytes(self, fh.buffer)
     def write(self, text):
         self.n += text.count("\n")
         self.fh.write(text)
     def flush(self):
         self.fh.flush()
+
+class _Bytes:
+    def __init__(self, lines, raw):
+        self.lines, self.raw = lines, raw
+    def write(self, data):
+        import numpy as np
+        self.lines.n += int(np.count_nonzero(np.frombuffer(data, np.uint8) == 10))
+        self.raw.write(data)
 
 def jsonl():  # kraft-audit decode (JSON Lines, every record), the output thrown away
     from jobs import decode

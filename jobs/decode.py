@@ -46,16 +46,27 @@ def _lines(table: pa.Table, file: str) -> pa.Array:
         "}\n")
 
 
-def _text(lines: pa.Array) -> str:
-    """The lines of a string array (each ending in a newline) as one str: its data buffer decoded once, not a
-    Python object per line."""
+def _utf8(lines: pa.Array) -> memoryview:
+    """The lines of a string array (each ending in a newline) as one span of UTF-8 bytes: its data buffer,
+    not a Python object per line."""
     if isinstance(lines, pa.ChunkedArray):
         lines = lines.combine_chunks()
     if not len(lines):
-        return ""
+        return memoryview(b"")
     width = np.int64 if pa.types.is_large_string(lines.type) else np.int32
     off = np.frombuffer(lines.buffers()[1], width)[lines.offset:lines.offset + len(lines) + 1]
-    return bytes(memoryview(lines.buffers()[2])[int(off[0]):int(off[-1])]).decode("utf-8")
+    return memoryview(lines.buffers()[2])[int(off[0]):int(off[-1])]
+
+
+def _write(out, data: memoryview) -> None:
+    """JSON Lines are UTF-8: written to the binary stream under a text one (stdout, a file) as they are -- no
+    str made and encoded again: 0.30 -> 0.22 s for 233 k records -- and decoded only for a text-only stream."""
+    binary = getattr(out, "buffer", None)
+    if binary is None:
+        out.write(bytes(data).decode("utf-8"))
+        return
+    out.flush()  # what was written as text goes first
+    binary.write(data)
 
 
 def _add_types(types: dict[str, int], codes: np.ndarray, counts: np.ndarray) -> None:
@@ -101,7 +112,7 @@ def run(paths: list[str], summary: bool = False, strict: bool = False, out=None,
                 table = records_table(chunk, "", lf.label, lf.kind)
                 if has_newer:
                     newer.add(table)
-                out.write(_text(_lines(table, name)))
+                _write(out, _utf8(_lines(table, name)))
         failed |= bool(errors)
         if summary:
             out.write(json.dumps({"file": name, "batches": batches, "records": records,
