@@ -80,7 +80,7 @@ _TABLE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]*(/[A-Za-z0-9][A-Za-z0-9_\-]
 # Integer widening is the only type change accepted on write (e.g. a Spark literal 1 is
 # an int but the column is a long). It is lossless; everything else must match exactly.
 _INT_LADDER = ("byte", "short", "integer", "long")
-# Batch size for streaming staged parquet into delta-rs: bounded driver memory.
+# Batch size for streaming rows into delta-rs (staged parquet, Arrow tables): bounded driver memory.
 _STREAM_BATCH_ROWS = 65_536
 
 
@@ -190,6 +190,12 @@ class Lake:
 
             return bool(SparkDeltaTable.isDeltaTable(self.spark, self.path(table)))
         return DeltaTable.is_deltatable(self.path(table))
+
+    def column_names(self, table: str) -> list[str]:
+        """The columns of an existing table, from its metadata (no data file is read)."""
+        if self.backend == "delta-spark":
+            return list(self.read(table).columns)
+        return list(pa.schema(DeltaTable(self.path(table)).schema().to_arrow()).names)
 
     def version(self, table: str) -> int:
         """Latest committed version (0 for a freshly created table)."""
@@ -320,7 +326,8 @@ class Lake:
             predicate = " AND ".join(f"{k} = '{vs[0]}'" if len(vs) == 1 else
                                      f"{k} IN ({', '.join(repr(str(x)) for x in vs)})" for k, vs in values.items())
         target, parts, is_new = self._plan(table, data.schema, _as_list(partition_by))
-        return self._commit(table, target, parts, is_new, data.to_batches(), "overwrite",
+        # bounded batches: the conformed copy of one batch exists at a time, not of a whole table of findings
+        return self._commit(table, target, parts, is_new, data.to_batches(max_chunksize=_STREAM_BATCH_ROWS), "overwrite",
                             None if is_new else predicate)
 
     def replace_schema(self, table: str, data: pa.Table) -> int:

@@ -245,10 +245,10 @@ def _migrate(lake, table) -> None:
     written before audit runs existed), the others null (e.g. violations' incident_id)."""
     if not lake.exists(table.name):
         return
+    if not [f for f in table.schema if f.name not in lake.column_names(table.name)]:
+        return  # the usual case, decided from the table's metadata: every run's rows are read only to migrate
     old = lake.read_arrow(table.name)
     missing = [f for f in table.schema if f.name not in old.column_names]
-    if not missing:
-        return
     for f in missing:
         fill = [LEGACY_RUN] * old.num_rows if f.name == catalog.RUN_ID else None
         old = old.append_column(f.name, pa.array(fill, f.type) if fill else pa.nulls(old.num_rows, f.type))
