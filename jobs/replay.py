@@ -160,6 +160,27 @@ def _write_history(lake: Lake, cluster: str, history, since: int | None) -> int 
     return count
 
 
+def _history_by_tasks(lake: Lake, cluster: str, bucketed, snapshot_start, invariants: bool):
+    """A full replay whose core tasks write partition_state_history's files themselves (the history rows never
+    go back through the JVM): one commit adds them and removes the cluster's previous files.  Returns the core's
+    persisted output (its findings and file rows) and the history rows written."""
+    from pyspark.sql import Row
+
+    from controller_core import pipeline
+    from lake import files as LF
+
+    def run(path, target, parts, tag):
+        write = LF.write_table(path, target, parts, tag, {"cluster": cluster})
+        out = S.core(bucketed, snapshot_start, invariants, write=write).persist()
+        files = [Row(**json.loads(r.body)) for r in S.files_of(out).collect()]
+        return files, (out, sum(int(f.rows) for f in files))
+
+    # the rows as the frame path writes them: the core's columns (nullable), then the cluster
+    source = pa.schema([f.with_nullable(True) for f in pipeline.HISTORY_DATED_SCHEMA] + [pa.field("cluster", pa.string())])
+    _, (out, rows) = lake.overwrite_written(HISTORY.name, source, HISTORY.partition_by, {"cluster": cluster}, run)
+    return out, rows
+
+
 def _write_findings(lake: Lake, cluster: str, found, since: int | None) -> dict:
     """divergences and invariant_breaches: the cluster's rows replaced by a full replay, its rows past ``since``
     by an incremental one; {table: rows written}."""
@@ -250,12 +271,18 @@ def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = Tru
         rows = rows.unionByName(S.seeds(_seed_states(lake, cluster, since), since, ckpt.last_timestamp, rows))
     progress(f"folding and recomputing every partition change in {buckets} buckets, then writing silver")
     bucketed = S.bucketize(rows, buckets)  # read once, by the core below (whose output is persisted)
-    out = S.core(bucketed, plan.start_offset if plan.snapshot else None, invariants).persist()
+    snapshot_start = plan.start_offset if plan.snapshot else None
+    if since is None and lake.tasks_write_files():
+        # a full replay: the core's tasks write the history files themselves, one commit replaces the cluster's
+        out, computed = _history_by_tasks(lake, cluster, bucketed, snapshot_start, invariants)
+        new = None
+    else:
+        out = S.core(bucketed, snapshot_start, invariants).persist()
+        history = S.history_of(out).withColumn("cluster", F.lit(cluster))
+        computed = history.count() if since is None else None
+        new = _write_history(lake, cluster, history, since)
     found = S.findings_of(out).withColumn("cluster", F.lit(cluster))
     found = (found if since is None else found.where(F.col("offset") > since)).persist()
-    history = S.history_of(out).withColumn("cluster", F.lit(cluster))
-    computed = history.count() if since is None else None
-    new = _write_history(lake, cluster, history, since)
     if new is not None:
         counts[f"{HISTORY.name}_new"] = new
     hist = lake.read(HISTORY.name).where(F.col("cluster") == cluster)

@@ -435,6 +435,26 @@ class Lake:
         finally:
             job.close()
 
+    def overwrite_written(self, table: str, source: pa.Schema, partition_by: str | Sequence[str] | None,
+                          where: dict[str, str], run: Callable[[str, pa.Schema, list[str], str], tuple[list, Any]]
+                          ) -> tuple[int, Any]:
+        """Replace the ``where`` partition's rows ({partition column: value}, e.g. one cluster's) with rows the
+        job's own Spark tasks write into the table (only when :meth:`tasks_write_files`): ``run`` as for
+        :meth:`append_written`; one commit adds their files and removes the partition's old ones.  Returns (the
+        new version, what the tasks reported besides their files)."""
+        self._require_spark()
+        target, parts, is_new = self._plan(table, source, _as_list(partition_by))
+        if any(k not in parts for k in where):
+            raise ValueError(f"table {table}: {sorted(where)} must be partition columns to be replaced by files")
+        path = self.path(table)
+        job = _Job(Path(self.root), table, -1 if is_new else DeltaTable(path).version())
+        try:
+            written, extra = run(path, target, parts, job.tag)
+            removes = [] if is_new else _replaced_files(DeltaTable(path), where, {})[0]
+            return self._commit_written(table, path, written, target, parts, is_new, False, removes), extra
+        finally:
+            job.close()
+
     def append_arrow(
         self,
         table: str,

@@ -12,7 +12,7 @@ goes through it.
 of that job (a failed task attempt, a job killed before its commit) and is removed by the job itself or,
 after a kill, by :meth:`lake.delta.Lake.clean_staging`.  Delta never reads a file its log does not list.
 
-Imports only pyarrow at module level: the executors import this module.
+Imports only pyarrow and NumPy at module level: the executors import this module.
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ import os
 import uuid
 from typing import Iterator
 
+import numpy as np
 import pyarrow as pa
 
 # the result row of every written file (one per task and partition value)
@@ -214,3 +215,22 @@ def write_task(table_path: str, target: pa.Schema, parts: list[str], tag: str):
         yield pa.RecordBatch.from_pydict(out, schema=FILE_SCHEMA)
 
     return run
+
+
+def write_table(table_path: str, target: pa.Schema, parts: list[str], tag: str, constants: dict | None = None):
+    """A task's writer of whole Arrow tables (a task that computes its rows in Python, e.g. the replay's core per
+    bucket): ``write(table)`` adds the ``constants`` columns ({name: value}, e.g. the cluster), writes the rows
+    as :func:`write_task` does and returns their FILE_SCHEMA rows as dicts."""
+    constants = dict(constants or {})
+
+    def write(table: pa.Table) -> list[dict]:
+        for name, value in constants.items():
+            index = pa.array(np.zeros(table.num_rows, np.int32))
+            table = table.append_column(name, pa.array([value], target.field(name).type).take(index))
+        out = []
+        for batch in write_task(table_path, target, parts, tag)(iter(table.to_batches())):
+            out += batch.to_pylist()
+        return out
+
+    return write
+

@@ -159,16 +159,22 @@ def ordered(table: pa.Table, snapshot_start: int | None) -> pa.Table:
     return unpack(table.drop_columns([c for c in ("bucket", "phase", "context") if c in table.column_names]))
 
 
-# one Arrow group in, one table out: the dated partition history rows (kind "history") and the findings
+# one Arrow group in, one table out: the dated partition history rows (kind "history") and the findings; with a
+# writer, the files the task wrote the history into instead (kind "file", the file row as JSON in "body")
 _HISTORY_NAMES = list(pipeline.HISTORY_DATED_SCHEMA.names)
+HISTORY, FILE = "history", "file"
 CORE = pa.schema([f.with_nullable(True) for f in pipeline.HISTORY_DATED_SCHEMA]
-                 + [f for f in FINDING if f.name not in _HISTORY_NAMES])
+                 + [f for f in FINDING if f.name not in _HISTORY_NAMES] + [pa.field("body", pa.string())])
 
 
-def core(bucketed: DataFrame, snapshot_start: int | None = None, invariants: bool = True) -> DataFrame:
+def core(bucketed: DataFrame, snapshot_start: int | None = None, invariants: bool = True, write=None) -> DataFrame:
     """Per bucket, in one executor call, the replay pipeline (:func:`controller_core.pipeline.run`):
     the dated partition state history and the findings (divergences, invariant breaches; kind
     "divergence" / "breach").  Split them with :func:`history_of` and :func:`findings_of`.
+
+    ``write``: the task's writer of the history (the job passes ``lake.files.write_table(...)``): the task
+    writes its history rows as data files of the table and returns one row per file (:func:`files_of`)
+    instead of the rows -- the history never goes through the JVM.
 
     Records of the starting snapshot are dated ``snapshot_start - 1`` (the state they describe).
     ``invariants=False`` skips the §4 invariant checks."""
@@ -186,7 +192,13 @@ def core(bucketed: DataFrame, snapshot_start: int | None = None, invariants: boo
         div = div.append_column("kind", pa.array(["divergence"] * div.num_rows, pa.string()))
         brc = rep.breaches.drop_columns(["topic_id"])
         brc = brc.append_column("kind", pa.array(["breach"] * brc.num_rows, pa.string()))
-        hist = rep.history.append_column("kind", pa.array(["history"] * rep.history.num_rows, pa.string()))
+        if write is None:
+            hist = rep.history.append_column("kind", pa.array([HISTORY] * rep.history.num_rows, pa.string()))
+        else:
+            import json
+
+            bodies = [json.dumps(f) for f in write(rep.history)]
+            hist = pa.table({"kind": pa.array([FILE] * len(bodies), pa.string()), "body": pa.array(bodies, pa.string())})
         return pa.concat_tables([_widen(hist), _widen(div), _widen(brc)])
 
     return bucketed.groupBy("bucket").applyInArrow(core_group, from_arrow_schema(CORE))
@@ -200,7 +212,7 @@ def _widen(table: pa.Table) -> pa.Table:
 
 def findings_of(out: DataFrame) -> DataFrame:
     """The findings of :func:`core`; cluster-level findings seen by every bucket are kept once."""
-    return (out.where(F.col("kind") != "history").select(*FINDING.names)
+    return (out.where(~F.col("kind").isin(HISTORY, FILE)).select(*FINDING.names)
             .dropDuplicates(["kind", "offset", "rule", "topic", "partition", "field"]))
 
 
@@ -216,7 +228,12 @@ def breaches_of(findings: DataFrame) -> DataFrame:
 
 def history_of(out: DataFrame) -> DataFrame:
     """The dated partition state history rows of :func:`core` (pipeline.HISTORY_DATED_SCHEMA)."""
-    return out.where(F.col("kind") == "history").select(*_HISTORY_NAMES)
+    return out.where(F.col("kind") == HISTORY).select(*_HISTORY_NAMES)
+
+
+def files_of(out: DataFrame) -> DataFrame:
+    """The data files the tasks of :func:`core` wrote the history into (with a writer): one JSON body each."""
+    return out.where(F.col("kind") == FILE).select("body")
 
 
 # ------------------------------------------------------------------------------ partition history
