@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from controller_core.vector.recompute import padded
+from controller_core.vector.recompute import padded, padded_rows
 
 BIG = np.int64(1) << 40  # (key, offset) packed as key * BIG + offset: offsets < 2^40, keys < 2^23
 
@@ -64,7 +64,8 @@ def topic_dictionary(*columns) -> pa.Array:
 class History:
     """The partition history, orphans dropped, sorted by (topic, partition, offset), as arrays."""
 
-    table: pa.Table  # the sorted rows (for evidence)
+    table: pa.Table  # the rows in their stored order (read through ``take``)
+    order: np.ndarray  # position i of the sorted history is table row order[i]
     topic: np.ndarray  # topic code (sorted dictionary)
     partition: np.ndarray
     offset: np.ndarray
@@ -89,19 +90,29 @@ class History:
     def n(self) -> int:
         return len(self.offset)
 
+    def take(self, names: list[str], rows) -> pa.Table:
+        """Columns ``names`` at sorted positions ``rows`` (-1: the first row's values, never read)."""
+        at = self.order[np.maximum(np.asarray(rows, np.int64), 0)] if len(self.order) else np.zeros(0, np.int64)
+        return self.table.select(list(names)).take(pa.array(at))
+
 
 def history(table: pa.Table, dictionary: pa.Array) -> History:
+    """The history sorted by (topic, partition, offset) -- as NumPy columns and a row order into ``table``:
+    the table itself is not sorted (a sorted copy of every column was a third of the audit's time)."""
     if "orphan" in table.column_names:
         table = table.filter(pc.invert(pc.fill_null(table.column("orphan"), False)))
     t = codes(table.column("topic_id"), dictionary)
-    table = table.append_column("_t", pa.array(t)).sort_by(
-        [("_t", "ascending"), ("partition_id", "ascending"), ("offset", "ascending")])
-    t = np_col(table, "_t", None, np.int64)
     part = np_col(table, "partition_id", -1, np.int64)
     off = np_col(table, "offset", None, np.int64)
+    # Arrow's stable sort put a null partition last; np.lexsort is stable too
+    part_key = np.where(np.asarray(table.column("partition_id").is_null().to_numpy(zero_copy_only=False), bool)
+                        if len(part) else np.zeros(0, bool), np.iinfo(np.int64).max, part)
+    order = np.lexsort((off, part_key, t)) if len(off) else np.zeros(0, np.int64)
+    t, part, off = t[order], part[order], off[order]
     n = len(off)
     time, time_ok = millis(table.column("valid_from_timestamp")) if n else (np.zeros(0, np.int64), np.zeros(0, bool))
-    deleted = np_col(table, "deleted", False, bool)
+    time, time_ok = time[order] if n else time, time_ok[order] if n else time_ok
+    deleted = np_col(table, "deleted", False, bool)[order] if n else np.zeros(0, bool)
     new_group = np.ones(n, bool)
     if n:
         new_group[1:] = (t[1:] != t[:-1]) | (part[1:] != part[:-1])
@@ -110,15 +121,33 @@ def history(table: pa.Table, dictionary: pa.Array) -> History:
     nxt = np.full(n, -1, np.int64)
     if n:
         nxt[:-1] = np.where(new_group[1:], -1, idx[1:])
-    isr, isr_len, _ = padded(table.column("isr"))
-    elr, elr_len, _ = padded(table.column("eligible_leader_replicas"))
-    lke, lke_len, _ = padded(table.column("last_known_elr"))
-    _, rf, _ = padded(table.column("replicas"))
-    return History(table=table.drop_columns(["_t"]), topic=t, partition=part, offset=off, time=time, time_ok=time_ok,
-                   deleted=deleted, record_type=np.asarray(table.column("record_type").to_pylist(), dtype=object),
-                   leader=np_col(table, "leader", -1, np.int64), lrs=np_col(table, "leader_recovery_state", 0, np.int64),
+    isr, isr_len = _padded_at(table.column("isr"), order)
+    elr, elr_len = _padded_at(table.column("eligible_leader_replicas"), order)
+    lke, lke_len = _padded_at(table.column("last_known_elr"), order)
+    _, rf = _padded_at(table.column("replicas"), order)
+    return History(table=table, order=order, topic=t, partition=part, offset=off, time=time, time_ok=time_ok,
+                   deleted=deleted, record_type=_names_at(table.column("record_type"), order),
+                   leader=np_col(table, "leader", -1, np.int64)[order],
+                   lrs=np_col(table, "leader_recovery_state", 0, np.int64)[order],
                    isr=isr, isr_len=isr_len, elr=elr, elr_len=elr_len, lke=lke, lke_len=lke_len, rf=rf,
                    new_group=new_group, prev=prev, next=nxt)
+
+
+def _padded_at(col, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``padded(col)`` in the sorted order (matrix, lengths)."""
+    if not len(order):
+        mat, lens, _ = padded(col)
+        return mat, lens
+    mat, lens, _ = padded_rows(col, order)
+    return np.ascontiguousarray(mat), lens
+
+
+def _names_at(col, order: np.ndarray) -> np.ndarray:
+    """A string column in the sorted order as an object array, each distinct string one Python object."""
+    enc = (col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col).dictionary_encode()
+    names = np.asarray(enc.dictionary.to_pylist() + [None], dtype=object)
+    idx = np.asarray(pc.fill_null(enc.indices, len(enc.dictionary)).to_numpy(zero_copy_only=False), np.int64)
+    return names[idx[order]] if len(order) else names[idx]
 
 
 def as_of(keys: np.ndarray, offsets: np.ndarray, q_keys: np.ndarray, q_offsets: np.ndarray,

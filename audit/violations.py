@@ -175,7 +175,7 @@ def _states(ctx: Context, rows) -> list[dict | None]:
         return []
     cols = ["replicas", "isr", "eligible_leader_replicas", "last_known_elr", "adding_replicas", "removing_replicas",
             "leader", "leader_epoch", "partition_epoch", "leader_recovery_state", "deleted"]
-    t = ctx.h.table.select(cols).take(pa.array(np.maximum(rows, 0)))
+    t = ctx.h.take(cols, rows)
     vals = {c: t.column(c).to_pylist() for c in cols}
     out: list[dict | None] = []
     for k, r in enumerate(rows.tolist()):
@@ -217,7 +217,7 @@ def _evidence(ctx: Context, rows) -> pa.Array:
         return pa.array([], pa.string())
     names = ["replicas", "isr", *_EMPTY_WHEN_NULL, "leader", "leader_epoch", "partition_epoch",
              "leader_recovery_state"]
-    t = ctx.h.table.select(names + ["deleted"]).take(pa.array(np.maximum(rows, 0)))
+    t = ctx.h.take(names + ["deleted"], rows)
     cols = {}
     for f, name in zip(_STATE_FIELDS, names):
         col = t.column(name).combine_chunks()
@@ -393,7 +393,7 @@ def _list_text(lists: pa.Array) -> pa.Array:
 
 def _lists_at(ctx: Context, rows: np.ndarray, name: str) -> pa.Array:
     """A list column of the history at ``rows``, nulls as empty lists."""
-    col = ctx.h.table.column(name).take(pa.array(np.maximum(np.asarray(rows, np.int64), 0))).combine_chunks()
+    col = ctx.h.take([name], rows).column(0).combine_chunks()
     if not col.null_count:
         return col
     empty = pa.ListArray.from_arrays(pa.array(np.zeros(len(col) + 1, np.int32)), pa.array([], col.type.value_type))
@@ -488,7 +488,7 @@ def _window_texts_reference(ctx: Context, code: str, starts: np.ndarray, close: 
 
 def _values(ctx: Context, rows: np.ndarray, names: tuple) -> dict[str, list]:
     """Columns of history rows as Python lists (row -1: the first row's values, never read)."""
-    t = ctx.h.table.select(list(names)).take(pa.array(np.maximum(np.asarray(rows, np.int64), 0)))
+    t = ctx.h.take(list(names), rows)
     return {c: t.column(c).to_pylist() for c in names}
 
 
