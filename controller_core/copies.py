@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
+from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip cache across jobs)
 from controller_core import logdir
 from controller_core.quorum import meta_properties
 

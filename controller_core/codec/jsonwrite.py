@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 from numba import njit
 
+from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip cache across jobs)
 from controller_core.codec import jsonout
 from controller_core.kernels.borrow import borrow
 

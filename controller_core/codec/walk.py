@@ -37,6 +37,7 @@ from numba import njit, types
 from numba.core import config
 from numba.core.extending import intrinsic
 
+from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip cache across jobs)
 from controller_core.records import BY_API_KEY, BY_CONTROL_TYPE
 
 # The functions the kernels call, record by record.  ``_nrt=False``: they take arrays but never

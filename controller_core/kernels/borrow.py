@@ -16,6 +16,8 @@ from numba import config, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip cache across jobs)
+
 if config.DISABLE_JIT:
     def borrow(a):
         return a

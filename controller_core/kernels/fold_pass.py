@@ -45,6 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numba import njit
 
+from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip cache across jobs)
 from controller_core.codec.arrowutil import from_numpy
 from controller_core.kernels import layout as L
 from controller_core.kernels.layout import CHANGE, CLEAR_ELR, PARTITION, REMOVE_TOPIC, TOPIC

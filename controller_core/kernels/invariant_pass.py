@@ -25,6 +25,7 @@ import numpy as np
 from numba import njit, types
 from numba.typed import List
 
+from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip cache across jobs)
 from controller_core import brokers
 from controller_core.kernels.borrow import borrow, keep
 from controller_core.kernels.layout import (

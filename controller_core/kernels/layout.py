@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numba import njit
 
+from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip cache across jobs)
 from controller_core.codec.arrowutil import to_numpy
 from controller_core.image import MIGRATING, MIN_ISR, UNCLEAN, min_isr_value
 
