@@ -31,6 +31,10 @@ from controller_core.vector import fold
 from lake import catalog
 
 RANK = {s: i for i, s in enumerate(SEVERITIES)}  # lower is more severe
+# the history columns the audit reads: not the replicas' log directories nor the triggers (timelines show them),
+# a third of the history's memory at 1 M partitions
+HISTORY_COLUMNS = tuple(c for c in catalog.PARTITION_STATE_HISTORY.schema.names
+                        if c not in ("directories", "trigger", catalog.CLUSTER))
 TS = pa.timestamp("us", tz="UTC")
 
 

@@ -28,6 +28,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pyarrow as pa
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -166,12 +168,15 @@ def _commands(data: Path, lake: Path, conf: Path, master: str, env: dict, pids: 
     return rows
 
 
-def compare(a: str, b: str) -> list[tuple[str, int, int, bool]]:
-    """Every table of lake ``a`` against lake ``b``: (table, rows a, rows b, equal)."""
+def compare(a: str, b: str, same_cluster: bool = True) -> list[tuple[str, int, int, bool]]:
+    """Every table of lake ``a`` against lake ``b``, one table at a time: (table, rows a, rows b, equal).  The
+    rows are sorted by the table's key; the columns saying when a run happened are left out, and with
+    ``same_cluster`` false the cluster's name and what is derived from it (an audit run's id)."""
     from deltalake import DeltaTable
 
     from lake import catalog
 
+    ignore = set(RUN_COLUMNS) | (set() if same_cluster else {catalog.CLUSTER, catalog.RUN_ID, "previous_run_id"})
     out = []
     for t in catalog.TABLES:
         pa_, pb = Path(a) / t.name, Path(b) / t.name
@@ -181,12 +186,14 @@ def compare(a: str, b: str) -> list[tuple[str, int, int, bool]]:
             out.append((t.name, -1, -1, False))
             continue
         ta, tb = (DeltaTable(str(p)).to_pyarrow_table() for p in (pa_, pb))
-        keep = [c for c in ta.column_names if c not in RUN_COLUMNS]
+        keep = [c for c in ta.column_names if c not in ignore]
         ta, tb = ta.select(keep), tb.select(keep)
-        keys = [(c, "ascending") for c in keep
-                if not (ta.schema.field(c).type.num_fields or str(ta.schema.field(c).type).startswith(("list", "map")))]
+        keys = [(c, "ascending") for c in t.key if c in keep]
+        if not keys:
+            keys = [(c, "ascending") for c in keep if not pa.types.is_nested(ta.schema.field(c).type)]
         ta, tb = ta.sort_by(keys), tb.sort_by(keys)
         out.append((t.name, ta.num_rows, tb.num_rows, ta.equals(tb)))
+        del ta, tb
     return out
 
 
@@ -198,8 +205,13 @@ def main(argv=None) -> int:
     ap.add_argument("--cores", type=int, default=1, help="cores per worker")
     ap.add_argument("--worker-memory", default="4g", help="memory per worker (its executor gets it)")
     ap.add_argument("--local-lake", help="a lake where the same fleet went through the commands on local[2]")
+    ap.add_argument("--local-cluster", default=CLUSTER, help="the cluster's name in --local-lake (default: %(default)s)")
+    ap.add_argument("--compare-only", metavar="LAKE", help="no run: compare LAKE (the cluster's, kept with --keep) "
+                    "with --local-lake")
     ap.add_argument("--keep", help="keep the cluster's lake in this folder (default: a temporary one, removed)")
     args = ap.parse_args(argv)
+    if args.compare_only:
+        return _report(compare(args.compare_only, args.local_lake, args.local_cluster == CLUSTER))
     data, _ = inputs.fleet(args.partitions, args.events)
     work = Path(tempfile.mkdtemp(prefix="kraft-audit-standalone-"))
     lake = Path(args.keep) if args.keep else work / "lake"
@@ -226,13 +238,19 @@ def main(argv=None) -> int:
             return 1
         total = sum(r["seconds"] for r in rows)
         print(f"the same on local[2]: {total:.1f} s ({total / 60:.1f} min)\n")
-    result = compare(str(lake), local)
-    for name, ra, rb, same in result:
-        print(f"  {name:<28} {ra:>12,} rows on the cluster  {rb:>12,} rows on local[2]  {'equal' if same else 'DIFFERENT'}")
-    print("every table equal to the local run" if all(same for *_, same in result) else "TABLES DIFFER")
+    code = _report(compare(str(lake), local, args.local_lake is None or args.local_cluster == CLUSTER))
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
-    return 0
+    return code
+
+
+def _report(result: list) -> int:
+    for name, ra, rb, same in result:
+        verdict = "equal" if same else "DIFFERENT"
+        print(f"  {name:<28} {ra:>12,} rows on the cluster  {rb:>12,} rows on local[2]  {verdict}")
+    equal = all(same for *_, same in result)
+    print("every table equal to the local run" if equal else "TABLES DIFFER")
+    return 0 if equal else 1
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ def add_arguments(p) -> None:
 
 
 def run(args, out=None, err=None) -> int:
-    from audit.run import audit, summary_json, summary_text
+    from audit.run import HISTORY_COLUMNS, audit, summary_json, summary_text
     from lake import gold
 
     out, err = out or sys.stdout, err or sys.stderr
@@ -42,7 +42,8 @@ def run(args, out=None, err=None) -> int:
         raise CannotRun(f"{args.limit}: a count of findings to list cannot be negative", "--limit")
     config = config_of(args)
     tables, end_offset, end_time, info, lake = gold.load_sources(
-        config, args.cluster, args.log_dir, args.log_info, warn=lambda m: print(f"{PROG}: {m}", file=err))
+        config, args.cluster, args.log_dir, args.log_info, warn=lambda m: print(f"{PROG}: {m}", file=err),
+        history_columns=HISTORY_COLUMNS)
     warn_quarantined(PROG, args.log_dir, err, tables.get("undecoded_spans") or [])  # what the replay could not decode
     at = at_offset_of(args, tables)
     at_end = args.at_offset is None and args.at_time is None

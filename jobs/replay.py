@@ -176,7 +176,8 @@ def _history_by_tasks(lake: Lake, cluster: str, bucketed, snapshot_start, invari
         return files, (out, sum(int(f.rows) for f in files))
 
     # the rows as the frame path writes them: the core's columns (nullable), then the cluster
-    source = pa.schema([f.with_nullable(True) for f in pipeline.HISTORY_DATED_SCHEMA] + [pa.field("cluster", pa.string())])
+    source = pa.schema([f.with_nullable(True) for f in pipeline.HISTORY_DATED_SCHEMA]
+                       + [pa.field("cluster", pa.string())])
     _, (out, rows) = lake.overwrite_written(HISTORY.name, source, HISTORY.partition_by, {"cluster": cluster}, run)
     return out, rows
 

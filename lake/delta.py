@@ -327,8 +327,8 @@ class Lake:
                                      f"{k} IN ({', '.join(repr(str(x)) for x in vs)})" for k, vs in values.items())
         target, parts, is_new = self._plan(table, data.schema, _as_list(partition_by))
         # bounded batches: the conformed copy of one batch exists at a time, not of a whole table of findings
-        return self._commit(table, target, parts, is_new, data.to_batches(max_chunksize=_STREAM_BATCH_ROWS), "overwrite",
-                            None if is_new else predicate)
+        batches = data.to_batches(max_chunksize=_STREAM_BATCH_ROWS)
+        return self._commit(table, target, parts, is_new, batches, "overwrite", None if is_new else predicate)
 
     def replace_schema(self, table: str, data: pa.Table) -> int:
         """Rewrite a whole table with ``data`` under ``data``'s schema (a catalog change to an existing table:

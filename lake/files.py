@@ -233,4 +233,3 @@ def write_table(table_path: str, target: pa.Schema, parts: list[str], tag: str, 
         return out
 
     return write
-

@@ -53,9 +53,10 @@ def replayed_versions(mark: dict | None) -> dict[str, int]:
     return {k: int(v) for k, v in json.loads(text).items()} if text else {}
 
 
-def silver_from_lake(lake, cluster: str) -> tuple[dict[str, pa.Table], int, object]:
+def silver_from_lake(lake, cluster: str, history_columns=None) -> tuple[dict[str, pa.Table], int, object]:
     """(tables, end offset, end time) of a cluster's last replay: every table at the version that replay
-    recorded, its history rows checked against the count it recorded."""
+    recorded, its history rows checked against the count it recorded; ``history_columns``: only those of the
+    history (default all)."""
     missing = [t for t in (*SILVER_INPUTS, catalog.REPLAY_CHECKPOINTS.name) if not lake.exists(t)]
     if missing:
         raise GoldError(f"no {', '.join(missing)} table in {lake.root}: run kraft-audit replay --cluster {cluster} first")
@@ -64,9 +65,11 @@ def silver_from_lake(lake, cluster: str) -> tuple[dict[str, pa.Table], int, obje
     if last is None:
         raise GoldError(f"cluster {cluster!r} was never replayed into {lake.root}: run kraft-audit replay first")
     versions = replayed_versions(last)
-    tables = {name: _drop_cluster(lake.read_arrow(name, version=versions.get(name), filters=flt))
-              for name in SILVER_INPUTS}
     history = catalog.PARTITION_STATE_HISTORY.name
+    cols = {history: list(history_columns) + [catalog.CLUSTER]} if history_columns else {}
+    tables = {name: _drop_cluster(lake.read_arrow(name, version=versions.get(name), filters=flt,
+                                                  columns=cols.get(name)))
+              for name in SILVER_INPUTS}
     if versions and last["records"] is not None and tables[history].num_rows != last["records"]:
         raise GoldError(f"{history} of cluster {cluster!r} holds {tables[history].num_rows} rows at version "
                         f"{versions.get(history)} but its replay recorded {last['records']}: run kraft-audit replay "
@@ -83,10 +86,12 @@ def silver_from_log_dir(log_dir: str, invariants: bool = True) -> tuple[dict[str
     return tables, end_offset, end_time
 
 
-def load_sources(config: dict, cluster: str | None, log_dir: str | None, log_info_paths, warn) -> tuple:
+def load_sources(config: dict, cluster: str | None, log_dir: str | None, log_info_paths, warn,
+                 history_columns=None) -> tuple:
     """What ``audit`` and ``plan`` start from: (silver tables, end offset, end time, log info newest first,
     the Lake or None) of a cluster in the lake or of a log directory.  ``log_info_paths`` (files or
-    folders) replace the lake's log info; each bad file or entry is passed to ``warn`` as one line."""
+    folders) replace the lake's log info; each bad file or entry is passed to ``warn`` as one line.
+    ``history_columns``: the history columns read from the lake (default all)."""
     lake = None
     if log_dir:
         tables, end_offset, end_time = silver_from_log_dir(log_dir)
@@ -95,7 +100,7 @@ def load_sources(config: dict, cluster: str | None, log_dir: str | None, log_inf
         from lake.delta import Lake
 
         lake = Lake(config["lake"], None, backend="delta-rs")
-        tables, end_offset, end_time = silver_from_lake(lake, cluster)
+        tables, end_offset, end_time = silver_from_lake(lake, cluster, history_columns)
         info = log_info_from_lake(lake, cluster)
     if log_info_paths:
         rows, bad = loginfo.read_log_info(log_info_files(log_info_paths))

@@ -198,7 +198,8 @@ def core(bucketed: DataFrame, snapshot_start: int | None = None, invariants: boo
             import json
 
             bodies = [json.dumps(f) for f in write(rep.history)]
-            hist = pa.table({"kind": pa.array([FILE] * len(bodies), pa.string()), "body": pa.array(bodies, pa.string())})
+            hist = pa.table({"kind": pa.array([FILE] * len(bodies), pa.string()),
+                             "body": pa.array(bodies, pa.string())})
         return pa.concat_tables([_widen(hist), _widen(div), _widen(brc)])
 
     return bucketed.groupBy("bucket").applyInArrow(core_group, from_arrow_schema(CORE))

@@ -165,7 +165,6 @@ def records_table(chunk: DecodedChunk, cluster: str, source_file: str, source_ki
     typed: dict[str, list] = {f.name: [] for f in TYPED}
     order = []
     for g in chunk.groups:
-        m = len(g.rows)
         order.append(g.rows)
         mapping = COLUMN_MAP.get(g.rdef.type_name, {})
         for f in TYPED:
