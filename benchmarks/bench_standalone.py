@@ -169,9 +169,12 @@ def _commands(data: Path, lake: Path, conf: Path, master: str, env: dict, pids: 
 
 
 def compare(a: str, b: str, same_cluster: bool = True) -> list[tuple[str, int, int, bool]]:
-    """Every table of lake ``a`` against lake ``b``, one table at a time: (table, rows a, rows b, equal).  The
-    rows are sorted by the table's key; the columns saying when a run happened are left out, and with
-    ``same_cluster`` false the cluster's name and what is derived from it (an audit run's id)."""
+    """Every table of lake ``a`` against lake ``b``: (table, rows a, rows b, equal).  Each side's rows are put in
+    the order of the table's key, then compared a column at a time (a 1 M-partition lake's bronze, all columns
+    of both sides at once, does not fit in this machine's memory).  The columns saying when a run happened are
+    left out, and with ``same_cluster`` false the cluster's name and what is derived from it (an audit run's
+    id)."""
+    import pyarrow.compute as pc
     from deltalake import DeltaTable
 
     from lake import catalog
@@ -185,15 +188,29 @@ def compare(a: str, b: str, same_cluster: bool = True) -> list[tuple[str, int, i
         if not (pa_.is_dir() and pb.is_dir()):
             out.append((t.name, -1, -1, False))
             continue
-        ta, tb = (DeltaTable(str(p)).to_pyarrow_table() for p in (pa_, pb))
-        keep = [c for c in ta.column_names if c not in ignore]
-        ta, tb = ta.select(keep), tb.select(keep)
-        keys = [(c, "ascending") for c in t.key if c in keep]
-        if not keys:
-            keys = [(c, "ascending") for c in keep if not pa.types.is_nested(ta.schema.field(c).type)]
-        ta, tb = ta.sort_by(keys), tb.sort_by(keys)
-        out.append((t.name, ta.num_rows, tb.num_rows, ta.equals(tb)))
-        del ta, tb
+        da, db = DeltaTable(str(pa_)), DeltaTable(str(pb))
+        schema = pa.schema(da.schema().to_arrow())
+        names = [n for n in schema.names if n not in ignore]
+        keys = [c for c in t.key if c in names] or [n for n in names if not pa.types.is_nested(schema.field(n).type)]
+
+        def order(dt):
+            k = dt.to_pyarrow_table(columns=keys)
+            return k.num_rows, pc.sort_indices(k, sort_keys=[(c, "ascending") for c in keys])
+
+        (na, oa), (nb, ob) = order(da), order(db)
+        same = na == nb
+        wide = {pa.string(): pa.large_string(), pa.binary(): pa.large_binary()}
+
+        def column(dt, name, at):  # taking from gigabytes of strings needs 64-bit offsets
+            col = dt.to_pyarrow_table(columns=[name]).column(0)
+            return (col.cast(wide[col.type]) if col.type in wide else col).take(at)
+
+        for name in names if same else []:
+            ca, cb = column(da, name, oa), column(db, name, ob)
+            if not ca.equals(cb):
+                same = False
+                break
+        out.append((t.name, na, nb, same))
     return out
 
 
