@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -37,6 +38,7 @@ from benchmarks import inputs  # noqa: E402
 
 RUN_COLUMNS = {"replayed_at", "checked_at", "audited_at"}  # when a run happened, not what it found
 CLUSTER = "fleet"
+PAGE = resource.getpagesize()
 
 
 def _free_port() -> int:
@@ -115,7 +117,7 @@ def _tree_rss(roots: list[int]) -> int:
         except (OSError, ValueError, IndexError):
             continue
         children.setdefault(ppid, []).append(int(d.name))
-        rss[int(d.name)] = pages * os.sysconf("SC_PAGE_SIZE")
+        rss[int(d.name)] = pages * PAGE
     total, todo = 0, list(roots)
     while todo:
         pid = todo.pop()
