@@ -927,7 +927,8 @@ def _merged_state(a, b, ints, lists, i):
 #        cfg, offsets, part_topic, part_id, topic_p0, topic_parts, topic_parts_at, broker_ids, broker_slot_ids,
 #        unclean_true
 #   img  the image:               ps, ts, bs, g, name_live, tcfg_min, tcfg_unc, bcfg_min, bcfg_unc, eval_m
-#   bat  the batch being read:    tch, tkeys, fences, regs, deleted, pool (pool: pending controlled shutdowns)
+#   bat  the batch being read:    tch, tkeys, fences, regs, deleted, pool (pool: pending controlled shutdowns);
+#        the per-record handlers get ``hot``, its two arrays
 #   cur  counters (int64[5]):     touches, touched partitions, re-evaluation row, batch number, mark stamp
 C_NT, C_NTK, C_REEVAL, C_BATCH, C_STAMP = range(5)
 
@@ -1276,7 +1277,10 @@ def check(kind, batch, snapshot, topic, part, name, ints, lists, tape, broker, b
     fences, regs = List.empty_list(types.int64), List.empty_list(types.int64)
     deleted, pool = List.empty_list(types.int64), List.empty_list(types.int64)
     tch = np.empty((64, X_FIELDS), np.int64)
-    bat = (borrow(tch), borrow(owned[10]), fences, regs, deleted, pool)
+    # the per-record handlers get the batch's arrays only: each typed List they were handed cost two atomic
+    # reference counts per call (Lists cannot be borrowed), most of what was left of the pass's time
+    hot = (borrow(tch), borrow(owned[10]))
+    bat = hot + (fences, regs, deleted, pool)
     cur, a, b = borrow(owned[11]), borrow(owned[12]), borrow(owned[13])
     cur[C_REEVAL] = -1
     cur[C_BATCH] = -1
@@ -1294,17 +1298,18 @@ def check(kind, batch, snapshot, topic, part, name, ints, lists, tape, broker, b
         need = cur[C_NT] + (n_parts if k == CLEAR_ELR else 1)
         if need > tch.shape[0]:  # room for the touches this record may add
             tch = _grow(tch, need)
-            bat = (borrow(tch), bat[1], fences, regs, deleted, pool)
+            hot = (borrow(tch), hot[1])
+            bat = hot + (fences, regs, deleted, pool)
         if k == PARTITION:
-            _on_partition(out, inp, img, bat, cur, i, a, b)
+            _on_partition(out, inp, img, hot, cur, i, a, b)
         elif k == CHANGE:
-            _on_change(out, inp, img, bat, cur, i, a, b)
+            _on_change(out, inp, img, hot, cur, i, a, b)
         elif k == TOPIC:
             _on_topic(out, inp, img, i)
         elif k == REMOVE_TOPIC:
             _on_remove_topic(out, inp, img, bat, i)
         elif k == CLEAR_ELR:
-            _on_clear_elr(out, inp, img, bat, cur, i, a, b)
+            _on_clear_elr(out, inp, img, hot, cur, i, a, b)
         elif k == CONFIG or k == FEATURE or k == LEADER_CHANGE or k == ZK_MIGRATION:
             _on_cluster_record(inp, img, cur, i, k)
         elif k == REGISTER:
