@@ -221,10 +221,8 @@ def _evidence(ctx: Context, rows) -> pa.Array:
     cols = {}
     for f, name in zip(_STATE_FIELDS, names):
         col = t.column(name).combine_chunks()
-        if name in _EMPTY_WHEN_NULL and col.null_count:
-            empty = pa.ListArray.from_arrays(pa.array(np.zeros(len(col) + 1, np.int32)),
-                                             pa.array([], col.type.value_type))
-            col = pc.if_else(col.is_null(), empty, col)
+        if name in _EMPTY_WHEN_NULL:
+            col = _nulls_as_empty(col)
         cols[f.json_name] = col
     text = objects_json(cols, _STATE_FIELDS)
     deleted = pc.fill_null(t.column("deleted").combine_chunks(), False)
@@ -393,11 +391,15 @@ def _list_text(lists: pa.Array) -> pa.Array:
 
 def _lists_at(ctx: Context, rows: np.ndarray, name: str) -> pa.Array:
     """A list column of the history at ``rows``, nulls as empty lists."""
-    col = ctx.h.take([name], rows).column(0).combine_chunks()
+    return _nulls_as_empty(ctx.h.take([name], rows).column(0).combine_chunks())
+
+
+def _nulls_as_empty(col: pa.Array) -> pa.Array:
+    """A list column with its nulls as empty lists (what the texts and the evidence show for an absent list)."""
     if not col.null_count:
         return col
     empty = pa.ListArray.from_arrays(pa.array(np.zeros(len(col) + 1, np.int32)), pa.array([], col.type.value_type))
-    return pc.coalesce(col, empty)
+    return pc.if_else(col.is_null(), empty, col)
 
 
 def _strings_of(values: list, inverse: np.ndarray) -> pa.Array:

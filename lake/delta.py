@@ -423,17 +423,7 @@ class Lake:
         :func:`lake.files.write_task` under ``tag`` -- and returns (their file rows, anything else the job's
         tasks reported).  ``commit_if(that)`` decides whether they are committed (one add commit, checked as
         every executor write is); files not committed are removed.  Returns (the new version or None, that)."""
-        self._require_spark()
-        target, parts, is_new = self._plan(table, source, _as_list(partition_by))
-        path = self.path(table)
-        job = _Job(Path(self.root), table, -1 if is_new else DeltaTable(path).version())
-        try:
-            written, extra = run(path, target, parts, job.tag)
-            if not commit_if(extra):
-                return None, extra
-            return self._commit_written(table, path, written, target, parts, is_new, False, []), extra
-        finally:
-            job.close()
+        return self._tasks_commit(table, source, partition_by, run, commit_if, None)
 
     def overwrite_written(self, table: str, source: pa.Schema, partition_by: str | Sequence[str] | None,
                           where: dict[str, str], run: Callable[[str, pa.Schema, list[str], str], tuple[list, Any]]
@@ -442,15 +432,22 @@ class Lake:
         job's own Spark tasks write into the table (only when :meth:`tasks_write_files`): ``run`` as for
         :meth:`append_written`; one commit adds their files and removes the partition's old ones.  Returns (the
         new version, what the tasks reported besides their files)."""
+        return self._tasks_commit(table, source, partition_by, run, lambda extra: True, where)
+
+    def _tasks_commit(self, table, source, partition_by, run, commit_if, where: dict[str, str] | None):
+        """:meth:`append_written` (``where`` None) and :meth:`overwrite_written`: plan, run the tasks under a job
+        tag, commit their files (and, with ``where``, remove the partition's old ones) or drop them."""
         self._require_spark()
         target, parts, is_new = self._plan(table, source, _as_list(partition_by))
-        if any(k not in parts for k in where):
+        if where and any(k not in parts for k in where):
             raise ValueError(f"table {table}: {sorted(where)} must be partition columns to be replaced by files")
         path = self.path(table)
         job = _Job(Path(self.root), table, -1 if is_new else DeltaTable(path).version())
         try:
             written, extra = run(path, target, parts, job.tag)
-            removes = [] if is_new else _replaced_files(DeltaTable(path), where, {})[0]
+            if not commit_if(extra):
+                return None, extra
+            removes = _replaced_files(DeltaTable(path), where, {})[0] if where and not is_new else []
             return self._commit_written(table, path, written, target, parts, is_new, False, removes), extra
         finally:
             job.close()
