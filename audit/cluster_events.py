@@ -159,11 +159,13 @@ def controller_elections(record_times: pa.Table | None) -> Elections:
     ms, _ = F.millis(rt.column("timestamp"))
     order = np.argsort(off, kind="stable")
     off, ms = off[order], ms[order]
-    kind = np.asarray(rt.column("record_type").to_pylist(), dtype=object)[order]
+    # a mask, not the record types as Python strings: a million-partition log has ~10 M of them
+    is_lc = np.asarray(pc.fill_null(pc.equal(rt.column("record_type"), LEADER_CHANGE), False)
+                       .to_numpy(zero_copy_only=False), bool)[order]
     leader = F.np_col(rt, "leader_id", -1, np.int64)[order]
     epoch = (F.np_col(rt, "batch_leader_epoch", -1, np.int64)[order] if "batch_leader_epoch" in rt.column_names
              else np.full(len(off), -1, np.int64))
-    lc = np.flatnonzero(kind == LEADER_CHANGE)
+    lc = np.flatnonzero(is_lc)
     if len(lc) < 2:
         return empty
     cur, prv = lc[1:], lc[:-1]

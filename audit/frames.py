@@ -24,6 +24,62 @@ def np_col(table: pa.Table, name: str, fill, dtype) -> np.ndarray:
     return np.asarray(col.to_numpy(), dtype=dtype) if col.num_chunks else np.zeros(0, dtype)
 
 
+def objects(col) -> np.ndarray:
+    """A string column as a NumPy object array whose equal values share one Python string (a few distinct
+    codes or severities over millions of rows: one ``to_pylist`` string per row was hundreds of MB)."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    enc = col.dictionary_encode()
+    values = np.array(enc.dictionary.to_pylist() + [None], dtype=object)
+    idx = np.asarray(pc.fill_null(enc.indices, len(enc.dictionary)).to_numpy(zero_copy_only=False), np.int64)
+    return values[idx]
+
+
+def sorted_rows(parts: list[pa.Table], keys) -> pa.Table:
+    """The rows of ``parts`` (same schema) sorted by ``keys`` (Arrow sort keys), built a column at a time:
+    ``Table.sort_by`` copies every column while the input is still held, twice a million-partition
+    audit's findings (gigabytes of explanation texts).  Empties ``parts``: each source column is freed as
+    soon as its sorted copy exists."""
+    t = pa.concat_tables(parts)
+    parts.clear()
+    order = np.asarray(pc.sort_indices(t.select([k for k, _ in keys]), sort_keys=list(keys)), np.int64)
+    schema, cols = t.schema, list(t.columns)
+    del t
+    for i in range(len(cols)):
+        cols[i] = take_chunked(cols[i], order)
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+def take_rows(table: pa.Table, rows) -> pa.Table:
+    """``table.take(rows)`` through :func:`take_chunked`: listing twenty findings must not concatenate
+    every text column of millions."""
+    rows = np.asarray(rows, np.int64)
+    return pa.Table.from_arrays([take_chunked(c, rows) for c in table.columns], schema=table.schema)
+
+
+def take_chunked(col: pa.ChunkedArray, rows: np.ndarray, piece: int = 1 << 20) -> pa.ChunkedArray:
+    """``col.take(rows)`` a piece of the output at a time, each piece gathered chunk by chunk: Arrow's own
+    take first concatenates a chunked string column, a third copy of it at the peak."""
+    if col.num_chunks <= 1:
+        return pa.chunked_array([col.combine_chunks().take(pa.array(rows))] if len(rows) or col.num_chunks
+                                else [], col.type)
+    chunks = col.chunks
+    starts = np.cumsum([0] + [len(c) for c in chunks])
+    out = []
+    for s in range(0, len(rows), piece):
+        idx = rows[s:s + piece]
+        which = np.searchsorted(starts, idx, side="right") - 1
+        by_chunk = np.argsort(which, kind="stable")
+        ordered_which, local = which[by_chunk], (idx - starts[which])[by_chunk]
+        bounds = np.searchsorted(ordered_which, np.arange(len(chunks) + 1))
+        gathered = pa.concat_arrays([chunks[c].take(pa.array(local[bounds[c]:bounds[c + 1]]))
+                                     for c in range(len(chunks)) if bounds[c + 1] > bounds[c]])
+        back = np.empty(len(idx), np.int64)
+        back[by_chunk] = np.arange(len(idx))
+        out.append(gathered.take(pa.array(back)))
+    return pa.chunked_array(out, col.type)
+
+
 def millis(col) -> tuple[np.ndarray, np.ndarray]:
     """A timestamp column (any unit, any time zone) as (epoch milliseconds, valid mask)."""
     if isinstance(col, pa.ChunkedArray):

@@ -133,7 +133,7 @@ class _Builder:
     def __init__(self, v: pa.Table, end_ms: int | None):
         self.v = v
         n = v.num_rows
-        self.code = np.asarray(v.column("code").to_pylist(), dtype=object)
+        self.code = F.objects(v.column("code"))
         self.a, a_ok = F.millis(v.column("first_time"))
         b, b_ok = F.millis(v.column("last_time"))
         is_open = np.asarray(v.column("open").to_numpy(zero_copy_only=False), bool)
@@ -233,7 +233,7 @@ def group(violations: pa.Table, tables: dict[str, pa.Table], config: dict,
     rows = _incident_rows(b, violations, end_ms)
     ids = [r["incident_id"] for r in rows]
     owner = b.owner
-    col = pa.array([ids[o] if o >= 0 else None for o in owner.tolist()], pa.string())
+    col = pa.array(ids, pa.string()).take(pa.array(owner, mask=owner < 0))
     out = violations.set_column(violations.schema.get_field_index("incident_id"), "incident_id", col)
     table = pa.Table.from_pylist(rows, schema=INCIDENT_SCHEMA)
     if table.num_rows:
@@ -246,7 +246,7 @@ def group(violations: pa.Table, tables: dict[str, pa.Table], config: dict,
 def _incident_rows(b: _Builder, v: pa.Table, end_ms: int | None) -> list[dict]:
     if not b.groups:
         return []
-    sev = np.asarray(v.column("severity").to_pylist(), dtype=object)
+    sev = F.objects(v.column("severity"))
     topic = F.codes(v.column("topic_id"), F.topic_dictionary(v.column("topic_id")))
     part = F.np_col(v, "partition", -1, np.int64)
     where = np.where(part >= 0, (topic + 1) * (1 << 32) + part, -1)  # one number per partition

@@ -24,7 +24,8 @@ from audit import frames
 from audit import incidents as I
 from audit import loginfo
 from audit import recovery
-from audit.violations import violations
+from audit.cluster_events import cluster_events
+from audit.violations import ORDER, violations
 from controller_core.codes import SEVERITIES  # most severe first
 from controller_core import timelines
 from controller_core.vector import fold
@@ -166,8 +167,10 @@ def _violations_in_chunks(tables, config, end_offset, end_time, chunk_rows: int)
     hist = tables[catalog.PARTITION_STATE_HISTORY.name]
     if chunk_rows <= 0 or hist.num_rows <= chunk_rows:
         return violations(tables, config, end_offset, end_time)
-    # the cluster's own findings (gaps, outages, controller elections) once, not once per chunk
-    parts = [violations(tables, config, end_offset, end_time, topics=False)]
+    # the cluster's events once (every chunk's partition windows read them) and its own findings (gaps,
+    # outages, controller elections) once, not once per chunk
+    events = cluster_events(tables, config, frames.as_millis(end_time))
+    parts = [violations(tables, config, end_offset, end_time, topics=False, events=events)]
     import zlib
 
     k = -(-hist.num_rows // chunk_rows)
@@ -181,6 +184,7 @@ def _violations_in_chunks(tables, config, end_offset, end_time, chunk_rows: int)
     enc = hist.column("topic_id").combine_chunks().dictionary_encode()
     h_chunk = chunk_of([name_of.get(t) or t for t in enc.dictionary.to_pylist()])[
         np.asarray(enc.indices.fill_null(0).to_numpy(zero_copy_only=False), np.int64)]
+    del enc
     t_chunk = chunk_of([name_of.get(t) or t for t in topics.column("topic_id").to_pylist()])
     breaches = tables.get(catalog.INVARIANT_BREACHES.name)
     b_chunk = None
@@ -193,10 +197,9 @@ def _violations_in_chunks(tables, config, end_offset, end_time, chunk_rows: int)
         part[catalog.TOPIC_CONFIG_HISTORY.name] = topics.filter(pa.array(t_chunk == c))
         if b_chunk is not None:
             part[catalog.INVARIANT_BREACHES.name] = breaches.filter(pa.array(b_chunk == c))
-        parts.append(violations(part, config, end_offset, end_time, cluster=False))
-    out = pa.concat_tables(parts)
-    return out.sort_by([("first_offset", "ascending"), ("code", "ascending"), ("topic_id", "ascending"),
-                        ("partition", "ascending")])
+        parts.append(violations(part, config, end_offset, end_time, cluster=False, events=events))
+        del part
+    return frames.sorted_rows(parts, ORDER)
 
 
 # ------------------------------------------------------------------------------------------ the audit
@@ -248,18 +251,22 @@ def _ordered_findings(result: AuditResult, min_severity: str, limit: int | None 
     first; within a severity what is still going on first, then in log order.  ``outside``: only those
     no incident explains."""
     v = result.violations
-    if outside:
-        v = v.filter(pc.is_null(v.column("incident_id")))
     keep = pc.is_in(v.column("severity"), pa.array([s for s in SEVERITIES if RANK[s] <= RANK[min_severity]]))
-    v = v.filter(keep)
-    rank = pc.fill_null(pc.index_in(v.column("severity"), pa.array(SEVERITIES)), len(SEVERITIES))
-    keyed = (v.append_column("_rank", rank).append_column("_topic", pc.fill_null(v.column("topic"), ""))
-             .append_column("_part", pc.fill_null(v.column("partition"), -1)))
-    keyed = keyed.sort_by([("_rank", "ascending"), ("open", "descending"), ("first_offset", "ascending"),
-                           ("code", "ascending"), ("_topic", "ascending"), ("_part", "ascending")])
+    if outside:
+        keep = pc.and_(keep, pc.is_null(v.column("incident_id")))
+    rows = np.flatnonzero(np.asarray(keep.to_numpy(zero_copy_only=False), bool))
+    # the order from the key columns of the kept rows alone, then only the listed rows taken: sorting the
+    # whole table copied every finding's texts (gigabytes at a million partitions) to list twenty of them
+    keys = frames.take_rows(v.select(["severity", "open", "first_offset", "code", "topic", "partition"]), rows)
+    keys = pa.table({"_rank": pc.fill_null(pc.index_in(keys.column("severity"), pa.array(SEVERITIES)), len(SEVERITIES)),
+                     "open": keys.column("open"), "first_offset": keys.column("first_offset"), "code": keys.column("code"),
+                     "_topic": pc.fill_null(keys.column("topic"), ""), "_part": pc.fill_null(keys.column("partition"), -1)})
+    order = pc.sort_indices(keys, sort_keys=[("_rank", "ascending"), ("open", "descending"),
+                                             ("first_offset", "ascending"), ("code", "ascending"),
+                                             ("_topic", "ascending"), ("_part", "ascending")])
     if limit is not None:
-        keyed = keyed.slice(0, limit)
-    return keyed.drop_columns(["_rank", "_topic", "_part"]).to_pylist(), v.num_rows
+        order = order.slice(0, limit)
+    return frames.take_rows(v, rows[np.asarray(order, np.int64)]).to_pylist(), len(rows)
 
 
 def summary_json(result: AuditResult, cluster: str | None, fail_on: str, limit: int | None = None) -> dict:

@@ -109,7 +109,8 @@ class Context:
         return self.events.gaps
 
 
-def _context(tables: dict[str, pa.Table], config: dict, end_offset: int, end_time) -> Context:
+def _context(tables: dict[str, pa.Table], config: dict, end_offset: int, end_time,
+             events: ClusterEvents | None = None) -> Context:
     hist = tables[catalog.PARTITION_STATE_HISTORY.name]
     topics = tables[catalog.TOPIC_CONFIG_HISTORY.name]
     brokers = tables[catalog.BROKER_STATE_HISTORY.name]
@@ -154,7 +155,7 @@ def _context(tables: dict[str, pa.Table], config: dict, end_offset: int, end_tim
                    # the registry's defaults under the config's: a config lacking a code still grades it
                    severities={**C.default_severities(C.FINDING), **audit["severities"]},
                    long_ms=int(audit.get("long_window_ms") or 0), end_offset=int(end_offset),
-                   end_ms=end_ms, events=cluster_events(tables, config, end_ms),
+                   end_ms=end_ms, events=events or cluster_events(tables, config, end_ms),
                    min_ms=int(audit.get("min_window_ms") or 0), diskless=_diskless_rows(topics, ok, jj))
 
 
@@ -972,7 +973,7 @@ CLUSTER_FINDERS = (metadata_gap_findings, cluster_down_findings, controller_elec
 
 
 def violations(tables: dict[str, pa.Table], config: dict, end_offset: int, end_time, *, cluster: bool = True,
-               topics: bool = True) -> pa.Table:
+               topics: bool = True, events: ClusterEvents | None = None) -> pa.Table:
     """The durability violations of one cluster (``VIOLATION_SCHEMA``, ``cluster`` null), ordered by
     first offset, code, topic and partition.
 
@@ -980,12 +981,18 @@ def violations(tables: dict[str, pa.Table], config: dict, end_offset: int, end_t
     invariant_breaches as Arrow tables; ``config``: the loaded configuration (``audit.severities``,
     ``audit.long_window_ms``); ``end_offset`` / ``end_time`` (epoch ms or datetime): the end of the log,
     where open windows are measured to.  ``cluster`` / ``topics``: the cluster-level findings
-    (:data:`CLUSTER_FINDERS`) / the per-topic ones (:data:`FINDERS`)."""
-    ctx = _context(tables, config, end_offset, end_time)
+    (:data:`CLUSTER_FINDERS`) / the per-topic ones (:data:`FINDERS`); ``events``: the cluster's events
+    (:func:`cluster_events`) when the caller has them already (one per audit, not one per chunk)."""
+    if not topics:  # the cluster's findings read no partition history: none is indexed for them
+        tables = {**tables, catalog.PARTITION_STATE_HISTORY.name: tables[catalog.PARTITION_STATE_HISTORY.name].slice(0, 0),
+                  catalog.TOPIC_CONFIG_HISTORY.name: tables[catalog.TOPIC_CONFIG_HISTORY.name].slice(0, 0)}
+    ctx = _context(tables, config, end_offset, end_time, events)
     finders = (FINDERS if topics else ()) + (CLUSTER_FINDERS if cluster else ())
     parts = [t for finder in finders for t in finder(ctx)]
+    del ctx
     if not parts:
         return VIOLATION_SCHEMA.empty_table()
-    out = pa.concat_tables(parts)
-    return out.sort_by([("first_offset", "ascending"), ("code", "ascending"), ("topic_id", "ascending"),
-                        ("partition", "ascending")])
+    return F.sorted_rows(parts, ORDER)
+
+
+ORDER = (("first_offset", "ascending"), ("code", "ascending"), ("topic_id", "ascending"), ("partition", "ascending"))

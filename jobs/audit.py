@@ -15,7 +15,8 @@ import sys
 import pyarrow.compute as pc
 
 from lake.lock import GOLD, holding
-from jobs.common import CannotRun, add_source_arguments, at_offset_of, config_of, warn_quarantined
+from jobs.common import (CannotRun, add_source_arguments, at_offset_of, config_of, system_allocator,
+                         warn_quarantined)
 
 PROG = "kraft-audit audit"
 
@@ -38,6 +39,7 @@ def run(args, out=None, err=None) -> int:
     from lake import gold
 
     out, err = out or sys.stdout, err or sys.stderr
+    system_allocator()
     if args.limit < 0:
         raise CannotRun(f"{args.limit}: a count of findings to list cannot be negative", "--limit")
     config = config_of(args)
@@ -52,6 +54,7 @@ def run(args, out=None, err=None) -> int:
                         "--cluster and no --at-offset / --at-time", "--fail-on-new")
     fail_on = args.fail_on or config["audit"]["fail_on"]
     result = audit(tables, config, end_offset, end_time, at_offset=at, log_info=info, strategy=args.strategy)
+    del tables  # the silver history (GBs at a million partitions) is not needed to write and show the result
     news = None
     if lake is not None:
         with holding(config, args.cluster, "audit", GOLD):  # two audits of a cluster: one after the other

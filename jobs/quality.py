@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from controller_core import codes
 from lake import catalog
+from jobs.common import system_allocator
 from lake.config import load_config
 from lake.lock import GOLD, holding
 
@@ -187,6 +188,7 @@ def run(args, out=None, err=None) -> int:
     from lake.delta import Lake
 
     out, err = out or sys.stdout, err or sys.stderr
+    system_allocator()
     config = load_config(args.conf, {"lake": args.lake} if args.lake else None)
     lake = Lake(config["lake"], None, backend="delta-rs")
     if not lake.exists(catalog.METADATA_RECORDS.name):

@@ -59,7 +59,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.dataset as pads
-from deltalake import DeltaTable, write_deltalake
+from deltalake import DeltaTable, WriterProperties, write_deltalake
 from deltalake import Schema as DeltaSchema
 
 from lake.files import is_tagged
@@ -82,6 +82,9 @@ _TABLE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]*(/[A-Za-z0-9][A-Za-z0-9_\-]
 _INT_LADDER = ("byte", "short", "integer", "long")
 # Batch size for streaming rows into delta-rs (staged parquet, Arrow tables): bounded driver memory.
 _STREAM_BATCH_ROWS = 65_536
+# row groups of 128 k rows: delta-rs buffers a whole row group before encoding it, and its default (a million
+# rows) held 2 GB of a million-partition audit's findings at once
+_WRITER = WriterProperties(max_row_group_size=2 * _STREAM_BATCH_ROWS, compression="SNAPPY")
 
 
 class SchemaMismatchError(ValueError):
@@ -731,7 +734,8 @@ class Lake:
         reader = pa.RecordBatchReader.from_batches(target, conform())
         before = -1 if is_new else DeltaTable(path).version()
         try:
-            write_deltalake(path, reader, mode=mode, partition_by=parts or None, predicate=predicate)
+            write_deltalake(path, reader, mode=mode, partition_by=parts or None, predicate=predicate,
+                            writer_properties=_WRITER)
         except Exception as exc:
             if errors:  # re-raise the real cause (e.g. ArrowInvalid), not delta-rs' wrapper
                 raise errors[0] from exc

@@ -19,7 +19,9 @@ import pyarrow.compute as pc
 
 from audit import loginfo
 from audit import local
+from audit.frames import take_rows
 from controller_core import pipeline
+from controller_core.codec.arrowutil import repeat_str
 from controller_core.codes import SEVERITIES
 from lake import catalog
 
@@ -232,14 +234,17 @@ NEWS_COLUMNS = ("severity", "code", "topic", "topic_id", "partition", "first_off
 def new_since(violations: pa.Table, seen: pa.Table | None) -> pa.Table:
     """The rows of ``violations`` whose finding is not among the ``seen`` keys (None: nothing seen), most
     severe first (then in log order), in :data:`NEWS_COLUMNS`."""
-    new = violations = violations.select(list(NEWS_COLUMNS))
+    rows = np.arange(violations.num_rows)
     if seen is not None and seen.num_rows and violations.num_rows:
-        keys = _joinable(violations).append_column("_row", pa.array(np.arange(violations.num_rows)))
+        keys = _joinable(violations).append_column("_row", pa.array(rows))
         fresh = keys.join(_joinable(seen), ["_code", "_topic", "_part", "_first"], join_type="left anti")
-        new = violations.take(pa.array(np.sort(fresh.column("_row").to_numpy())))
-    rank = pc.fill_null(pc.index_in(new.column("severity"), pa.array(list(SEVERITIES))), len(SEVERITIES))
-    return (new.append_column("_rank", rank).sort_by([("_rank", "ascending"), ("first_offset", "ascending")])
-            .drop_columns(["_rank"]))
+        rows = np.sort(fresh.column("_row").to_numpy())
+    # the order from two key columns, then one copy of the shown columns (not a copy per step)
+    keys = take_rows(violations.select(["severity", "first_offset"]), rows)
+    rank = pc.fill_null(pc.index_in(keys.column("severity"), pa.array(list(SEVERITIES))), len(SEVERITIES))
+    order = pc.sort_indices(pa.table({"_rank": rank, "first_offset": keys.column("first_offset")}),
+                            sort_keys=[("_rank", "ascending"), ("first_offset", "ascending")])
+    return take_rows(violations.select(list(NEWS_COLUMNS)), rows[np.asarray(order, np.int64)])
 
 
 LEGACY_RUN = "before-audit-runs"  # the run id given to gold rows written before runs were recorded
@@ -268,8 +273,8 @@ def write_gold(lake, run: AuditRun, result, previous: dict | None, new_findings:
     for table in (catalog.VIOLATIONS, catalog.RECOVERY_CANDIDATES):
         _migrate(lake, table)
     for table, t in ((catalog.VIOLATIONS, result.violations), (catalog.INCIDENTS, result.incidents)):
-        t = (t.set_column(t.schema.get_field_index("cluster"), "cluster", pa.array([cluster] * t.num_rows, pa.string()))
-             .append_column(catalog.RUN_ID, pa.array([run_id] * t.num_rows, pa.string())))
+        t = (t.set_column(t.schema.get_field_index("cluster"), "cluster", repeat_str(cluster, t.num_rows))
+             .append_column(catalog.RUN_ID, repeat_str(run_id, t.num_rows)))
         lake.overwrite_arrow(table.name, t, partition_by=table.partition_by, where=where)
     c = result.candidates
     c = (c.append_column("at_offset", pa.array([result.at_offset] * c.num_rows, pa.int64()))

@@ -36,8 +36,14 @@ def to_numpy(col, dtype=None) -> np.ndarray:
 
 def repeat_str(text: str, n: int) -> pa.Array:
     raw = text.encode("utf-8")
+    if len(raw) * n >= 1 << 31:  # past a string array's 32-bit offsets: Arrow splits it into chunks
+        return pa.chunked_array([repeat_str(text, m) for m in _pieces(n, max(1, ((1 << 31) - 1) // max(len(raw), 1)))])
     offsets = np.arange(n + 1, dtype=np.int32) * len(raw)
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw * n)])
+
+
+def _pieces(n: int, most: int) -> list[int]:
+    return [min(most, n - i) for i in range(0, n, most)]
 
 
 def strings(values: list) -> pa.Array:
