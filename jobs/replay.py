@@ -28,6 +28,7 @@ lock (lake/lock.py) while it runs.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -160,10 +161,32 @@ def _write_history(lake: Lake, cluster: str, history, since: int | None) -> int 
     return count
 
 
-def _history_by_tasks(lake: Lake, cluster: str, bucketed, snapshot_start, invariants: bool):
+def _core_reading_files(spark, lake: Lake, cluster: str, version: int, plan, buckets: int, snapshot_start,
+                        invariants: bool):
+    """``core(write)``: the full replay's core whose tasks read the cluster's bronze files themselves
+    (:func:`transforms.silver.core_from_files`); the few cluster-level rows are read here, once."""
+    from lake import files as LF
+
+    files = lake.data_files(RECORDS.name, version, {"cluster": cluster})
+    labels = [(f.label, f.kind) for f in plan.files]
+    read = LF.scan_task(files, S.READ_COLUMNS, S.replay_filter(labels, plan.start_offset, partition_records=True))
+    try:
+        shared = LF.scan_task(files, S.READ_COLUMNS + ["data_json"],
+                              S.replay_filter(labels, plan.start_offset, partition_records=False))()
+    except FileNotFoundError as exc:  # here on the driver: the tasks' wording without their prefix
+        raise FileNotFoundError(str(exc).replace(LF.READ_ERROR, "")) from None
+
+    def core(write):
+        return S.core_from_files(spark, read, shared, buckets, snapshot_start, invariants, write=write)
+    return core
+
+
+def _history_by_tasks(lake: Lake, cluster: str, core):
     """A full replay whose core tasks write partition_state_history's files themselves (the history rows never
-    go back through the JVM): one commit adds them and removes the cluster's previous files.  Returns the core's
-    persisted output (its findings and file rows) and the history rows written."""
+    go back through the JVM): one commit adds them and removes the cluster's previous files.  ``core(write)``
+    is the core's frame given the tasks' writer.  Returns the core's persisted output (its findings and file
+    rows) and the history rows written.  A task that cannot read the lake's files fails the job with that."""
+    from pyspark.errors import PythonException
     from pyspark.sql import Row
 
     from controller_core import pipeline
@@ -171,8 +194,14 @@ def _history_by_tasks(lake: Lake, cluster: str, bucketed, snapshot_start, invari
 
     def run(path, target, parts, tag):
         write = LF.write_table(path, target, parts, tag, {"cluster": cluster})
-        out = S.core(bucketed, snapshot_start, invariants, write=write).persist()
-        files = [Row(**json.loads(r.body)) for r in S.files_of(out).collect()]
+        out = core(write).persist()
+        try:
+            files = [Row(**json.loads(r.body)) for r in S.files_of(out).collect()]
+        except PythonException as exc:
+            m = re.search(re.escape(LF.READ_ERROR) + r"(.*)", str(exc))
+            if m:
+                raise FileNotFoundError(m.group(1).strip()) from None
+            raise
         return files, (out, sum(int(f.rows) for f in files))
 
     # the rows as the frame path writes them: the core's columns (nullable), then the cluster
@@ -274,8 +303,10 @@ def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = Tru
     bucketed = S.bucketize(rows, buckets)  # read once, by the core below (whose output is persisted)
     snapshot_start = plan.start_offset if plan.snapshot else None
     if since is None and lake.tasks_write_files():
-        # a full replay: the core's tasks write the history files themselves, one commit replaces the cluster's
-        out, computed = _history_by_tasks(lake, cluster, bucketed, snapshot_start, invariants)
+        # a full replay: the core's tasks read bronze's files and write the history files themselves, one
+        # commit replaces the cluster's
+        core = _core_reading_files(spark, lake, cluster, bronze_version, plan, buckets, snapshot_start, invariants)
+        out, computed = _history_by_tasks(lake, cluster, core)
         new = None
     else:
         out = S.core(bucketed, snapshot_start, invariants).persist()

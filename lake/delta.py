@@ -414,6 +414,16 @@ class Lake:
                                                                     for f in affected) else None
         return self._commit_files(table, path, out, target, parts, False, "append", False, affected, expect)
 
+    def data_files(self, table: str, version: int | None = None, where: dict[str, str] | None = None) -> list[str]:
+        """The data files of ``table`` (at ``version``) in the partitions matching ``where``: what a job's own
+        tasks read when they see the lake (:meth:`tasks_write_files`)."""
+        import warnings
+
+        filters = [(k, "=", v) for k, v in (where or {}).items()] or None
+        with warnings.catch_warnings():  # partition_filters: deprecated in favour of a predicate, same result
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return list(DeltaTable(self.path(table), version=version).file_uris(partition_filters=filters))
+
     def tasks_write_files(self) -> bool:
         """Whether Spark tasks write this lake's data files themselves (:meth:`append_written`)."""
         return self._executor_writes() and self._local

@@ -42,6 +42,7 @@ class RowError(ValueError):
 
 
 ROW_ERROR = "kraft-audit write task: "
+READ_ERROR = "kraft-audit read task: "  # a task's reader cannot open the lake's files (the job re-raises the rest)
 
 
 def file_name(task: int, tag: str) -> str:
@@ -233,3 +234,40 @@ def write_table(table_path: str, target: pa.Schema, parts: list[str], tag: str, 
         return out
 
     return write
+
+
+# ------------------------------------------------------------------------------------------ task reads
+def scan_task(files: list[str], columns: list[str], where) -> "callable":
+    """A task's reader of a table's data files (a local lake the executors see, as :func:`write_task`'s):
+    ``read(keep)`` scans ``files`` for ``columns`` (those the files have; the others come back null), the rows
+    matching ``where(pyarrow.dataset.field)`` (an expression, evaluated per batch by Arrow) and, of those,
+    the rows ``keep(batch)`` marks (a NumPy mask, e.g. the task's own buckets): one pass, batch by batch, so a
+    task holds its own rows only.  A file it cannot open raises FileNotFoundError naming it: a worker
+    that cannot see the lake fails loudly, never replays nothing."""
+
+    def read(keep=None) -> pa.Table:
+        import pyarrow.dataset as ds
+
+        missing = [f for f in files if not os.path.exists(f)]
+        if missing:
+            raise FileNotFoundError(f"{READ_ERROR}data file {missing[0]} is listed by the table's Delta log but not "
+                                    f"on this machine's disk ({len(missing)} of {len(files)} files): every executor "
+                                    f"must see the lake, and nothing but Delta may remove its files")
+        data = ds.dataset(files, format="parquet")
+        have = [c for c in columns if c in data.schema.names]
+        out = []
+        for batch in data.to_batches(columns=have, filter=where(ds.field), batch_size=1 << 17):
+            if batch.num_rows:
+                mask = keep(batch) if keep is not None else None
+                if mask is None or mask.all():
+                    out.append(batch)
+                elif mask.any():
+                    out.append(batch.filter(pa.array(mask)))
+        schema = pa.schema([data.schema.field(c) for c in have])
+        table = pa.Table.from_batches(out, schema=schema)
+        for c in columns:  # a column an older bronze table lacks: null (as Spark's read of it is)
+            if c not in have:
+                table = table.append_column(c, pa.nulls(table.num_rows, pa.string()))
+        return table.select(columns)
+
+    return read

@@ -145,6 +145,11 @@ def unpack(table: pa.Table) -> pa.Table:
 
 
 def ordered(table: pa.Table, snapshot_start: int | None) -> pa.Table:
+    """A bucket's rows (from :func:`bucketize`) in replay order, list columns unpacked: see :func:`in_replay_order`."""
+    return unpack(in_replay_order(table, snapshot_start))
+
+
+def in_replay_order(table: pa.Table, snapshot_start: int | None) -> pa.Table:
     """A bucket's rows in replay order (phase, offset), without the grouping columns; rows of the
     starting snapshot dated ``snapshot_start - 1``: the state they describe."""
     import pyarrow.compute as pc
@@ -156,7 +161,7 @@ def ordered(table: pa.Table, snapshot_start: int | None) -> pa.Table:
         off = pc.if_else(pc.equal(table.column("phase"), PHASE["snapshot"]),
                          pa.scalar(snapshot_start - 1, pa.int64()), table.column("offset"))
         table = table.set_column(table.schema.get_field_index("offset"), "offset", off)
-    return unpack(table.drop_columns([c for c in ("bucket", "phase", "context") if c in table.column_names]))
+    return table.drop_columns([c for c in ("bucket", "phase", "context") if c in table.column_names])
 
 
 # one Arrow group in, one table out: the dated partition history rows (kind "history") and the findings; with a
@@ -188,21 +193,101 @@ def core(bucketed: DataFrame, snapshot_start: int | None = None, invariants: boo
             ctx = frozenset(pc.unique(table.column("topic_id").filter(
                 pc.fill_null(table.column("context"), False))).to_pylist())
         rep = pipeline.run(ordered(table, snapshot_start), invariants=invariants, context_topics=ctx)
-        div = rep.divergences.drop_columns(["topic_id"])
-        div = div.append_column("kind", pa.array(["divergence"] * div.num_rows, pa.string()))
-        brc = rep.breaches.drop_columns(["topic_id"])
-        brc = brc.append_column("kind", pa.array(["breach"] * brc.num_rows, pa.string()))
-        if write is None:
-            hist = rep.history.append_column("kind", pa.array([HISTORY] * rep.history.num_rows, pa.string()))
-        else:
-            import json
-
-            bodies = [json.dumps(f) for f in write(rep.history)]
-            hist = pa.table({"kind": pa.array([FILE] * len(bodies), pa.string()),
-                             "body": pa.array(bodies, pa.string())})
-        return pa.concat_tables([_widen(hist), _widen(div), _widen(brc)])
+        return _core_output(rep, write)
 
     return bucketed.groupBy("bucket").applyInArrow(core_group, from_arrow_schema(CORE))
+
+
+def _core_output(rep, write) -> pa.Table:
+    """One bucket's replay (:class:`controller_core.pipeline.Replay`) as CORE rows: its history rows (or, with a
+    writer, the files it wrote them into) and its findings."""
+    div = rep.divergences.drop_columns(["topic_id"])
+    div = div.append_column("kind", pa.array(["divergence"] * div.num_rows, pa.string()))
+    brc = rep.breaches.drop_columns(["topic_id"])
+    brc = brc.append_column("kind", pa.array(["breach"] * brc.num_rows, pa.string()))
+    if write is None:
+        hist = rep.history.append_column("kind", pa.array([HISTORY] * rep.history.num_rows, pa.string()))
+    else:
+        import json
+
+        bodies = [json.dumps(f) for f in write(rep.history)]
+        hist = pa.table({"kind": pa.array([FILE] * len(bodies), pa.string()),
+                         "body": pa.array(bodies, pa.string())})
+    return pa.concat_tables([_widen(hist), _widen(div), _widen(brc)])
+
+
+# ---------------------------------------------------------------- a full replay's tasks read bronze themselves
+# what the tasks read of bronze: the core's columns, lists as lists (nothing goes through the JVM)
+READ_COLUMNS = [c for c in CORE_COLUMNS if c != "data_json"] + list(LIST_COLUMNS)
+
+
+def replay_filter(files: list[tuple[str, str]], start_offset: int, partition_records: bool):
+    """``where(field)`` (a pyarrow.dataset expression) of the bronze rows a replay reads, as
+    :func:`replay_rows` chooses them: the plan's files, segment records from ``start_offset``; the partition
+    records (``partition_records``) or the others (NoOps and markers left out)."""
+    labels = [f for f, _ in files]
+
+    def where(field):
+        chosen = field("source_file").isin(labels) & (
+            (field("source_kind") != "segment") | (field("offset") >= start_offset))
+        if partition_records:
+            return chosen & field("record_type").isin(list(PARTITION_TYPES))
+        return chosen & ~field("record_type").isin(list(PARTITION_TYPES) + sorted(SKIP))
+    return where
+
+
+def bucket_of(topic_ids, partitions: np.ndarray, buckets: int) -> np.ndarray:
+    """The bucket of each (topic id, partition) when the tasks read their own rows: the CRC-32 of the id
+    plus the partition, modulo ``buckets`` (a topic's partitions go round the buckets).  The one definition
+    for a task's own rows and for the owner of each partition 0."""
+    import zlib
+
+    import pyarrow.compute as pc
+
+    if isinstance(topic_ids, pa.ChunkedArray):
+        topic_ids = topic_ids.combine_chunks()
+    enc = pc.fill_null(topic_ids, "").dictionary_encode()
+    crc = np.array([zlib.crc32(t.encode()) for t in enc.dictionary.to_pylist()] or [0], np.int64)
+    return (crc[np.asarray(enc.indices.to_numpy(zero_copy_only=False), np.int64)] + partitions) % buckets
+
+
+def core_from_files(spark, read, shared: pa.Table, buckets: int, snapshot_start: int | None = None,
+                    invariants: bool = True, write=None) -> DataFrame:
+    """:func:`core` of a full replay without moving bronze through Spark: task ``b`` of ``buckets`` reads its own
+    partition records and every partition 0 (context, as :func:`bucketize` sends them) straight from bronze's
+    data files (``read(keep)``: :func:`lake.files.scan_task` with :func:`replay_filter`), adds ``shared`` -- the
+    cluster-level rows (:data:`READ_COLUMNS` and ``data_json``), read once by the driver -- and replays them.
+    A partition record needs no ``data_json``: its typed columns hold it (``explain.record_data``)."""
+    import pyarrow.compute as pc
+
+    def bucket_rows(table: pa.Table) -> np.ndarray:
+        return bucket_of(table.column("topic_id"), _partitions(table), buckets)
+
+    def phase(table: pa.Table) -> pa.Array:
+        return pc.index_in(table.column("source_kind"), pa.array(list(PHASE)))  # PHASE's values are its order
+
+    def task(batches):
+        for batch in batches:
+            for b in batch.column(0).to_pylist():
+                own = read(lambda rows: (bucket_rows(rows) == b) | (_partitions(rows) == 0))
+                context = (_partitions(own) == 0) & (bucket_rows(own) != b)
+                own = (own.append_column("data_json", pa.nulls(own.num_rows, pa.string()))
+                       .append_column("context", pa.array(context)))
+                mine = pa.concat_tables([own, shared.append_column("context", pa.array(np.zeros(shared.num_rows,
+                                                                                                    bool)))])
+                mine = mine.append_column("phase", phase(mine))
+                ctx = frozenset(own.column("topic_id").filter(pa.array(context)).unique().to_pylist())
+                rep = pipeline.run(in_replay_order(mine, snapshot_start), invariants=invariants, context_topics=ctx)
+                del own, mine
+                yield from _core_output(rep, write).to_batches()
+
+    return spark.range(0, buckets, 1, buckets).mapInArrow(task, from_arrow_schema(CORE))
+
+
+def _partitions(table) -> np.ndarray:
+    import pyarrow.compute as pc
+
+    return np.asarray(pc.fill_null(table.column("partition_id"), -1).to_numpy(zero_copy_only=False), np.int64)
 
 
 def _widen(table: pa.Table) -> pa.Table:

@@ -1,0 +1,52 @@
+"""lake.files.scan_task (a replay task's read of bronze's data files) and transforms.silver.bucket_of."""
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from lake import files as LF
+from transforms import silver as S
+
+
+def _files(tmp_path):
+    paths = []
+    for i in range(3):
+        t = pa.table({"record_type": ["PARTITION_RECORD", "TOPIC_RECORD", "PARTITION_CHANGE_RECORD"],
+                      "topic_id": [f"t{i}", None, f"t{i}"], "partition_id": pa.array([0, None, i + 1], pa.int32()),
+                      "offset": pa.array([10 * i, 10 * i + 1, 10 * i + 2], pa.int64())})
+        p = tmp_path / f"part-{i}.parquet"
+        pq.write_table(t, p)
+        paths.append(str(p))
+    return paths
+
+
+def test_reads_the_rows_the_expression_and_the_mask_keep(tmp_path):
+    files = _files(tmp_path)
+    read = LF.scan_task(files, ["offset", "partition_id", "leader"],
+                        lambda f: f("record_type").isin(["PARTITION_RECORD", "PARTITION_CHANGE_RECORD"]))
+    everything = read()
+    assert sorted(everything.column("offset").to_pylist()) == [0, 2, 10, 12, 20, 22]
+    assert everything.column_names == ["offset", "partition_id", "leader"]
+    assert everything.column("leader").null_count == 6  # a column the files lack comes back null
+    odd = read(lambda batch: np.asarray(batch.column("partition_id")) % 2 == 1)
+    assert sorted(odd.column("offset").to_pylist()) == [2, 22]
+
+
+def test_a_file_the_task_cannot_see_is_named(tmp_path):
+    files = _files(tmp_path)
+    (tmp_path / "part-1.parquet").unlink()
+    with pytest.raises(FileNotFoundError, match=r"part-1\.parquet is listed by the table's Delta log") as e:
+        LF.scan_task(files, ["offset"], lambda f: f("offset") >= 0)()
+    assert str(e.value).startswith(LF.READ_ERROR)
+
+
+def test_bucket_of_is_a_function_of_the_partition_alone():
+    ids = pa.array([f"topic-{i % 7}" for i in range(500)])
+    parts = np.arange(500, dtype=np.int64) % 13
+    whole = S.bucket_of(ids, parts, 8)
+    chunked = S.bucket_of(pa.chunked_array([ids.slice(0, 123), ids.slice(123)]), parts, 8)
+    assert (whole == chunked).all() and whole.min() >= 0 and whole.max() < 8
+    # the same (topic, partition) lands in one bucket wherever it appears; a batch's other rows do not matter
+    alone = np.array([S.bucket_of(pa.array([t]), np.array([p]), 8)[0] for t, p in zip(ids.to_pylist()[:40], parts[:40])])
+    assert (alone == whole[:40]).all()
+    assert len(set(whole.tolist())) == 8  # the partitions spread over every bucket
