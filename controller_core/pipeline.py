@@ -238,18 +238,19 @@ def date_history(history: pa.Table, records: pa.Table, triggers: pa.Table) -> pa
 def _offset_finder(sorted_offsets: np.ndarray):
     """``find(q)``: the position of each offset of ``q`` in ``sorted_offsets`` (distinct, ascending), -1 where
     it is not there.  A log's offsets are nearly dense, so a table indexed by offset answers with one gather
-    (a binary search per query was a tenth of the pipeline); a sparse set is searched."""
+    (a binary search per query was a tenth of the pipeline); so are a Spark bucket's, one in 16 or so of the
+    log's (4 bytes per offset of the span); a sparser set is searched."""
     n = len(sorted_offsets)
     lo = int(sorted_offsets[0]) if n else 0
     span = int(sorted_offsets[-1]) - lo + 1 if n else 0
-    if n and span <= 4 * n + 4096:
-        table = np.full(span, -1, np.int64)
+    if n and span <= 32 * n + 4096:
+        table = np.full(span, -1, np.int32 if n < 1 << 31 else np.int64)
         table[sorted_offsets - lo] = np.arange(n)
 
         def find(q: np.ndarray) -> np.ndarray:
             k = q - lo
             inside = (k >= 0) & (k < span)
-            return np.where(inside, table[np.where(inside, k, 0)], -1)
+            return np.where(inside, table[np.where(inside, k, 0)], -1).astype(np.int64, copy=False)
         return find
 
     def search(q: np.ndarray) -> np.ndarray:

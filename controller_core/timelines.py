@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from controller_core.replay import Rec
-from controller_core.image import MIN_ISR, Cluster, ReplayError, min_isr_value
+from controller_core.image import MIN_ISR, TOPIC, Cluster, ReplayError, min_isr_value
 
 TS = pa.timestamp("ms", tz="UTC")
 BROKER_SCHEMA = pa.schema([
@@ -85,9 +85,12 @@ class _TopicRows:
 
     def changed(self, rec: Rec, only: str | None = None) -> None:
         """A row for every live topic (or topic ``only``) whose settings resolve differently after ``rec``."""
-        for tid, name in list(self.c.topics.items()):
-            if only is not None and tid != only:
-                continue
+        if only is not None:  # one topic: looked up, not found by walking every topic (thousands per record)
+            name = self.c.topics.get(only)
+            todo = [(only, name)] if name is not None else []
+        else:
+            todo = list(self.c.topics.items())
+        for tid, name in todo:
             row = _topic_row(self.c, tid, name, rec, False)
             key = tuple(v for k, v in row.items() if k not in ("offset", "timestamp"))
             if self._last.get(tid) != key:
@@ -133,6 +136,11 @@ def build(records: Iterable[Rec], image: Cluster | None = None,
             topics.deleted(rec, rec.data["topicId"], removed_name)
         elif rec.type == "TOPIC_RECORD":
             topics.changed(rec, only=rec.data["topicId"])
+        elif rec.type == "CONFIG_RECORD" and rec.data.get("resourceType") == TOPIC:
+            # a topic's own config changes that topic's settings alone (broker and cluster defaults: any topic)
+            tid = c.topic_ids.get(rec.data.get("resourceName"))
+            if tid is not None:
+                topics.changed(rec, only=tid)
         elif rec.type in TOPIC_INPUTS:
             topics.changed(rec)  # config, feature or controller change: any topic may resolve differently
     return _with_valid_to(brokers, "broker_id", BROKER_SCHEMA), _with_valid_to(topics.rows, "topic_id", TOPIC_SCHEMA)

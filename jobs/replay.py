@@ -105,10 +105,10 @@ def _resume_from(ckpt, plan, snapshot, end_offset: int):
     return ckpt
 
 
-def _write_timelines(spark, lake: Lake, cluster: str, rows) -> dict:
-    """broker_state_history and topic_config_history, rebuilt every run on the driver by the scalar image
-    (the records are few); {table: rows written}."""
-    brokers, topics = timelines.build(r for r in _cluster_level_recs(rows)
+def _write_timelines(spark, lake: Lake, cluster: str, recs: list[Rec]) -> dict:
+    """broker_state_history and topic_config_history, rebuilt every run on the driver by the scalar image from
+    the cluster-level records and partition 0's, in replay order (they are few); {table: rows written}."""
+    brokers, topics = timelines.build(r for r in recs
                                       if r.type not in S.PARTITION_TYPES or r.data.get("partitionId") == 0)
     counts = {}
     for t, table in ((BROKERS, brokers), (TOPICS, topics)):
@@ -161,24 +161,38 @@ def _write_history(lake: Lake, cluster: str, history, since: int | None) -> int 
     return count
 
 
-def _core_reading_files(spark, lake: Lake, cluster: str, version: int, plan, buckets: int, snapshot_start,
-                        invariants: bool):
-    """``core(write)``: the full replay's core whose tasks read the cluster's bronze files themselves
-    (:func:`transforms.silver.core_from_files`); the few cluster-level rows are read here, once."""
-    from lake import files as LF
+class _BronzeFiles:
+    """A full replay's own reads of the cluster's bronze files (a lake the executors see): ``read``, the core
+    tasks' reader of their partition records (:func:`transforms.silver.core_from_files`); ``shared``, the
+    cluster-level rows with their ``data_json`` and ``first``, every partition 0's records -- the rows the
+    driver needs itself, each read once here instead of through Spark."""
 
-    files = lake.data_files(RECORDS.name, version, {"cluster": cluster})
-    labels = [(f.label, f.kind) for f in plan.files]
-    read = LF.scan_task(files, S.READ_COLUMNS, S.replay_filter(labels, plan.start_offset, partition_records=True))
-    try:
-        shared = LF.scan_task(files, S.READ_COLUMNS + ["data_json"],
-                              S.replay_filter(labels, plan.start_offset, partition_records=False))()
-    except FileNotFoundError as exc:  # here on the driver: the tasks' wording without their prefix
-        raise FileNotFoundError(str(exc).replace(LF.READ_ERROR, "")) from None
+    def __init__(self, lake: Lake, cluster: str, version: int, plan):
+        from lake import files as LF
 
-    def core(write):
-        return S.core_from_files(spark, read, shared, buckets, snapshot_start, invariants, write=write)
-    return core
+        files = lake.data_files(RECORDS.name, version, {"cluster": cluster})
+        labels = [(f.label, f.kind) for f in plan.files]
+        self.read = LF.scan_task(files, S.READ_COLUMNS, S.replay_filter(labels, plan.start_offset, True),
+                                 S.READ_DICTIONARY)
+        try:
+            self.shared = LF.scan_task(files, S.READ_COLUMNS + ["data_json"],
+                                       S.replay_filter(labels, plan.start_offset, False))()
+            self.first = LF.scan_task(files, S.READ_COLUMNS,
+                                      S.replay_filter(labels, plan.start_offset, True, first_partition=True))()
+        except FileNotFoundError as exc:  # here on the driver: the tasks' wording without their prefix
+            raise FileNotFoundError(str(exc).replace(LF.READ_ERROR, "")) from None
+
+    def cluster_level_recs(self) -> list[Rec]:
+        """What :func:`_cluster_level_recs` collects through Spark: the cluster-level records and partition 0's,
+        in replay order (partition records rebuilt from their typed columns)."""
+        import pyarrow.compute as pc
+
+        from controller_core.vector.explain import cluster_level_recs
+
+        rows = pa.concat_tables([self.first.append_column("data_json", pa.nulls(self.first.num_rows, pa.string())),
+                                 self.shared])
+        rows = rows.append_column("_phase", pc.index_in(rows.column("source_kind"), pa.array(list(S.PHASE))))
+        return cluster_level_recs(rows.sort_by([("_phase", "ascending"), ("offset", "ascending")]))
 
 
 def _history_by_tasks(lake: Lake, cluster: str, core):
@@ -293,7 +307,10 @@ def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = Tru
     since = ckpt.last_offset if ckpt is not None else None
     counts: dict = {"mode": "incremental" if ckpt is not None else "full", "last_offset": end_offset}
     progress(f"{counts['mode']} replay through offset {end_offset}: broker, topic and quorum timelines")
-    counts.update(_write_timelines(spark, lake, cluster, rows))
+    # a full replay on a lake the executors see reads bronze's files itself, the driver's few rows once
+    direct = _BronzeFiles(lake, cluster, bronze_version, plan) if since is None and lake.tasks_write_files() else None
+    counts.update(_write_timelines(spark, lake, cluster, direct.cluster_level_recs() if direct is not None
+                                   else _cluster_level_recs(rows)))
     counts[QUORUM.name] = _write_quorum(spark, lake, cluster, records, plan)
 
     if since is not None:  # fold only the new partition records, from every partition's state at the checkpoint
@@ -302,10 +319,12 @@ def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = Tru
     progress(f"folding and recomputing every partition change in {buckets} buckets, then writing silver")
     bucketed = S.bucketize(rows, buckets)  # read once, by the core below (whose output is persisted)
     snapshot_start = plan.start_offset if plan.snapshot else None
-    if since is None and lake.tasks_write_files():
+    if direct is not None:
         # a full replay: the core's tasks read bronze's files and write the history files themselves, one
         # commit replaces the cluster's
-        core = _core_reading_files(spark, lake, cluster, bronze_version, plan, buckets, snapshot_start, invariants)
+        def core(write):
+            return S.core_from_files(spark, direct.read, direct.shared, buckets, snapshot_start, invariants,
+                                     write=write)
         out, computed = _history_by_tasks(lake, cluster, core)
         new = None
     else:

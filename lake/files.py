@@ -237,13 +237,14 @@ def write_table(table_path: str, target: pa.Schema, parts: list[str], tag: str, 
 
 
 # ------------------------------------------------------------------------------------------ task reads
-def scan_task(files: list[str], columns: list[str], where) -> "callable":
+def scan_task(files: list[str], columns: list[str], where, dictionary: tuple[str, ...] = ()) -> "callable":
     """A task's reader of a table's data files (a local lake the executors see, as :func:`write_task`'s):
     ``read(keep)`` scans ``files`` for ``columns`` (those the files have; the others come back null), the rows
     matching ``where(pyarrow.dataset.field)`` (an expression, evaluated per batch by Arrow) and, of those,
     the rows ``keep(batch)`` marks (a NumPy mask, e.g. the task's own buckets): one pass, batch by batch, so a
-    task holds its own rows only.  A file it cannot open raises FileNotFoundError naming it: a worker
-    that cannot see the lake fails loudly, never replays nothing."""
+    task holds its own rows only.  The ``dictionary`` columns come back dictionary-encoded (a file name or a
+    record type per row is most of a task's strings).  A file it cannot open raises FileNotFoundError naming
+    it: a worker that cannot see the lake fails loudly, never replays nothing."""
 
     def read(keep=None) -> pa.Table:
         import pyarrow.dataset as ds
@@ -253,7 +254,8 @@ def scan_task(files: list[str], columns: list[str], where) -> "callable":
             raise FileNotFoundError(f"{READ_ERROR}data file {missing[0]} is listed by the table's Delta log but not "
                                     f"on this machine's disk ({len(missing)} of {len(files)} files): every executor "
                                     f"must see the lake, and nothing but Delta may remove its files")
-        data = ds.dataset(files, format="parquet")
+        fmt = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(dictionary_columns=list(dictionary)))
+        data = ds.dataset(files, format=fmt)
         have = [c for c in columns if c in data.schema.names]
         out = []
         for batch in data.to_batches(columns=have, filter=where(ds.field), batch_size=1 << 17):

@@ -94,14 +94,16 @@ LIST_COLUMNS = {"replicas": pa.int32(), "isr": pa.int32(), "removing_replicas": 
                 "last_known_elr": pa.int32(), "directories": pa.string()}
 
 
-BUCKETS_PER_CORE = 4
+# 8: a bucket's replay holds about an eighth of a core's share of the log (a full replay's task holds its
+# buckets' bronze rows too; at 1 M partitions 4 per core put local[2] over 8 GiB, 8 per core 7 GiB, as fast)
+BUCKETS_PER_CORE = 8
 
 
 def default_buckets(spark) -> int:
-    """The bucket count when the config leaves ``replay.buckets`` unset: four per core of the cluster --
+    """The bucket count when the config leaves ``replay.buckets`` unset: eight per core of the cluster --
     Spark's default parallelism (``spark.default.parallelism`` when set, else the cores of the executors
-    registered when the session started) -- so every core stays busy and a slow bucket is a quarter of a
-    core's share, not all of it."""
+    registered when the session started) -- so every core stays busy and no one replay holds more than an
+    eighth of its core's share."""
     return BUCKETS_PER_CORE * max(1, int(spark.sparkContext.defaultParallelism))
 
 
@@ -217,21 +219,26 @@ def _core_output(rep, write) -> pa.Table:
 
 
 # ---------------------------------------------------------------- a full replay's tasks read bronze themselves
-# what the tasks read of bronze: the core's columns, lists as lists (nothing goes through the JVM)
+# what the tasks read of bronze: the core's columns, lists as lists (nothing goes through the JVM); the
+# few-valued strings dictionary-encoded while a task holds its buckets' rows (strings again per bucket)
 READ_COLUMNS = [c for c in CORE_COLUMNS if c != "data_json"] + list(LIST_COLUMNS)
+READ_DICTIONARY = ("source_file", "source_kind", "record_type")
 
 
-def replay_filter(files: list[tuple[str, str]], start_offset: int, partition_records: bool):
+def replay_filter(files: list[tuple[str, str]], start_offset: int, partition_records: bool,
+                  first_partition: bool = False):
     """``where(field)`` (a pyarrow.dataset expression) of the bronze rows a replay reads, as
     :func:`replay_rows` chooses them: the plan's files, segment records from ``start_offset``; the partition
-    records (``partition_records``) or the others (NoOps and markers left out)."""
+    records (``partition_records``; only partition 0's with ``first_partition``) or the others (NoOps and
+    markers left out)."""
     labels = [f for f, _ in files]
 
     def where(field):
         chosen = field("source_file").isin(labels) & (
             (field("source_kind") != "segment") | (field("offset") >= start_offset))
         if partition_records:
-            return chosen & field("record_type").isin(list(PARTITION_TYPES))
+            chosen = chosen & field("record_type").isin(list(PARTITION_TYPES))
+            return chosen & (field("partition_id") == 0) if first_partition else chosen
         return chosen & ~field("record_type").isin(list(PARTITION_TYPES) + sorted(SKIP))
     return where
 
@@ -253,35 +260,49 @@ def bucket_of(topic_ids, partitions: np.ndarray, buckets: int) -> np.ndarray:
 
 def core_from_files(spark, read, shared: pa.Table, buckets: int, snapshot_start: int | None = None,
                     invariants: bool = True, write=None) -> DataFrame:
-    """:func:`core` of a full replay without moving bronze through Spark: task ``b`` of ``buckets`` reads its own
-    partition records and every partition 0 (context, as :func:`bucketize` sends them) straight from bronze's
-    data files (``read(keep)``: :func:`lake.files.scan_task` with :func:`replay_filter`), adds ``shared`` -- the
-    cluster-level rows (:data:`READ_COLUMNS` and ``data_json``), read once by the driver -- and replays them.
-    A partition record needs no ``data_json``: its typed columns hold it (``explain.record_data``)."""
-    import pyarrow.compute as pc
+    """:func:`core` of a full replay without moving bronze through Spark.  One task per core of the cluster
+    (Spark's default parallelism, at most ``buckets``) reads, in one pass over bronze's data files
+    (``read(keep)``: :func:`lake.files.scan_task` with :func:`replay_filter`), the partition records of its
+    buckets (:func:`bucket_of`; bucket ``b`` belongs to task ``b % tasks``) and every partition 0, then replays
+    its buckets one after the other: each bucket's own records, every partition 0 (context where another
+    bucket owns it, as :func:`bucketize` sends them) and ``shared`` -- the cluster-level rows
+    (:data:`READ_COLUMNS` and ``data_json``), read once by the driver.  A partition record needs no
+    ``data_json``: its typed columns hold it (``explain.record_data``).  Same rows out as :func:`core`."""
+    tasks = max(1, min(buckets, int(spark.sparkContext.defaultParallelism)))
 
-    def bucket_rows(table: pa.Table) -> np.ndarray:
+    def bucket_rows(table) -> np.ndarray:
         return bucket_of(table.column("topic_id"), _partitions(table), buckets)
-
-    def phase(table: pa.Table) -> pa.Array:
-        return pc.index_in(table.column("source_kind"), pa.array(list(PHASE)))  # PHASE's values are its order
 
     def task(batches):
         for batch in batches:
-            for b in batch.column(0).to_pylist():
-                own = read(lambda rows: (bucket_rows(rows) == b) | (_partitions(rows) == 0))
-                context = (_partitions(own) == 0) & (bucket_rows(own) != b)
-                own = (own.append_column("data_json", pa.nulls(own.num_rows, pa.string()))
-                       .append_column("context", pa.array(context)))
-                mine = pa.concat_tables([own, shared.append_column("context", pa.array(np.zeros(shared.num_rows,
-                                                                                                    bool)))])
-                mine = mine.append_column("phase", phase(mine))
-                ctx = frozenset(own.column("topic_id").filter(pa.array(context)).unique().to_pylist())
-                rep = pipeline.run(in_replay_order(mine, snapshot_start), invariants=invariants, context_topics=ctx)
-                del own, mine
-                yield from _core_output(rep, write).to_batches()
+            for t in batch.column(0).to_pylist():
+                rows = read(lambda b: (bucket_rows(b) % tasks == t) | (_partitions(b) == 0))  # one scan per task
+                owner, first = bucket_rows(rows), _partitions(rows) == 0
+                for b in range(t, buckets, tasks):
+                    yield from _replay_bucket(rows.filter(pa.array((owner == b) | first)), b, buckets, shared,
+                                              snapshot_start, invariants, write).to_batches()
 
-    return spark.range(0, buckets, 1, buckets).mapInArrow(task, from_arrow_schema(CORE))
+    return spark.range(0, tasks, 1, tasks).mapInArrow(task, from_arrow_schema(CORE))
+
+
+def _replay_bucket(own: pa.Table, b: int, buckets: int, shared: pa.Table, snapshot_start, invariants, write):
+    """One bucket of :func:`core_from_files`: its rows (its partitions' records and every partition 0) and
+    the shared cluster-level rows, replayed; CORE rows out."""
+    import pyarrow.compute as pc
+
+    own = own.cast(pa.schema([f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f
+                              for f in own.schema]))
+    first = _partitions(own) == 0
+    context = first & (bucket_of(own.column("topic_id"), _partitions(own), buckets) != b)
+    own = (own.append_column("data_json", pa.nulls(own.num_rows, pa.string()))
+           .append_column("context", pa.array(context)))
+    mine = pa.concat_tables([own, shared.append_column("context", pa.array(np.zeros(shared.num_rows, bool)))])
+    # PHASE's values are the positions of its kinds
+    mine = mine.append_column("phase", pc.index_in(mine.column("source_kind"), pa.array(list(PHASE))))
+    ctx = frozenset(own.column("topic_id").filter(pa.array(context)).unique().to_pylist())
+    del own
+    rep = pipeline.run(in_replay_order(mine, snapshot_start), invariants=invariants, context_topics=ctx)
+    return _core_output(rep, write)
 
 
 def _partitions(table) -> np.ndarray:

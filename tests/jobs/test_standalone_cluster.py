@@ -225,7 +225,7 @@ def test_ingest_replay_audit_quality_on_two_executors_equal_a_local_run(runs):
     assert runs["ingest"].returncode == 0, runs["ingest"].stderr[-3000:]
     assert runs["replay"].returncode == 0, runs["replay"].stderr[-3000:]
     # the CLI's --master, not the config's local default; buckets from the cluster's 2 cores
-    assert f"8 buckets on {runs['master']}" in runs["replay"].stdout
+    assert f"16 buckets on {runs['master']}" in runs["replay"].stdout
     audit, quality = runs["audit"], runs["quality"]
     assert (audit.returncode, quality.returncode) == (runs["local_audit"][0], runs["local_quality"][0]) == (1, 0), \
         audit.stderr + quality.stdout
