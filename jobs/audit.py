@@ -14,9 +14,9 @@ import sys
 
 import pyarrow.compute as pc
 
+from lake.files import return_freed_memory
 from lake.lock import GOLD, holding
-from jobs.common import (CannotRun, add_source_arguments, at_offset_of, config_of, system_allocator,
-                         warn_quarantined)
+from jobs.common import CannotRun, add_source_arguments, at_offset_of, config_of, warn_quarantined
 
 PROG = "kraft-audit audit"
 
@@ -39,7 +39,7 @@ def run(args, out=None, err=None) -> int:
     from lake import gold
 
     out, err = out or sys.stdout, err or sys.stderr
-    system_allocator()
+    return_freed_memory()
     if args.limit < 0:
         raise CannotRun(f"{args.limit}: a count of findings to list cannot be negative", "--limit")
     config = config_of(args)

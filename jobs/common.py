@@ -204,20 +204,6 @@ def at_offset_of(args, tables) -> int | None:
     return at
 
 
-def system_allocator() -> None:
-    """Arrow allocates from the C library's malloc from here on.  pyarrow's default allocator (mimalloc)
-    keeps the pages it frees for reuse: after a million-partition audit's chunks that was 3-4 GB of RSS
-    above what Arrow held; malloc gives large blocks back at once.  For the commands that hold whole
-    tables (audit, plan, quality); the decoder keeps the default, faster for its many small buffers."""
-    import pyarrow as pa
-
-    try:
-        pa.set_memory_pool(pa.jemalloc_memory_pool())
-        pa.jemalloc_set_decay_ms(0)
-    except NotImplementedError:
-        pa.set_memory_pool(pa.system_memory_pool())
-
-
 def config_of(args):
     """The effective configuration of a command with ``--conf`` / ``--lake`` (validated on load)."""
     from lake.config import load_config

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import sys
 
-from jobs.common import add_source_arguments, at_offset_of, config_of, system_allocator, warn_quarantined
+from jobs.common import add_source_arguments, at_offset_of, config_of, warn_quarantined
+from lake.files import return_freed_memory
 
 PROG = "kraft-audit plan"
 
@@ -34,7 +35,7 @@ def run(args, out=None, err=None) -> int:
     from lake import gold
 
     out, err = out or sys.stdout, err or sys.stderr
-    system_allocator()
+    return_freed_memory()
     config = config_of(args)
     tables, end_offset, _, info, _ = gold.load_sources(
         config, args.cluster, args.log_dir, args.log_info, warn=lambda m: print(f"{PROG}: {m}", file=err))

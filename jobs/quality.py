@@ -22,8 +22,8 @@ import pyarrow as pa
 
 from controller_core import codes
 from lake import catalog
-from jobs.common import system_allocator
 from lake.config import load_config
+from lake.files import return_freed_memory
 from lake.lock import GOLD, holding
 
 PROG = "kraft-audit quality"
@@ -188,7 +188,7 @@ def run(args, out=None, err=None) -> int:
     from lake.delta import Lake
 
     out, err = out or sys.stdout, err or sys.stderr
-    system_allocator()
+    return_freed_memory()
     config = load_config(args.conf, {"lake": args.lake} if args.lake else None)
     lake = Lake(config["lake"], None, backend="delta-rs")
     if not lake.exists(catalog.METADATA_RECORDS.name):

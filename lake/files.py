@@ -236,6 +236,20 @@ def write_table(table_path: str, target: pa.Schema, parts: list[str], tag: str, 
     return write
 
 
+# ------------------------------------------------------------------------------------------ memory
+def return_freed_memory() -> None:
+    """Arrow allocates from jemalloc with no decay from here on, in this process: pyarrow's default allocator
+    (mimalloc) keeps the pages it frees for reuse, and after a million-partition audit's chunks that was 3-4 GB
+    of RSS above what Arrow held (a replay task's scan: a gigabyte).  For the processes that hold whole tables
+    (audit, plan, quality, a full replay's tasks); the decoder keeps the default, faster for its many small
+    buffers.  Without jemalloc in the build: the C library's malloc, which gives large blocks back at once."""
+    try:
+        pa.set_memory_pool(pa.jemalloc_memory_pool())
+        pa.jemalloc_set_decay_ms(0)
+    except NotImplementedError:
+        pa.set_memory_pool(pa.system_memory_pool())
+
+
 # ------------------------------------------------------------------------------------------ task reads
 def scan_task(files: list[str], columns: list[str], where, dictionary: tuple[str, ...] = ()) -> "callable":
     """A task's reader of a table's data files (a local lake the executors see, as :func:`write_task`'s):
@@ -249,6 +263,8 @@ def scan_task(files: list[str], columns: list[str], where, dictionary: tuple[str
     def read(keep=None) -> pa.Table:
         import pyarrow.dataset as ds
 
+        return_freed_memory()  # the task then replays what it read: the scan's freed pages go back
+
         missing = [f for f in files if not os.path.exists(f)]
         if missing:
             raise FileNotFoundError(f"{READ_ERROR}data file {missing[0]} is listed by the table's Delta log but not "
@@ -258,7 +274,10 @@ def scan_task(files: list[str], columns: list[str], where, dictionary: tuple[str
         data = ds.dataset(files, format=fmt)
         have = [c for c in columns if c in data.schema.names]
         out = []
-        for batch in data.to_batches(columns=have, filter=where(ds.field), batch_size=1 << 17):
+        # little read-ahead: Arrow's default decodes a dozen batches of several files ahead, gigabytes a task
+        # then holds (its allocator keeps the pages) while it replays
+        for batch in data.to_batches(columns=have, filter=where(ds.field), batch_size=1 << 17, batch_readahead=2,
+                                     fragment_readahead=1):
             if batch.num_rows:
                 mask = keep(batch) if keep is not None else None
                 if mask is None or mask.all():
