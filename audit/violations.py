@@ -984,8 +984,8 @@ def violations(tables: dict[str, pa.Table], config: dict, end_offset: int, end_t
     (:data:`CLUSTER_FINDERS`) / the per-topic ones (:data:`FINDERS`); ``events``: the cluster's events
     (:func:`cluster_events`) when the caller has them already (one per audit, not one per chunk)."""
     if not topics:  # the cluster's findings read no partition history: none is indexed for them
-        tables = {**tables, catalog.PARTITION_STATE_HISTORY.name: tables[catalog.PARTITION_STATE_HISTORY.name].slice(0, 0),
-                  catalog.TOPIC_CONFIG_HISTORY.name: tables[catalog.TOPIC_CONFIG_HISTORY.name].slice(0, 0)}
+        tables = {**tables, **{t.name: tables[t.name].slice(0, 0)
+                               for t in (catalog.PARTITION_STATE_HISTORY, catalog.TOPIC_CONFIG_HISTORY)}}
     ctx = _context(tables, config, end_offset, end_time, events)
     finders = (FINDERS if topics else ()) + (CLUSTER_FINDERS if cluster else ())
     parts = [t for finder in finders for t in finder(ctx)]

@@ -264,7 +264,6 @@ def scan_task(files: list[str], columns: list[str], where, dictionary: tuple[str
         import pyarrow.dataset as ds
 
         return_freed_memory()  # the task then replays what it read: the scan's freed pages go back
-
         missing = [f for f in files if not os.path.exists(f)]
         if missing:
             raise FileNotFoundError(f"{READ_ERROR}data file {missing[0]} is listed by the table's Delta log but not "

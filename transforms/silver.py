@@ -3,7 +3,9 @@
 The work is split by Kafka partition: partition records are hashed into buckets, and the few
 cluster-level records (brokers, topics, configs, features, leader changes) every partition's
 decisions depend on are copied into every bucket.  Each bucket is one Arrow group handed whole to the
-controller core in an executor (``applyInArrow``), so the core sees many partitions at once.
+controller core in an executor, so the core sees many partitions at once: a full replay on a lake the
+executors see reads each task's buckets straight from bronze's data files (:func:`core_from_files`); an
+incremental replay moves its rows to their buckets by a shuffle (:func:`bucketize`, ``applyInArrow``).
 """
 from __future__ import annotations
 
@@ -276,7 +278,7 @@ def core_from_files(spark, read, shared: pa.Table, buckets: int, snapshot_start:
     def task(batches):
         for batch in batches:
             for t in batch.column(0).to_pylist():
-                rows = read(lambda b: (bucket_rows(b) % tasks == t) | (_partitions(b) == 0))  # one scan per task
+                rows = read(lambda scanned: (bucket_rows(scanned) % tasks == t) | (_partitions(scanned) == 0))
                 owner, first = bucket_rows(rows), _partitions(rows) == 0
                 for b in range(t, buckets, tasks):
                     yield from _replay_bucket(rows.filter(pa.array((owner == b) | first)), b, buckets, shared,
