@@ -61,8 +61,7 @@ def take_chunked(col: pa.ChunkedArray, rows: np.ndarray, piece: int = 1 << 20) -
     """``col.take(rows)`` a piece of the output at a time, each piece gathered chunk by chunk: Arrow's own
     take first concatenates a chunked string column, a third copy of it at the peak."""
     if col.num_chunks <= 1:
-        return pa.chunked_array([col.combine_chunks().take(pa.array(rows))] if len(rows) or col.num_chunks
-                                else [], col.type)
+        return pa.chunked_array([c.take(pa.array(rows, pa.int64())) for c in col.chunks], col.type)
     chunks = col.chunks
     starts = np.cumsum([0] + [len(c) for c in chunks])
     out = []

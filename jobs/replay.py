@@ -185,13 +185,11 @@ class _BronzeFiles:
     def cluster_level_recs(self) -> list[Rec]:
         """What :func:`_cluster_level_recs` collects through Spark: the cluster-level records and partition 0's,
         in replay order (partition records rebuilt from their typed columns)."""
-        import pyarrow.compute as pc
-
         from controller_core.vector.explain import cluster_level_recs
 
         rows = pa.concat_tables([self.first.append_column("data_json", pa.nulls(self.first.num_rows, pa.string())),
                                  self.shared])
-        rows = rows.append_column("_phase", pc.index_in(rows.column("source_kind"), pa.array(list(S.PHASE))))
+        rows = rows.append_column("_phase", S.phase_of(rows))
         return cluster_level_recs(rows.sort_by([("_phase", "ascending"), ("offset", "ascending")]))
 
 

@@ -281,30 +281,34 @@ def core_from_files(spark, read, shared: pa.Table, buckets: int, snapshot_start:
                 rows = read(lambda scanned: (bucket_rows(scanned) % tasks == t) | (_partitions(scanned) == 0))
                 owner, first = bucket_rows(rows), _partitions(rows) == 0
                 for b in range(t, buckets, tasks):
-                    yield from _replay_bucket(rows.filter(pa.array((owner == b) | first)), b, buckets, shared,
+                    mine = (owner == b) | first
+                    yield from _replay_bucket(rows.filter(pa.array(mine)), (first & (owner != b))[mine], shared,
                                               snapshot_start, invariants, write).to_batches()
 
     return spark.range(0, tasks, 1, tasks).mapInArrow(task, from_arrow_schema(CORE))
 
 
-def _replay_bucket(own: pa.Table, b: int, buckets: int, shared: pa.Table, snapshot_start, invariants, write):
-    """One bucket of :func:`core_from_files`: its rows (its partitions' records and every partition 0) and
-    the shared cluster-level rows, replayed; CORE rows out."""
-    import pyarrow.compute as pc
-
+def _replay_bucket(own: pa.Table, context: np.ndarray, shared: pa.Table, snapshot_start, invariants, write):
+    """One bucket of :func:`core_from_files`: its rows (its partitions' records and every partition 0; ``context``
+    marks the partition 0 records another bucket owns) and the shared cluster-level rows, replayed; CORE rows out."""
     own = own.cast(pa.schema([f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f
                               for f in own.schema]))
-    first = _partitions(own) == 0
-    context = first & (bucket_of(own.column("topic_id"), _partitions(own), buckets) != b)
     own = (own.append_column("data_json", pa.nulls(own.num_rows, pa.string()))
            .append_column("context", pa.array(context)))
     mine = pa.concat_tables([own, shared.append_column("context", pa.array(np.zeros(shared.num_rows, bool)))])
-    # PHASE's values are the positions of its kinds
-    mine = mine.append_column("phase", pc.index_in(mine.column("source_kind"), pa.array(list(PHASE))))
+    mine = mine.append_column("phase", phase_of(mine))
     ctx = frozenset(own.column("topic_id").filter(pa.array(context)).unique().to_pylist())
     del own
     rep = pipeline.run(in_replay_order(mine, snapshot_start), invariants=invariants, context_topics=ctx)
     return _core_output(rep, write)
+
+
+def phase_of(table: pa.Table) -> pa.Array:
+    """The replay phase (:data:`PHASE`) of each row, from its ``source_kind``: PHASE's values are the positions
+    of its kinds."""
+    import pyarrow.compute as pc
+
+    return pc.index_in(table.column("source_kind"), pa.array(list(PHASE)))
 
 
 def _partitions(table) -> np.ndarray:
