@@ -27,7 +27,8 @@ import pyarrow.compute as pc
 
 from controller_core import pipeline
 from controller_core.codec.arrowutil import from_numpy, to_numpy
-from controller_core.image import Cluster, Partition, replica_dirs
+from controller_core.gcpause import paused
+from controller_core.image import MIGRATING, Cluster, Partition
 from controller_core.logdir import SEGMENT, SNAPSHOT, LogFile, discover
 from controller_core.replay import Plan, iter_file_records, nothing_to_replay, plan, read_plan
 from controller_core.vector import fold
@@ -131,6 +132,8 @@ def cut(records: pa.Table, at_offset: int | None, at_time: int | None, snapshot:
     if at_time is not None and snapshot is None and len(off) and reached.offset is None:
         raise PointError(f"{fmt_us(at_time)} is before the log's first record (offset {off[0]}, written "
                          f"{fmt_ms(int(batch_ts[0]))})")
+    if keep == len(rows):  # the end of the log: every row (a filter would copy them all)
+        return records, reached
     mask = ~seg
     mask[rows[:keep]] = True
     return records.filter(from_numpy(mask)), reached
@@ -146,7 +149,7 @@ def image_at(log_dir, at_offset: int | None = None, at_time: int | None = None, 
         raise PointError(f"--at-offset {at_offset}: offsets start at 0")
     p = plan_for(log_dir, at_offset, at_time)
     spans: list = []
-    records = read_plan(p, spans)
+    records = read_plan(p, spans, partition_json=False)
     if quarantine is not None:
         quarantine.extend(spans)
     notes: list[str] = []
@@ -165,12 +168,34 @@ def image_at(log_dir, at_offset: int | None = None, at_time: int | None = None, 
 def with_partitions(image: Cluster, history: pa.Table) -> Cluster:
     """``image`` with every live partition's latest state from ``history``."""
     image.partitions = {}
-    for r in fold.state_at(history).to_pylist():
-        if r["topic_id"] not in image.topics:
-            continue
-        image.partitions[(r["topic_id"], r["partition_id"])] = Partition(
-            r["topic_id"], r["partition_id"], list(r["replicas"]), list(r["isr"]), r["leader"], r["leader_epoch"],
-            r["partition_epoch"], list(r["removing_replicas"] or []), list(r["adding_replicas"] or []),
-            list(r["eligible_leader_replicas"] or []), list(r["last_known_elr"] or []), r["leader_recovery_state"],
-            replica_dirs(r["directories"], len(r["replicas"])))
+    state = fold.state_at(history)
+    with paused():  # a million lists, no cycles: see gcpause
+        # column by column, then zipped: a dict per row (Table.to_pylist) was most of describe's time
+        cols = [state.column(c).to_pylist() for c in (
+            "topic_id", "partition_id", "replicas", "isr", "leader", "leader_epoch", "partition_epoch",
+            "removing_replicas", "adding_replicas", "eligible_leader_replicas", "last_known_elr",
+            "leader_recovery_state")]
+        topics = image.topics
+        for tid, pid, rep, isr, leader, le, pe, rm, ad, elr, lke, lrs, dirs in zip(*cols, _named_dirs(state)):
+            if tid not in topics:
+                continue
+            image.partitions[(tid, pid)] = Partition(tid, pid, rep, isr, leader, le, pe, rm or [], ad or [],
+                                                     elr or [], lke or [], lrs,
+                                                     [MIGRATING] * len(rep) if dirs is None else dirs)
     return image
+
+
+def _named_dirs(state: pa.Table) -> list:
+    """What ``image.replica_dirs`` makes of each row's directories, decided for every row at once: the list
+    where one names a directory, None where every replica's is MIGRATING (null, empty or all MIGRATING: most
+    partitions below MV 3.7-IV2, and the fold's own MIGRATING lists)."""
+    col = state.column("directories").combine_chunks() if state.num_rows else None
+    if col is None or not len(col.values):
+        return [None] * state.num_rows
+    parent = to_numpy(pc.list_parent_indices(col), np.int64)
+    named = to_numpy(pc.not_equal(pc.list_flatten(col), MIGRATING), bool)
+    rows = np.flatnonzero(np.bincount(parent[named], minlength=len(col)) > 0)
+    out = [None] * len(col)
+    for r, dirs in zip(rows.tolist(), col.take(from_numpy(rows)).to_pylist()):
+        out[r] = dirs
+    return out

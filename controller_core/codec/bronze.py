@@ -157,8 +157,10 @@ COLUMN_MAP = {
 }
 
 
-def records_table(chunk: DecodedChunk, cluster: str, source_file: str, source_kind: str) -> pa.Table:
-    """Bronze rows for every decoded record of a chunk, in file order."""
+def records_table(chunk: DecodedChunk, cluster: str, source_file: str, source_kind: str,
+                  without_json: frozenset[str] = frozenset()) -> pa.Table:
+    """Bronze rows for every decoded record of a chunk, in file order.  ``without_json``: record types whose
+    ``data_json`` is left null (a replay reads partition records from their typed columns)."""
     n = len(chunk)
     if n == 0:
         return SCHEMA.empty_table()
@@ -198,7 +200,8 @@ def records_table(chunk: DecodedChunk, cluster: str, source_file: str, source_ki
         "record_version": from_numpy(chunk.version),
     }
     for f in TYPED:
-        columns[f.name] = chunk_json(chunk.groups, n) if f.name == "data_json" else place(typed[f.name], f.type)
+        columns[f.name] = (chunk_json(chunk.groups, n, without_json) if f.name == "data_json"
+                           else place(typed[f.name], f.type))
     return pa.Table.from_pydict(columns, schema=SCHEMA)
 
 

@@ -324,17 +324,26 @@ def _write(out, offsets, rows, m, kinds, plain, key_off, key_data, present, vali
 
 
 # ------------------------------------------------------------------------------------------ entry point
-def chunk_json(groups, n: int) -> pa.Array:
+def chunk_json(groups, n: int, without: frozenset[str] = frozenset()) -> pa.Array:
     """``data_json`` of a decoded chunk's ``n`` records, in file order (``groups``: the chunk's
-    :class:`~controller_core.codec.logfile.Group` list; every record belongs to exactly one)."""
+    :class:`~controller_core.codec.logfile.Group` list; every record belongs to exactly one).  Records of the
+    types in ``without`` get null: a reader that takes their typed columns only does not pay for their text."""
     sizes = np.zeros(n, np.int64)
     packed = []
+    left = np.zeros(n, bool)
     for g in groups:
-        p = _Packed(g.columns, g.rdef.fields, g.layout, len(g.rows))
         rows = np.asarray(g.rows, np.int64)
+        if g.rdef.type_name in without:
+            left[rows] = True
+            continue
+        p = _Packed(g.columns, g.rdef.fields, g.layout, len(g.rows))
         _sizes(sizes, rows, *p.args())
         packed.append((rows, p))
-    return _written(sizes, packed)
+    out = _written(sizes, packed)
+    if not left.any():
+        return out
+    return pa.Array.from_buffers(out.type, n, [pa.py_buffer(np.packbits(~left, bitorder="little")),
+                                               *out.buffers()[1:]])
 
 
 def objects_json(columns: dict[str, pa.Array], fields) -> pa.Array:

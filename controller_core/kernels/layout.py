@@ -162,7 +162,7 @@ def _partitions(topic: np.ndarray, pid: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 
 def build(records: pa.Table, cluster: bool = True) -> Layout:
-    """The layout of ``records`` (bronze rows in replay order, skipped record types already removed).
+    """The layout of ``records`` (bronze rows in replay order; the types a replay skips are kind OTHER).
     ``cluster=False``: the partition fields only (what the fold reads); the batch, broker and config fields
     the invariant pass reads are None."""
     n = records.num_rows

@@ -18,9 +18,13 @@ from controller_core.vector import recompute as V
 from controller_core.brokers import active_rows
 from controller_core.codec.arrowutil import from_numpy, strings, to_numpy
 from controller_core.vector.fold import _array, _raw, _valid
-from controller_core.replay import Rec
+from controller_core.replay import SKIP, Rec
 
 PCR = "PARTITION_CHANGE_RECORD"
+# the record types a replay passes over (NoOps, transaction markers, snapshot and KRaft control records): the
+# rows stay in the replay's input (removing them copied every column), and the steps that read rows by type
+# leave them out here
+_SKIPPED = tuple(sorted(SKIP))
 _TYPED = ("record_type", "topic_id", "partition_id", "replicas", "isr", "removing_replicas", "adding_replicas",
           "leader", "leader_epoch", "partition_epoch", "leader_recovery_state", "directories",
           "eligible_leader_replicas", "last_known_elr")
@@ -157,8 +161,10 @@ def _topic_codes(col, rows: np.ndarray, dictionary: pa.Array) -> np.ndarray:
     return np.asarray(code, np.int64)[run[rows]]
 
 
+# the trigger labels are few distinct strings over every change record: dictionary-encoded, made once each
+LABEL_TYPE = pa.dictionary(pa.int32(), pa.string())
 _EXPLAINED = pa.schema([("offset", pa.int64()), ("topic_id", pa.string()), ("partition_id", pa.int32()),
-                        ("trigger", pa.string()), ("matched", pa.bool_()), ("modelled", pa.bool_())])
+                        ("trigger", LABEL_TYPE), ("matched", pa.bool_()), ("modelled", pa.bool_())])
 
 
 def explain(bronze: pa.Table, history: pa.Table, brokers: pa.Table, topics: pa.Table) -> pa.Table:
@@ -380,7 +386,7 @@ def _labels(trig: np.ndarray, chosen_ev: np.ndarray, ev: np.ndarray) -> pa.Array
     bcode = ev_code[chosen_ev]
     texts = [name + (f"({b})" if k else "") for name in names
              for k, b in enumerate([None] + brokers.tolist())]
-    return pa.array(texts, pa.string()).take(from_numpy(t * nb + bcode))
+    return pa.DictionaryArray.from_arrays(from_numpy((t * nb + bcode).astype(np.int32)), pa.array(texts, pa.string()))
 
 
 def record_data(row: dict) -> dict:
@@ -415,7 +421,7 @@ def scalar_batches(bronze: pa.Table, partitions: set[tuple[str, int]] | None) ->
     cluster-level record and the partition records of those partitions, in log order."""
     rtype = bronze.column("record_type")
     part = _of_type(rtype, ("PARTITION_RECORD", PCR))
-    keep = ~part & ~_of_type(rtype, ("NO_OP_RECORD",))
+    keep = ~part & ~_of_type(rtype, _SKIPPED)
     if partitions is None:
         keep |= part
     elif partitions:
@@ -465,7 +471,7 @@ def _epoch_ms(col) -> list[int]:
 
 def cluster_level_recs(bronze: pa.Table) -> list[Rec]:
     """Records the timelines need: everything but partition records, plus partition 0's."""
-    partition = _of_type(bronze.column("record_type"), ("NO_OP_RECORD", "PARTITION_RECORD", PCR))
+    partition = _of_type(bronze.column("record_type"), _SKIPPED + ("PARTITION_RECORD", PCR))
     keep = from_numpy(~partition | (_ints_at(bronze.column("partition_id"), None, -1) == 0))
     names = ("offset", "timestamp", "batch_base_offset", "record_type", "record_version", "data_json", "source_file")
     rows = bronze.select(list(names)).filter(keep)  # a filter, not a take: no concatenation of chunks

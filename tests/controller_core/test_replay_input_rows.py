@@ -1,0 +1,73 @@
+"""What a replay's input may leave in or out without changing a single output row.
+
+* The record types a replay passes over (``replay.SKIP``: NoOps, transaction markers, snapshot and KRaft
+  control records) stay in ``pipeline.run``'s input: removing them copied every column (6 s of ``verify`` on a
+  1 M-partition log).  The replay of the rows as read equals the replay of the rows without them.
+* ``from_log_dir`` decodes partition records without their Kafka JSON (``read_log_dir(partition_json=False)``):
+  every step reads their typed columns, and the scalar reference rebuilds the few it needs.  The replay equals
+  the one of the rows with their JSON.
+
+On the embedded default scenario (transaction markers, NoOps, a fence and an unclean election), the
+ELR-off scenario and every real cluster of ../shared/realdata.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from controller_core import pipeline
+from controller_core.replay import SKIP, TYPED_ONLY, read_log_dir
+from realdata_facts import CLUSTERS, REALDATA
+
+ROOT = Path(__file__).resolve().parents[2]
+LOG_DIRS = {"default-cluster": ROOT / "data" / "default-cluster",
+            "last-replica-standing-elr-off": ROOT / "data" / "last-replica-standing-elr-off",
+            **{name: REALDATA / rel for name, rel in CLUSTERS.items()}}
+
+
+def _same_replay(a: pipeline.Replay, b: pipeline.Replay) -> None:
+    for name in ("history", "brokers", "topics", "divergences", "breaches", "explained"):
+        assert getattr(a, name).equals(getattr(b, name)), name
+    assert (a.records, a.partition_changes, a.scalar_partitions, a.trigger_counts) == \
+        (b.records, b.partition_changes, b.scalar_partitions, b.trigger_counts)
+
+
+def _skipped(records: pa.Table) -> pa.Array:
+    return pc.is_in(records.column("record_type"), pa.array(sorted(SKIP)))
+
+
+@pytest.mark.parametrize("name", sorted(set(LOG_DIRS) - {"vasifvortex"}))  # its Kafka (< 3.3) wrote no NoOps
+def test_rows_a_replay_skips_change_nothing(name):
+    records, _ = read_log_dir(LOG_DIRS[name])
+    skipped = _skipped(records)
+    assert pc.sum(skipped).as_py() > 0, "every one of these logs holds NoOps or control records"
+    kept = records.filter(pc.invert(skipped))
+    rejected_with, rejected_without = [], []
+    with_them = pipeline.run(records, rejected=rejected_with)
+    without = pipeline.run(kept, rejected=rejected_without)
+    without.records = with_them.records  # the count of records replayed includes them by definition
+    _same_replay(with_them, without)
+    assert rejected_with == rejected_without  # no skipped record reaches the image as one it cannot apply
+    assert with_them.history.num_rows > 0 and with_them.explained.num_rows > 0
+
+
+def test_the_default_scenario_has_transaction_markers():
+    types = set(read_log_dir(LOG_DIRS["default-cluster"])[0].column("record_type").to_pylist())
+    assert {"BEGIN_TRANSACTION_RECORD", "END_TRANSACTION_RECORD", "NO_OP_RECORD"} <= types
+
+
+@pytest.mark.parametrize("name", sorted(LOG_DIRS))
+def test_partition_records_without_their_json_replay_the_same(name):
+    full, _ = read_log_dir(LOG_DIRS[name])
+    lean, _ = read_log_dir(LOG_DIRS[name], partition_json=False)
+    typed_only = pc.is_in(full.column("record_type"), pa.array(sorted(TYPED_ONLY))).to_pylist()
+    assert any(typed_only)
+    # the JSON is null exactly on partition records, the same text elsewhere, every other column unchanged
+    assert lean.column("data_json").is_null().to_pylist() == typed_only
+    others = pc.invert(pa.array(typed_only))
+    assert lean.column("data_json").filter(others).equals(full.column("data_json").filter(others))
+    assert lean.drop_columns(["data_json"]).equals(full.drop_columns(["data_json"]))
+    _same_replay(pipeline.run(full), pipeline.run(lean))
