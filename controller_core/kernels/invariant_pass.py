@@ -65,6 +65,8 @@ P_FIELDS = 23
 LR, LI, LRM, LAD, LE, LK = 0, 1, 2, 3, 4, 5
 # topics
 T_LIVE, T_NAME, T_MB, T_MB_STAMP, T_M, T_M_STAMP = 0, 1, 2, 3, 4, 5  # T_M: m cached while a batch is closed
+T_R_STAMP = 6  # the batch that listed the topic for re-evaluation (its partitions' m may have moved)
+T_FIELDS = 7
 # brokers
 B_REG, B_EPOCH, B_INC, B_FENCED, B_CS, B_PEND_ROW, B_PEND_AT, B_PEND_LEN, B_DONE = range(9)
 B_FIELDS = 9
@@ -830,8 +832,22 @@ def _check_unclean_shutdowns(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0,
 
 
 @njit(cache=True)
+def _recheck_m(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, p, reeval_row, batch_no, eval_m):
+    """Partition p, which the batch did not write, checked again if its m moved.  Its ISR, leader and ELR are
+    those of its last check: with the same m that check stands.  eval_m is a compact array so that a sweep
+    stays cheap; the partition's own row is read only when m moved."""
+    t = part_topic[p]
+    m = ts[t, T_M] if ts[t, T_M_STAMP] == batch_no else _closing_min_isr(
+        tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, t, batch_no)
+    if m == eval_m[p] or ps[p, P_LIVE] == 0 or ps[p, P_TSTAMP] == batch_no:
+        return
+    _check_windows(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, p, reeval_row, batch_no, eval_m)
+
+
+@njit(cache=True)
 def _after_batch(out, tape, ps, ts, g, bs, broker_ids, tcfg_min, bcfg_min, topic_p0, part_topic, tch, nt, tkeys,
-                 ntk, fences, regs, deleted, pool, offsets, batch_no, reeval_row, stamp, eval_m):
+                 ntk, fences, regs, deleted, pool, offsets, batch_no, reeval_row, stamp, eval_m, sweep_all, rtop, nrt,
+                 topic_parts, topic_parts_at):
     """The batch-level rules, in InvariantChecker.after_batch's order.  Returns the next mark stamp."""
     _check_elr_below_min_isr(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, tch, tkeys, ntk)
     for q in range(len(deleted)):
@@ -845,17 +861,17 @@ def _after_batch(out, tape, ps, ts, g, bs, broker_ids, tcfg_min, bcfg_min, topic
             _check_windows(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, p,
                            tch[ps[p, P_LAST_T], X_ROW], batch_no, eval_m)
     if reeval_row >= 0:  # m may have changed for partitions the batch did not write
-        for p in range(len(eval_m)):
-            # An unwritten partition's ISR, leader and ELR are those of its last check: with the same m that
-            # check stands.  eval_m is a compact array so that this sweep, run for every min ISR config, stays
-            # cheap; the partition's own row is read only when m moved.
-            t = part_topic[p]
-            m = ts[t, T_M] if ts[t, T_M_STAMP] == batch_no else _closing_min_isr(
-                tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, t, batch_no)
-            if m == eval_m[p] or ps[p, P_LIVE] == 0 or ps[p, P_TSTAMP] == batch_no:
-                continue
-            _check_windows(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, p, reeval_row, batch_no,
+        if sweep_all:
+            for p in range(len(eval_m)):
+                _recheck_m(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, p, reeval_row, batch_no,
                            eval_m)
+        else:  # the listed topics' partitions, in the order a sweep of all meets them (ascending index)
+            listed = rtop[:nrt]
+            listed.sort()
+            for t in listed:
+                for j in range(topic_parts_at[t], topic_parts_at[t + 1]):
+                    _recheck_m(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, topic_parts[j],
+                               reeval_row, batch_no, eval_m)
     _check_fences(out, tape, ps, ts, g, bs, broker_ids, part_topic, tch, nt, fences, pool, batch_no)
     stamp = _check_unclean_shutdowns(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, broker_ids, tch,
                                      nt, regs, offsets, stamp)
@@ -929,15 +945,31 @@ def _merged_state(a, b, ints, lists, i):
 #   img  the image:               ps, ts, bs, g, name_live, tcfg_min, tcfg_unc, bcfg_min, bcfg_unc, eval_m
 #   bat  the batch being read:    tch, tkeys, fences, regs, deleted, pool (pool: pending controlled shutdowns);
 #        the per-record handlers get ``hot``, its two arrays
-#   cur  counters (int64[5]):     touches, touched partitions, re-evaluation row, batch number, mark stamp
-C_NT, C_NTK, C_REEVAL, C_BATCH, C_STAMP = range(5)
+#   cur  counters (int64[7]):     touches, touched partitions, re-evaluation row, batch number, mark stamp,
+#                                 re-evaluate every partition (0/1), topics listed for re-evaluation
+C_NT, C_NTK, C_REEVAL, C_BATCH, C_STAMP, C_ALL, C_NRT = range(7)
+C_FIELDS = 7
+REEVAL_ALL, REEVAL_NONE = -1, -2  # _reevaluate's scopes beyond one topic
 
 
 @njit(cache=True)
-def _reevaluate(cur, row):
-    """m may change for partitions the batch does not write: re-check every partition at its end."""
+def _reevaluate(cur, row, img, t):
+    """m may change for partitions the batch does not write: re-check them at its end (reported at the
+    batch's first such ``row``).  ``t``: the topic whose m may have moved (a topic-level min ISR, partition 0's
+    replicas), REEVAL_ALL (a broker-level or cluster-wide min ISR, a new active controller) or REEVAL_NONE (a
+    topic-level config for a name no live topic has: its partitions, if created later in the batch, are written
+    by it).  Re-checking every partition for every topic's config was quadratic: 1 000 topics x 1 M
+    partitions, 9.7 s of the pass's 10 s on the 1 M-partition fleet."""
     if cur[C_REEVAL] < 0:
         cur[C_REEVAL] = row
+    if t == REEVAL_ALL:
+        cur[C_ALL] = 1
+    elif t >= 0 and cur[C_ALL] == 0:
+        ts, rtop = img[1], img[10]
+        if ts[t, T_R_STAMP] != cur[C_BATCH]:
+            ts[t, T_R_STAMP] = cur[C_BATCH]
+            rtop[cur[C_NRT]] = t
+            cur[C_NRT] += 1
 
 
 @njit(**_PER_RECORD)
@@ -959,7 +991,7 @@ def _touch(inp, img, bat, cur, p, row, has_b, b, a, rl, ri_s, ri_n, rlrs):
     ps[p, P_LAST_T] = nt
     cur[C_NT] = nt + 1
     # m of every partition of the topic is capped by partition 0's replica count (§1.7)
-    if part_id[p] == 0 and has_b and cur[C_REEVAL] < 0:
+    if part_id[p] == 0 and has_b and cur[C_ALL] == 0 and ts[t, T_R_STAMP] != cur[C_BATCH]:
         ua = np.empty(6, np.int64)
         ub = np.empty(6, np.int64)
         for q, k in enumerate((LR, LAD, LRM)):
@@ -968,7 +1000,7 @@ def _touch(inp, img, bat, cur, p, row, has_b, b, a, rl, ri_s, ri_n, rlrs):
             ub[2 * q] = a[P_LISTS + 2 * k]
             ub[2 * q + 1] = a[P_LISTS + 2 * k + 1]
         if not (_union_in(tape, ua, ub) and _union_in(tape, ub, ua)):
-            cur[C_REEVAL] = row
+            _reevaluate(cur, row, img, t)
 
 
 @njit(**_PER_RECORD)
@@ -1128,7 +1160,11 @@ def _on_cluster_record(inp, img, cur, i, k):
     if k == CONFIG:
         key, kind_of, slot = cfg[i, 0], cfg[i, 1], cfg[i, 2]
         if key == CFG_MIN_ISR:
-            _reevaluate(cur, i)
+            scope = REEVAL_ALL
+            if kind_of == TOPIC_RESOURCE and slot >= 0:
+                live = img[4][slot]  # the live topic of that name
+                scope = live if live >= 0 else REEVAL_NONE
+            _reevaluate(cur, i, img, scope)
         if key != 0 and slot >= 0 and (kind_of == TOPIC_RESOURCE or kind_of == BROKER_RESOURCE):
             topic_level = kind_of == TOPIC_RESOURCE
             if key == CFG_MIN_ISR:
@@ -1145,7 +1181,7 @@ def _on_cluster_record(inp, img, cur, i, k):
     elif k == LEADER_CHANGE:
         lid = cfg[i, 3]
         if lid != g[G_CTRL_ID]:  # the active controller's node config takes part in m (§1.7)
-            _reevaluate(cur, i)
+            _reevaluate(cur, i, img, REEVAL_ALL)
         g[G_CTRL_ID] = lid
         g[G_CTRL_SLOT] = -1
         for s in range(len(broker_slot_ids)):
@@ -1225,7 +1261,8 @@ def _close_batch(out, inp, img, bat, cur):
     ps, ts, bs, g, tcfg_min, bcfg_min = img[0], img[1], img[2], img[3], img[5], img[7]
     cur[C_STAMP] = _after_batch(out, tape, ps, ts, g, bs, broker_ids, tcfg_min, bcfg_min, topic_p0, part_topic,
                                 bat[0], cur[C_NT], bat[1], cur[C_NTK], bat[2], bat[3], bat[4], bat[5], offsets,
-                                cur[C_BATCH], cur[C_REEVAL], cur[C_STAMP], img[9])
+                                cur[C_BATCH], cur[C_REEVAL], cur[C_STAMP], img[9], cur[C_ALL] == 1, img[10],
+                                cur[C_NRT], inp[16], inp[17])
 
 
 @njit(cache=True)
@@ -1234,8 +1271,9 @@ def _new_image(n_parts, n_topics, n_brokers, n_names, n_bslots, broker_slot_ids,
     ps[:, P_M_AT] = MISSING
     ps[:, P_TSTAMP] = -1
     ps[:, P_MARK] = -1
-    ts = np.zeros((n_topics, 6), np.int64)
+    ts = np.zeros((n_topics, T_FIELDS), np.int64)
     ts[:, T_NAME] = -1
+    ts[:, T_R_STAMP] = -1
     ts[:, T_MB_STAMP] = -1
     ts[:, T_M_STAMP] = -1
     bs = np.zeros((n_brokers, B_FIELDS), np.int64)
@@ -1251,7 +1289,7 @@ def _new_image(n_parts, n_topics, n_brokers, n_names, n_bslots, broker_slot_ids,
             g[G_CTRL_SLOT] = s
     return (ps, ts, bs, g, np.full(n_names, -1, np.int64), np.full(n_names, MISSING, np.int64),
             np.full(n_names, -1, np.int64), np.full(n_bslots, MISSING, np.int64), np.full(n_bslots, -1, np.int64),
-            np.full(n_parts, MISSING, np.int64))
+            np.full(n_parts, MISSING, np.int64), np.empty(max(n_topics, 1), np.int64))
 
 
 @njit(cache=True)
@@ -1269,19 +1307,19 @@ def check(kind, batch, snapshot, topic, part, name, ints, lists, tape, broker, b
            borrow(broker_ids), borrow(broker_slot_ids), borrow(unclean_true))
     n_parts = len(part_topic)
     owned = _new_image(n_parts, len(topic_p0), len(broker_ids), n_names, n_bslots, broker_slot_ids, default_slot,
-                       override) + (np.empty(max(n_parts, 1), np.int64), np.zeros(5, np.int64),
+                       override) + (np.empty(max(n_parts, 1), np.int64), np.zeros(C_FIELDS, np.int64),
                                     np.zeros(P_FIELDS, np.int64), np.zeros(P_FIELDS, np.int64))
     img = (borrow(owned[0]), borrow(owned[1]), borrow(owned[2]), borrow(owned[3]), borrow(owned[4]), borrow(owned[5]),
-           borrow(owned[6]), borrow(owned[7]), borrow(owned[8]), borrow(owned[9]))
+           borrow(owned[6]), borrow(owned[7]), borrow(owned[8]), borrow(owned[9]), borrow(owned[10]))
     out = List.empty_list(types.int64)
     fences, regs = List.empty_list(types.int64), List.empty_list(types.int64)
     deleted, pool = List.empty_list(types.int64), List.empty_list(types.int64)
     tch = np.empty((64, X_FIELDS), np.int64)
     # the per-record handlers get the batch's arrays only: each typed List they were handed cost two atomic
     # reference counts per call (Lists cannot be borrowed), most of what was left of the pass's time
-    hot = (borrow(tch), borrow(owned[10]))
+    hot = (borrow(tch), borrow(owned[11]))
     bat = hot + (fences, regs, deleted, pool)
-    cur, a, b = borrow(owned[11]), borrow(owned[12]), borrow(owned[13])
+    cur, a, b = borrow(owned[12]), borrow(owned[13]), borrow(owned[14])
     cur[C_REEVAL] = -1
     cur[C_BATCH] = -1
     for i in range(len(kind)):
@@ -1289,7 +1327,7 @@ def check(kind, batch, snapshot, topic, part, name, ints, lists, tape, broker, b
             if cur[C_BATCH] >= 0:
                 _close_batch(out, inp, img, bat, cur)
             cur[C_BATCH] = batch[i]
-            cur[C_NT] = cur[C_NTK] = 0
+            cur[C_NT] = cur[C_NTK] = cur[C_ALL] = cur[C_NRT] = 0
             cur[C_REEVAL] = -1
             fences.clear()
             regs.clear()
