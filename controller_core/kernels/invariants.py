@@ -26,7 +26,7 @@ _WHAT = {layout.REG_CHANGE: "BrokerRegistrationChangeRecord", layout.FENCE: "Fen
 
 
 def check(records: pa.Table, elr_override: bool | None = None, lay: layout.Layout | None = None) -> list[Breach]:
-    """The invariant breaches of ``records`` (bronze rows in replay order, skipped types removed); ``lay``:
+    """The invariant breaches of ``records`` (bronze rows in replay order; replay.SKIP types are kind OTHER); ``lay``:
     their layout, if built already (the pipeline builds it once for the fold and this pass)."""
     if lay is None:
         lay = layout.build(records)

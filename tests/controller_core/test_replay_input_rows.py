@@ -71,3 +71,20 @@ def test_partition_records_without_their_json_replay_the_same(name):
     assert lean.column("data_json").filter(others).equals(full.column("data_json").filter(others))
     assert lean.drop_columns(["data_json"]).equals(full.drop_columns(["data_json"]))
     _same_replay(pipeline.run(full), pipeline.run(lean))
+
+
+def test_breaches_quoting_a_partition_record_read_the_same_without_its_json(tmp_path):
+    """INV-RECORD-NOOP and INV-LRS-ENTRY quote the change record itself ("recorded"): rebuilt from the typed
+    columns (explain.record_data: a tagged field at its default is absent, as in Kafka's dump) it is the same
+    JSON as the log's text."""
+    from log_builder import Log
+
+    log = Log(25, brokers=(1, 2, 3))
+    log.create("t", [1, 2, 3], [2, 3, 1])
+    log.add(log.change("t", 0))  # every field unchanged
+    log.add(log.change("t", 1, leader=3, isr=[3, 1], lrs=1))  # RECOVERING without an unclean election
+    path = log.write(tmp_path / "log")
+    full, lean = pipeline.run(read_log_dir(path)[0]), pipeline.run(read_log_dir(path, partition_json=False)[0])
+    rules = set(full.breaches.column("rule").to_pylist())
+    assert {"INV-RECORD-NOOP", "INV-LRS-ENTRY"} <= rules, rules
+    assert full.breaches.equals(lean.breaches)

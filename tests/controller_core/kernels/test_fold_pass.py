@@ -49,7 +49,7 @@ SETTINGS = dict(deadline=None, database=None,
 
 
 def replayed(records: pa.Table) -> pa.Table:
-    """The rows the pipeline folds: skipped record types removed."""
+    """The partition and cluster rows, without the types a replay passes over (the fold ignores those either way)."""
     return records.filter(pc.invert(pc.is_in(records.column("record_type"), pa.array(sorted(SKIP)))))
 
 
