@@ -80,8 +80,22 @@ class Progress:
             print(f"{self.prog}: [{self._clock() - self._t0:7.1f} s] {message}", file=self.err, flush=True)
 
 
+def _lake_file_missing(exc: BaseException) -> str | None:
+    """The path Spark reports missing (its PATH_NOT_FOUND: a data file a table lists was deleted or moved
+    outside kraft-audit), None for any other error."""
+    base = sys.modules.get("pyspark.errors.exceptions.base")
+    if base is None or not isinstance(exc, base.AnalysisException):
+        return None
+    try:
+        if exc.getCondition() != "PATH_NOT_FOUND":
+            return None
+        return (exc.getMessageParameters() or {}).get("path") or "?"
+    except Exception:  # an exception without its condition: not ours to explain
+        return None
+
+
 def cannot_run(exc: BaseException) -> bool:
-    if isinstance(exc, _CANNOT_RUN):
+    if isinstance(exc, _CANNOT_RUN) or _lake_file_missing(exc) is not None:
         return True
     for module, names in _CANNOT_RUN_BY_MODULE.items():
         mod = sys.modules.get(module)
@@ -92,7 +106,14 @@ def cannot_run(exc: BaseException) -> bool:
 
 def error_line(command: str, exc: BaseException) -> str:
     """The one line for a cannot-run error: ``kraft-audit <command>: <what> (<where>)``."""
-    if isinstance(exc, OSError) and exc.filename is not None:  # "[Errno 13] ..." -> what (path)
+    missing = _lake_file_missing(exc)
+    if missing is None and isinstance(exc, FileNotFoundError):  # delta-rs: "Object at location P not found ..."
+        found = re.search(r"Object at location (\S+) not found", str(exc))
+        missing = found.group(1) if found else None
+    if missing is not None:
+        text = (f"a data file the lake's tables list is missing ({missing}): deleted or moved outside "
+                "kraft-audit; the table cannot be read until it is restored")
+    elif isinstance(exc, OSError) and exc.filename is not None:  # "[Errno 13] ..." -> what (path)
         text = f"{exc.strerror or type(exc).__name__} ({exc.filename})"
     else:
         text = str(exc) or type(exc).__name__
@@ -118,8 +139,12 @@ def _raised(text: str) -> str:
     return " ".join(line for line in lines if line.strip() and not line[0].isspace())
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # terminal colours some libraries put in messages (delta-rs: "↳")
+
+
 def _one_line(text: str) -> str:
-    return " ".join(text.split())  # a multi-line message (YAML, Py4J) folded: one line per error
+    # a multi-line message (YAML, Py4J) folded: one line per error, without colour codes in a log file
+    return " ".join(_ANSI.sub("", text).split())
 
 
 # ------------------------------------------------------------------------------------------ arguments
