@@ -43,7 +43,7 @@ from controller_core.kernels import fold_pass, layout
 from controller_core.kernels import invariants as invariant_pass
 from controller_core.replay import nothing_to_replay, read_log_dir
 from controller_core.vector import fold
-from controller_core.vector.explain import cluster_level_recs, explain, scalar_batches
+from controller_core.vector.explain import EXPLAINED_SCHEMA, cluster_level_recs, explain, scalar_batches
 
 TS = pa.timestamp("us", tz="UTC")  # Spark's TimestampType, as read back from Delta
 SEGMENT, SNAPSHOT = "segment", "snapshot"
@@ -83,7 +83,7 @@ class Replay:
     newer_kafka: list = field(default_factory=list)  # warnings: what a newer Kafka wrote (bronze.NewerKafka)
 
 
-def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool = True,
+def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool = True, recompute: bool = True,
         context_topics: frozenset[str] = frozenset(), rejected: list | None = None) -> Replay:
     """Replay ``records`` (bronze rows in replay order).
 
@@ -91,7 +91,10 @@ def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool
     4.0-IV1 without the feature record).  ``context_topics``: topics whose partition 0 rows are only
     context here (a Spark bucket that does not own them): used for decisions, never reported.
     ``rejected``: if given, receives (file, offset, record type, reason) of every record the image
-    cannot apply (skipped by the replay; the invariants report them as INV-TOPIC-EXISTS & co.)."""
+    cannot apply (skipped by the replay; the invariants report them as INV-TOPIC-EXISTS & co.).
+    ``recompute=False``: the state only (history, timelines, image), for a caller that shows the state at a point
+    (``describe``): no change record is recomputed, so ``explained`` and ``divergences`` are empty and the history
+    has no triggers."""
     total = records.num_rows
     # NoOps, transaction markers and control records (replay.SKIP) stay in: no step folds them (the layout's
     # kind OTHER; the timelines and the scalar reference take rows by type), and filtering them out copied
@@ -105,7 +108,7 @@ def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool
     brokers, topics = timelines.build(cluster_level_recs(records), image, rejected)
     if rejected is not None:
         _orphans(history, records, rejected)
-    exp = explain(records, history, brokers, topics)
+    exp = explain(records, history, brokers, topics) if recompute else EXPLAINED_SCHEMA.empty_table()
     todo, divergences, labels = _scalar_fallback(records, exp, elr_override, snaps)
     found = invariant_pass.check(records, elr_override, lay) if invariants else []
     if context_topics:

@@ -157,7 +157,7 @@ def image_at(log_dir, at_offset: int | None = None, at_time: int | None = None, 
         raise PointError(nothing_to_replay(log_dir, spans))
     records, reached = cut(records, at_offset, at_time, p.snapshot, notes)
     rejected: list = []
-    rep = pipeline.run(records, invariants=False, rejected=rejected)
+    rep = pipeline.run(records, invariants=False, recompute=False, rejected=rejected)  # the state, not its causes
     for note in notes:
         print(f"{prog}: {note}", file=err)
     for label, offset, rtype, why in sorted(rejected, key=lambda r: r[1]):

@@ -163,15 +163,16 @@ def _topic_codes(col, rows: np.ndarray, dictionary: pa.Array) -> np.ndarray:
 
 # the trigger labels are few distinct strings over every change record: dictionary-encoded, made once each
 LABEL_TYPE = pa.dictionary(pa.int32(), pa.string())
-_EXPLAINED = pa.schema([("offset", pa.int64()), ("topic_id", pa.string()), ("partition_id", pa.int32()),
-                        ("trigger", LABEL_TYPE), ("matched", pa.bool_()), ("modelled", pa.bool_())])
+EXPLAINED_SCHEMA = pa.schema([  # what explain returns, one row per PartitionChangeRecord
+    ("offset", pa.int64()), ("topic_id", pa.string()), ("partition_id", pa.int32()), ("trigger", LABEL_TYPE),
+    ("matched", pa.bool_()), ("modelled", pa.bool_())])
 
 
 def explain(bronze: pa.Table, history: pa.Table, brokers: pa.Table, topics: pa.Table) -> pa.Table:
     """Per PartitionChangeRecord: offset, topic_id, partition_id, trigger, matched, modelled."""
     idx = np.flatnonzero(_of_type(history.column("record_type"), (PCR,)) & ~_bools(history.column("orphan")))
     if len(idx) == 0:
-        return _EXPLAINED.empty_table()
+        return EXPLAINED_SCHEMA.empty_table()
     offset = _ints_at(history.column("offset"), idx, 0, np.int64)
     before = _state_before(history, idx - 1)  # the partition's row before each change record
     rec, batch = _as_written(bronze, offset)
@@ -183,7 +184,7 @@ def explain(bronze: pa.Table, history: pa.Table, brokers: pa.Table, topics: pa.T
     return pa.table({"offset": from_numpy(offset), "topic_id": _take(history.column("topic_id"), idx),
                      "partition_id": from_numpy(_ints_at(history.column("partition_id"), idx, 0)),
                      "trigger": _labels(trig, chosen_ev, ev), "matched": from_numpy(res.matched & (trig >= 0)),
-                     "modelled": from_numpy(res.modelled & (trig >= 0))}, schema=_EXPLAINED)
+                     "modelled": from_numpy(res.modelled & (trig >= 0))}, schema=EXPLAINED_SCHEMA)
 
 
 def _state_before(history: pa.Table, prev: np.ndarray) -> dict:

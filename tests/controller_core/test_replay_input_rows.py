@@ -91,3 +91,23 @@ def test_breaches_quoting_a_partition_record_read_the_same_without_its_json(tmp_
     rules = set(full.breaches.column("rule").to_pylist())
     assert {"INV-RECORD-NOOP", "INV-LRS-ENTRY"} <= rules, rules
     assert full.breaches.equals(lean.breaches)
+
+
+@pytest.mark.parametrize("name", sorted(LOG_DIRS))
+def test_the_state_without_recomputing_changes_is_the_same(name):
+    """``describe`` asks ``pipeline.run(recompute=False)``: the state only.  History (triggers aside), timelines,
+    the image and the partitions at the end are those of the full replay; nothing is explained."""
+    from controller_core.point import with_partitions
+
+    records, _ = read_log_dir(LOG_DIRS[name], partition_json=False)
+    rejected_full, rejected_state = [], []
+    full = pipeline.run(records, invariants=False, rejected=rejected_full)
+    state = pipeline.run(records, invariants=False, recompute=False, rejected=rejected_state)
+    assert state.explained.num_rows == 0 and state.divergences.num_rows == 0 and full.explained.num_rows > 0
+    assert state.history.drop_columns(["trigger"]).equals(full.history.drop_columns(["trigger"]))
+    assert state.history.column("trigger").null_count == state.history.num_rows
+    assert state.brokers.equals(full.brokers) and state.topics.equals(full.topics)
+    assert rejected_state == rejected_full
+    a, b = with_partitions(full.image, full.history), with_partitions(state.image, state.history)
+    assert a.partitions == b.partitions and a.partitions
+    assert (a.topics, a.brokers, a.configs, a.features) == (b.topics, b.brokers, b.configs, b.features)
