@@ -127,6 +127,8 @@ NOT_CODES = {
     # a quarantine reason (controller_core/copies.py: a span of a node's copy that differs from bronze), like the
     # decoder's reasons of codec/errors.py: not a finding
     "COPY_DIVERGED",
+    # Spark's error condition for a path that is not there (jobs/common.py: a lake data file deleted behind its back)
+    "PATH_NOT_FOUND",
 }
 CODE_SHAPE = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
 PROGRAM = ("controller_core", "audit", "lake", "jobs", "transforms", "simulator", "scripts", "benchmarks", "data")
