@@ -409,8 +409,9 @@ def warm() -> None:
     i64, i32, i8 = np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int8)
     R = np.zeros((0, _R_WIDTH), np.int32)
     for count in (True, False):
-        _fold(i64, i8, i32, i32, i32, np.zeros((0, 6), np.int64), np.zeros((0, 12), np.int64), i64, i64, i32, 0,
+        _fold(i64, i8, i32, i32, i32, np.zeros((0, 6), np.int32), np.zeros((0, 12), np.int32), i64, i64, i32, 0,
               i32, np.zeros(1, np.int64), 1, i64, R, i64, count)
     _columns(R, i64, i32, i32, 0, i32, i32)
     # the layout's compiled loop (list references), as it is called: offsets read-only over an Arrow buffer
-    L._refs(np.frombuffer(bytes(4), np.int32), np.zeros(0, np.bool_), False, np.zeros((0, 12), np.int64), 0, 0, 0)
+    L._refs(np.frombuffer(bytes(4), np.int32), np.zeros(0, np.bool_), False, np.zeros((0, 12), np.int32), 0, 0, 0)
+    L._refs(np.frombuffer(bytes(4), np.int32), np.zeros(0, np.bool_), False, np.zeros((0, 2), np.int32), 0, 0, 0)

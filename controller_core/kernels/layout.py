@@ -40,6 +40,7 @@ KINDS = {
 LISTS = ("replicas", "isr", "removing_replicas", "adding_replicas", "eligible_leader_replicas", "last_known_elr")
 R, I, RM, AD, E, K = range(6)
 MISSING = np.iinfo(np.int64).min  # an absent integer field (printed as None)
+POSITIONS_32 = 1 << 31  # list positions into the tape are int32 below this many list entries, int64 from it
 # config keys the rules resolve
 CFG_OTHER, CFG_MIN_ISR, CFG_UNCLEAN = 0, 1, 2
 FEAT_OTHER, FEAT_MV, FEAT_ELR = 0, 1, 2
@@ -56,8 +57,8 @@ class Layout:
     topic: np.ndarray  # int32 dense topic-id index, -1 none
     part: np.ndarray  # int32 dense partition index, -1 none
     name: np.ndarray  # int32 topic-name index (TopicRecord, ClearElr; -1 = none / all topics)
-    ints: np.ndarray  # int64 [n, 6]: leader, leaderEpoch, partitionEpoch, leaderRecoveryState, #directories, aux
-    lists: np.ndarray  # int64 [n, 12]: (start, length) per LISTS entry into ``tape``
+    ints: np.ndarray  # int32 [n, 6]: leader, leaderEpoch, partitionEpoch, leaderRecoveryState, #directories, aux
+    lists: np.ndarray  # int32 [n, 12] (int64 past 2^31 tape entries): (start, length) per LISTS entry into ``tape``
     tape: np.ndarray  # int32
     broker: np.ndarray  # int32 dense broker index, -1 none
     bints: np.ndarray  # int64 [n, 5]: broker id, epoch, incarnation, fenced (raw), inControlledShutdown (raw)
@@ -205,19 +206,24 @@ def build(records: pa.Table, cluster: bool = True) -> Layout:
     if "" in names:  # ClearElrRecord's topicName "" means every topic: no name
         name[(kind == CLEAR_ELR) & (name == names.index(""))] = -1
 
-    ints = np.empty((n, 6), np.int64)
+    # Kafka's int32 fields and list positions in 32 bits: the two largest arrays of a replay (11.5 M rows on a
+    # 1 M-partition log, 0.8 GB less than in int64, and a first call's fresh pages are most of the layout's time)
+    ints = np.empty((n, 6), np.int32)
     is_p = kind == PARTITION
     ints[:, 0] = np.where(is_p, _ints(records.column("leader"), -1), _ints(records.column("leader"), -2))
     ints[:, 1] = _ints(records.column("leader_epoch"), -1)
     ints[:, 2] = _ints(records.column("partition_epoch"), -1)
     ints[:, 3] = np.where(is_p, _ints(records.column("leader_recovery_state"), 0),
                           _ints(records.column("leader_recovery_state"), -1))
-    refs = np.empty((n, 2), np.int64)
+    wide = sum(c.offsets[-1].as_py() - c.offsets[0].as_py() for col in LISTS + ("directories",)
+               for c in _chunks(records.column(col))) >= POSITIONS_32
+    pos = np.int64 if wide else np.int32
+    refs = np.empty((n, 2), pos)
     _fill_refs(_chunks(records.column("directories")), refs, 0, 0, None)
     ints[:, 4] = refs[:, 1]
     ints[:, 5] = 0
 
-    lists = np.empty((n, 12), np.int64)
+    lists = np.empty((n, 12), pos)
     tape_parts, base = [], 0
     for k, col in enumerate(LISTS):
         base = _fill_refs(_chunks(records.column(col)), lists, 2 * k, base, tape_parts)

@@ -111,3 +111,17 @@ def test_the_state_without_recomputing_changes_is_the_same(name):
     a, b = with_partitions(full.image, full.history), with_partitions(state.image, state.history)
     assert a.partitions == b.partitions and a.partitions
     assert (a.topics, a.brokers, a.configs, a.features) == (b.topics, b.brokers, b.configs, b.features)
+
+
+@pytest.mark.parametrize("name", ["default-cluster", "induswargods"])
+def test_a_tape_past_32_bits_replays_the_same(name, monkeypatch):
+    """The layout keeps list positions in int32 below 2^31 tape entries and in int64 from there (a log no test
+    can hold): lowered threshold, the int64 layout replays the same, breaches included."""
+    from controller_core.kernels import layout
+
+    records, _ = read_log_dir(LOG_DIRS[name], partition_json=False)
+    narrow = pipeline.run(records)
+    assert layout.build(records).lists.dtype == "int32"
+    monkeypatch.setattr(layout, "POSITIONS_32", 0)
+    assert layout.build(records).lists.dtype == "int64"
+    _same_replay(narrow, pipeline.run(records))
