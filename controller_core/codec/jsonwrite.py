@@ -330,17 +330,17 @@ def chunk_json(groups, n: int, without: frozenset[str] = frozenset()) -> pa.Arra
     types in ``without`` get null: a reader that takes their typed columns only does not pay for their text."""
     sizes = np.zeros(n, np.int64)
     packed = []
-    left = np.zeros(n, bool)
+    left = np.zeros(n, bool) if without else None  # the rows left null
     for g in groups:
         rows = np.asarray(g.rows, np.int64)
-        if g.rdef.type_name in without:
+        if left is not None and g.rdef.type_name in without:
             left[rows] = True
             continue
         p = _Packed(g.columns, g.rdef.fields, g.layout, len(g.rows))
         _sizes(sizes, rows, *p.args())
         packed.append((rows, p))
     out = _written(sizes, packed)
-    if not left.any():
+    if left is None or not left.any():
         return out
     return pa.Array.from_buffers(out.type, n, [pa.py_buffer(np.packbits(~left, bitorder="little")),
                                                *out.buffers()[1:]])

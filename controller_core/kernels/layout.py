@@ -261,19 +261,19 @@ def _cluster(records: pa.Table, kind: np.ndarray, name: np.ndarray, ints: np.nda
     # brokers
     is_broker = (kind >= REGISTER) & (kind <= UNREGISTER)
     brows = np.flatnonzero(is_broker)
-    at = from_numpy(is_broker)
-    bid = _ints(records.column("broker_id").filter(at), MISSING)
+    on_broker = from_numpy(is_broker)  # the rows the broker fields are read from
+    bid = _ints(records.column("broker_id").filter(on_broker), MISSING)
     known = bid != MISSING
     broker_ids = np.unique(bid[known])
     broker = np.full(n, -1, np.int32)
     broker[brows[known]] = np.searchsorted(broker_ids, bid[known])
     bints = np.zeros((n, 5), np.int64)
     bints[brows, 0] = bid
-    bints[brows, 1] = _ints(records.column("broker_epoch").filter(at), MISSING)
-    bints[brows, 2] = _dense(records.column("incarnation_id").filter(at))[0]
+    bints[brows, 1] = _ints(records.column("broker_epoch").filter(on_broker), MISSING)
+    bints[brows, 2] = _dense(records.column("incarnation_id").filter(on_broker))[0]
     # RegisterBrokerRecord: absent fenced means fenced, absent inControlledShutdown means not (image._register)
-    bints[brows, 3] = to_numpy(pc.fill_null(records.column("fenced").filter(at), True), bool)
-    bints[brows, 4] = to_numpy(pc.fill_null(records.column("in_controlled_shutdown").filter(at), False), bool)
+    bints[brows, 3] = to_numpy(pc.fill_null(records.column("fenced").filter(on_broker), True), bool)
+    bints[brows, 4] = to_numpy(pc.fill_null(records.column("in_controlled_shutdown").filter(on_broker), False), bool)
     aux = ints[:, 5]
     raw = np.flatnonzero((kind == REG_CHANGE) | (kind == ZK_MIGRATION))
     if len(raw):
@@ -291,26 +291,26 @@ def _cluster(records: pa.Table, kind: np.ndarray, name: np.ndarray, ints: np.nda
     cfg = np.zeros((n, 5), np.int64)
     is_cfg = (kind == CONFIG) | (kind == FEATURE) | (kind == LEADER_CHANGE)
     crows = np.flatnonzero(is_cfg)
-    at = from_numpy(is_cfg)
+    on_cfg = from_numpy(is_cfg)
     ckind, ctype = kind[crows], cfg_type[crows]
-    cfg_name = records.column("config_name").filter(at)
+    cfg_name = records.column("config_name").filter(on_cfg)
     key = np.zeros(len(crows), np.int64)
     key[to_numpy(pc.fill_null(pc.equal(cfg_name, MIN_ISR), False), bool)] = CFG_MIN_ISR
     key[to_numpy(pc.fill_null(pc.equal(cfg_name, UNCLEAN), False), bool)] = CFG_UNCLEAN
-    feat = records.column("feature_name").filter(at)
+    feat = records.column("feature_name").filter(on_cfg)
     fkey = np.zeros(len(crows), np.int64)
     fkey[to_numpy(pc.fill_null(pc.equal(feat, "metadata.version"), False), bool)] = FEAT_MV
     fkey[to_numpy(pc.fill_null(pc.equal(feat, "eligible.leader.replicas.version"), False), bool)] = FEAT_ELR
     cfg[crows, 0] = np.where(ckind == FEATURE, fkey, key)
     cfg[crows, 1] = ctype
-    bres, bres_names = _dense(pc.if_else(from_numpy(ctype == BROKER_RESOURCE), res_name.filter(at).combine_chunks(),
+    bres, bres_names = _dense(pc.if_else(from_numpy(ctype == BROKER_RESOURCE), res_name.filter(on_cfg).combine_chunks(),
                                          pa.scalar(None, pa.string())))
     cfg[crows, 2] = np.where(ctype == TOPIC_RESOURCE, name[crows], bres)
-    vidx, values = _dense(records.column("config_value").filter(at))
+    vidx, values = _dense(records.column("config_value").filter(on_cfg))
     mins = np.array([min_isr_value(t) for t in values] or [1], np.int64)
     value_min = np.where(vidx >= 0, mins[np.maximum(vidx, 0)], MISSING)
-    levels = _ints(records.column("feature_level").filter(at), 0)
-    leaders = _ints(records.column("leader_id").filter(at), -1)  # LeaderChange: the new active controller
+    levels = _ints(records.column("feature_level").filter(on_cfg), 0)
+    leaders = _ints(records.column("leader_id").filter(on_cfg), -1)  # LeaderChange: the new active controller
     cfg[crows, 3] = np.where(ckind == FEATURE, levels, np.where(ckind == LEADER_CHANGE, leaders, value_min))
     cfg[crows, 4] = vidx
 
