@@ -13,8 +13,10 @@ Steps, in order:
    that step 4 reads too; its result equals :mod:`controller_core.vector.fold`, the reference, which takes
    the input the pass does not -- counted in ``Replay.fold_fallback_partitions``);
 2. build the broker and topic timelines from the few cluster-level records (:mod:`controller_core.timelines`);
-3. recompute every PartitionChangeRecord from its trigger, vectorized (:mod:`controller_core.vector.explain`);
-   the partitions holding a record the vectorized builder cannot reproduce go to the scalar reference
+3. recompute every PartitionChangeRecord from its trigger (:mod:`controller_core.vector.explain`: the trigger
+   and context vectorized, the builder one compiled loop, :mod:`controller_core.kernels.recompute_pass`, whose
+   reference is the NumPy builder :mod:`controller_core.vector.recompute`);
+   the partitions holding a record the builder cannot reproduce go to the scalar reference
    (:mod:`controller_core.rules.verify`), which also names the divergences -- counted in
    ``Replay.scalar_partitions``;
 4. check the §4 invariants in one compiled pass over the records (:mod:`controller_core.kernels.invariants`;
@@ -108,7 +110,7 @@ def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool
     brokers, topics = timelines.build(cluster_level_recs(records), image, rejected)
     if rejected is not None:
         _orphans(history, records, rejected)
-    exp = explain(records, history, brokers, topics) if recompute else EXPLAINED_SCHEMA.empty_table()
+    exp = explain(records, history, brokers, topics, lay) if recompute else EXPLAINED_SCHEMA.empty_table()
     todo, divergences, labels = _scalar_fallback(records, exp, elr_override, snaps)
     found = invariant_pass.check(records, elr_override, lay) if invariants else []
     if context_topics:

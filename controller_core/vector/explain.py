@@ -1,7 +1,9 @@
 """Vectorized recomputation of every PartitionChangeRecord, and the bridge to the scalar reference.
 
-``explain(bronze, history, brokers, topics)`` labels every PartitionChangeRecord with its primary
-trigger and whether the vectorized builder (:mod:`controller_core.vector.recompute`) reproduces it.
+``explain(bronze, history, brokers, topics, lay)`` labels every PartitionChangeRecord with its primary
+trigger and whether the change builder reproduces it: the compiled loop
+(:mod:`controller_core.kernels.recompute_pass`) given the layout, the NumPy builder
+(:mod:`controller_core.vector.recompute`, the loop's reference) without it or for what the loop does not take.
 :func:`scalar_batches` hands the records of the partitions it could not explain (with the
 cluster-level records they depend on) to the scalar reference; :func:`cluster_level_recs` feeds the
 timelines.  :mod:`controller_core.pipeline` wires these steps.
@@ -16,6 +18,8 @@ import pyarrow.compute as pc
 
 from controller_core.vector import recompute as V
 from controller_core.brokers import active_rows
+from controller_core.kernels import recompute_pass
+from controller_core.kernels.layout import CHANGE, Layout
 from controller_core.codec.arrowutil import from_numpy, strings, to_numpy
 from controller_core.vector.fold import _array, _raw, _valid
 from controller_core.replay import SKIP, Rec
@@ -168,29 +172,108 @@ EXPLAINED_SCHEMA = pa.schema([  # what explain returns, one row per PartitionCha
     ("matched", pa.bool_()), ("modelled", pa.bool_())])
 
 
-def explain(bronze: pa.Table, history: pa.Table, brokers: pa.Table, topics: pa.Table) -> pa.Table:
-    """Per PartitionChangeRecord: offset, topic_id, partition_id, trigger, matched, modelled."""
+def explain(bronze: pa.Table, history: pa.Table, brokers: pa.Table, topics: pa.Table,
+            lay: Layout | None = None) -> pa.Table:
+    """Per PartitionChangeRecord: offset, topic_id, partition_id, trigger, matched, modelled.
+
+    With ``lay`` (the dense layout of ``bronze``, :func:`controller_core.kernels.layout.build`) the records are
+    judged by the compiled builder (:mod:`controller_core.kernels.recompute_pass`), which reads the history and
+    the layout in place; without it, or for what that loop does not take (more than 64 replica positions, broker
+    ids it cannot index), by the NumPy builder (:func:`controller_core.vector.recompute.recompute`, its reference).
+    Both give the same table."""
     idx = np.flatnonzero(_of_type(history.column("record_type"), (PCR,)) & ~_bools(history.column("orphan")))
     if len(idx) == 0:
         return EXPLAINED_SCHEMA.empty_table()
     offset = _ints_at(history.column("offset"), idx, 0, np.int64)
-    before = _state_before(history, idx - 1)  # the partition's row before each change record
+    judged = _judge_compiled(bronze, history, brokers, topics, lay, idx, offset) if lay is not None else None
+    if judged is None:
+        judged = _judge_numpy(bronze, history, brokers, topics, idx, offset)
+    trig, chosen_ev, ev, matched, modelled = judged
+    return pa.table({"offset": from_numpy(offset), "topic_id": _take(history.column("topic_id"), idx),
+                     "partition_id": from_numpy(_ints_at(history.column("partition_id"), idx, 0)),
+                     "trigger": _labels(trig, chosen_ev, ev), "matched": from_numpy(matched & (trig >= 0)),
+                     "modelled": from_numpy(modelled & (trig >= 0))}, schema=EXPLAINED_SCHEMA)
+
+
+def _judge_numpy(bronze, history, brokers, topics, idx, offset, width: int | None = None):
+    """(trigger, chosen event, events, matched, modelled) by the NumPy builder over padded matrices (``width``:
+    the replica positions to pad to, as for a larger set of records; None: the widest list of these)."""
+    before = _state_before(history, idx - 1, width)  # the partition's row before each change record
     rec, batch = _as_written(bronze, offset)
-    trig, chosen_ev, ev = _primary_trigger(bronze, brokers, before, rec, batch, offset)
+    trig, chosen_ev, ev = _primary_trigger(bronze, brokers, _padded_members(before), rec, batch, offset)
     mv, elr_on, min_isr = _topic_settings(topics, history, idx, offset)
     ctx = V.Context(trigger=np.maximum(trig, 0), broker=_event_broker(ev, chosen_ev), mv=mv, elr_on=elr_on,
                     min_isr=min_isr, check_lkl=mv >= 22, active=_active(brokers, before["replicas"], offset))
     res = V.recompute(before, rec, ctx)
-    return pa.table({"offset": from_numpy(offset), "topic_id": _take(history.column("topic_id"), idx),
-                     "partition_id": from_numpy(_ints_at(history.column("partition_id"), idx, 0)),
-                     "trigger": _labels(trig, chosen_ev, ev), "matched": from_numpy(res.matched & (trig >= 0)),
-                     "modelled": from_numpy(res.modelled & (trig >= 0))}, schema=EXPLAINED_SCHEMA)
+    return trig, chosen_ev, ev, res.matched, res.modelled
 
 
-def _state_before(history: pa.Table, prev: np.ndarray) -> dict:
+def _flat_list(col):
+    """A list<int32> column in place: (offsets into the values, the values as int32), null rows of length 0
+    (Arrow lets a null row span values: such a column is repacked, which the fold's own output never needs)."""
+    arr = _array(col)
+    offs = np.asarray(arr.offsets)
+    if arr.null_count:
+        lens = np.diff(offs)
+        valid = np.asarray(arr.is_valid())
+        if lens[~valid].any():
+            lens = np.where(valid, lens, 0)
+            fresh = np.zeros(len(offs), np.int64)
+            np.cumsum(lens, out=fresh[1:])
+            at = np.repeat(offs[:-1].astype(np.int64) - fresh[:-1], lens) + np.arange(int(fresh[-1]))
+            vals = np.asarray(arr.values.to_numpy(zero_copy_only=False), np.int32)[at] if len(at) else \
+                np.zeros(1, np.int32)
+            return fresh, vals
+    vals = arr.values
+    vals = np.asarray(vals.to_numpy(zero_copy_only=False), np.int32) if len(vals) else np.zeros(1, np.int32)
+    return offs, vals
+
+
+def _judge_compiled(bronze, history, brokers, topics, lay: Layout, idx, offset):
+    """:func:`_judge_numpy` by the compiled builder, reading the history rows before the records and the
+    records' layout rows in place; None for what it does not take (the NumPy builder judges those inputs)."""
+    prev = idx - 1  # the partition's row before each change record
+    rep = _flat_list(history.column("replicas"))
+    lens = (rep[0][prev + 1] - rep[0][prev]).astype(np.int64)
+    width = max(int(lens.max(initial=0)), 1)  # the NumPy form pads every record to the widest replica list
+    if width > recompute_pass.MAX_POSITIONS:
+        return None
+    r_lo, r_hi = int(rep[1].min(initial=0)), int(rep[1].max(initial=0))
+    lookup = _active_lookup(brokers, offset, r_lo, r_hi)
+    if lookup is None:
+        return None
+    b_off = lay.offset
+    pcr_rows = np.flatnonzero(lay.kind == CHANGE)
+    pos = _row_of(b_off[pcr_rows], pcr_rows, offset)
+    batch = _ints_at(bronze.column("batch_base_offset"), pos, 0, np.int64)
+    isr, elr, lke = (_flat_list(history.column(c)) for c in ("isr", "eligible_leader_replicas", "last_known_elr"))
+
+    def members(rows):  # the ISR and ELR before the records ``rows``, as padded matrices
+        return (V.padded_rows(history.column("isr"), prev[rows])[0],
+                V.padded_rows(history.column("eligible_leader_replicas"), prev[rows])[0])
+
+    events = _broker_events(bronze, brokers)
+    ev = _event_rows(events)
+    trig, chosen_ev = _batch_event(ev, members, batch, offset)
+    mv, elr_on, min_isr = _topic_settings(topics, history, idx, offset)
+    add, rm = _flat_list(history.column("adding_replicas")), _flat_list(history.column("removing_replicas"))
+    table, at, lut, _ = lookup
+    at = at.astype(np.int64, copy=False)  # one machine function for every broker table size (kernels/recompute_pass)
+    matched, modelled, unjudged = recompute_pass.recompute(
+        prev, pos, width, *rep, *isr, *elr, *lke, add[0], rm[0],
+        _ints_at(history.column("leader"), None, 0), _ints_at(history.column("leader_recovery_state"), None, 0),
+        lay.ints, lay.lists, lay.tape, trig, _event_broker(ev, chosen_ev), mv, elr_on, min_isr, table, at, lut)
+    rows = np.flatnonzero(unjudged)
+    if len(rows):  # replicas repeating a broker: the NumPy builder, padded to the same width
+        t2, c2, _, m2, d2 = _judge_numpy(bronze, history, brokers, topics, idx[rows], offset[rows], width)
+        trig[rows], chosen_ev[rows], matched[rows], modelled[rows] = t2, c2, m2, d2
+    return trig, chosen_ev, ev, matched, modelled
+
+
+def _state_before(history: pa.Table, prev: np.ndarray, width: int | None = None) -> dict:
     """The partition state at history rows ``prev`` as ``recompute`` takes it (column-major padded
-    matrices, gathered without a take)."""
-    R, rl, _ = V.padded_rows(history.column("replicas"), prev)
+    matrices, gathered without a take; ``width``: replica positions, None: the widest list)."""
+    R, rl, _ = V.padded_rows(history.column("replicas"), prev, width)
     w = R.shape[1]
     before = {"replicas": R, "replicas_len": rl, "leader": _ints_at(history.column("leader"), prev, 0),
               "lrs": _ints_at(history.column("leader_recovery_state"), prev, 0)}
@@ -221,22 +304,33 @@ def _as_written(bronze: pa.Table, offset: np.ndarray) -> tuple[dict, np.ndarray]
     return rec, _ints_at(bronze.column("batch_base_offset"), pos, 0, np.int64)
 
 
-def _primary_trigger(bronze: pa.Table, brokers: pa.Table, before: dict, rec: dict, batch: np.ndarray,
+def _primary_trigger(bronze: pa.Table, brokers: pa.Table, members, rec: dict, batch: np.ndarray,
                      offset: np.ndarray):
     """(trigger code per record, -1: two broker events could explain it; the index in ``ev`` of the
     event that gave it, -1: none; the broker events as rows (batch, offset, trigger, broker, side))."""
-    events = _broker_events(bronze, brokers)
-    ev = np.zeros((0, 6), np.int64)
-    if events:
-        ev = np.array(events, dtype=np.int64)
-        ev = ev[np.argsort(ev[:, 0], kind="stable")]
-    trig, chosen_ev = _batch_event(ev, before, batch, offset)
+    ev = _event_rows(_broker_events(bronze, brokers))
+    trig, chosen_ev = _batch_event(ev, members, batch, offset)
     return _election_or_alter(trig, rec), chosen_ev, ev
 
 
-def _batch_event(ev: np.ndarray, before: dict, batch: np.ndarray, offset: np.ndarray):
+def _event_rows(events: list) -> np.ndarray:
+    """The broker events as an int64 matrix sorted by batch (stably)."""
+    if not events:
+        return np.zeros((0, 6), np.int64)
+    ev = np.array(events, dtype=np.int64)
+    return ev[np.argsort(ev[:, 0], kind="stable")]
+
+
+def _padded_members(before: dict):
+    """``members`` of :func:`_batch_event` over the padded state matrices."""
+    return lambda rows: (before["isr"][rows], before["elr"][rows])
+
+
+def _batch_event(ev: np.ndarray, members, batch: np.ndarray, offset: np.ndarray):
     """(trigger, index in ``ev``) of the single broker event of each record's batch that concerns its
-    partition, on the right side of the record; (ALTER, -1) without one, (-1, first event) with several."""
+    partition, on the right side of the record; (ALTER, -1) without one, (-1, first event) with several.
+    ``members(rows)``: the ISR and ELR before the records ``rows`` (padded matrices); asked only for the
+    records sharing their batch with a broker event."""
     trig = np.full(len(offset), V.ALTER, np.int8)
     chosen_ev = np.full(len(offset), -1, np.int64)
     if not len(ev):
@@ -247,7 +341,7 @@ def _batch_event(ev: np.ndarray, before: dict, batch: np.ndarray, offset: np.nda
     if not len(cand):
         return trig, chosen_ev
     lo_c, hi_c, off_c = lo[cand], hi[cand], offset[cand]
-    isr_c, elr_c = before["isr"][cand], before["elr"][cand]
+    isr_c, elr_c = members(cand)
     chosen = np.full(len(cand), -1, np.int64)
     ambiguous = np.zeros(len(cand), bool)
     for k in range(int((hi_c - lo_c).max())):
@@ -330,45 +424,52 @@ def _active(brokers: pa.Table, R: np.ndarray, offset: np.ndarray) -> np.ndarray:
 
     The broker timeline is small: a table of every broker's state after each of its rows (one row of
     the table per broker row, in offset order) is indexed by the number of broker rows before the
-    record and by the replica's broker."""
-    b_id = to_numpy(brokers.column("broker_id"), np.int64)
-    b_off = to_numpy(brokers.column("offset"), np.int64)
-    alive = active_rows(brokers)  # the one definition of active(b)
+    record and by the replica's broker (:func:`_active_lookup`)."""
     n, w = R.shape
     active = np.zeros((n, w), bool, order="F")
-    if not len(b_id):
+    if not brokers.num_rows:
         return active
-    ids, code = np.unique(b_id, return_inverse=True)
-    nb = len(ids) + 1  # the last column: not a broker (always inactive)
-    E = len(b_id)
-    if (E + 1) * nb > 64_000_000:  # a huge broker timeline: one lookup per replica instead
+    lookup = _active_lookup(brokers, offset, int(R.min(initial=-1)), int(R.max(initial=-1)))
+    if lookup is None:  # a huge broker timeline or broker ids too large to index: one search per replica
+        b_id = to_numpy(brokers.column("broker_id"), np.int64)
+        b_off = to_numpy(brokers.column("offset"), np.int64)
         order = np.lexsort((b_off, b_id))
         keys = b_id[order] * V.BIG + b_off[order]
         q = np.where(R >= 0, R.astype(np.int64), 0) * V.BIG + offset[:, None]
         jb = V.lookup(keys, q.ravel()).reshape(q.shape)
         okb = (jb >= 0) & (b_id[order][np.maximum(jb, 0)] == R)
-        return okb & alive[order][np.maximum(jb, 0)] & (R >= 0)
+        return okb & active_rows(brokers)[order][np.maximum(jb, 0)] & (R >= 0)
+    table, at, lut, none = lookup
+    for j in range(w):
+        r = R[:, j]
+        active[:, j] = table[at + lut[r]] & (r >= 0)  # r -1 (padding): lut's last entry, the inactive column
+    return active
+
+
+def _active_lookup(brokers: pa.Table, offset: np.ndarray, r_lo: int, r_hi: int):
+    """(table, at, lut, none): broker b is active just before record i iff ``table[at[i] + lut[b]]`` (a flat
+    (broker rows + 1) x (brokers + 1) table of every broker's state after each broker row, in offset order;
+    ``at[i]``: the table row of record i; ``lut``: broker id -> column, of length > ``r_hi`` + 1 with -1 and
+    unknown ids on ``none``, the always-inactive column).  None when the table would be huge or the replica ids
+    (in [r_lo, r_hi]) cannot index ``lut``."""
+    b_id = to_numpy(brokers.column("broker_id"), np.int64)
+    b_off = to_numpy(brokers.column("offset"), np.int64)
+    alive = active_rows(brokers)  # the one definition of active(b)
+    ids, code = np.unique(b_id, return_inverse=True)
+    nb = len(ids) + 1  # the last column: not a broker (always inactive)
+    E = len(b_id)
+    top = max(int(ids[-1]) if len(ids) else -1, r_hi)
+    if (E + 1) * nb > 64_000_000 or (len(ids) and ids[0] < 0) or top >= (1 << 22) or r_lo < -1:
+        return None
     so = np.argsort(b_off, kind="stable")
     last = np.full((E + 1, nb), -1, np.int32)  # per table row: each broker's latest row so far
     last[np.arange(1, E + 1), code[so]] = np.arange(E, dtype=np.int32)
     np.maximum.accumulate(last, axis=0, out=last)
-    table = (alive[so][np.maximum(last, 0)] & (last >= 0)).ravel()
+    table = (alive[so][np.maximum(last, 0)] & (last >= 0)).ravel() if E else np.zeros(nb, bool)
     at = _count_below(b_off[so], offset) * nb
-    top = max(int(ids[-1]), int(R.max(initial=-1)))
-    if ids[0] >= 0 and top < (1 << 22) and int(R.min(initial=-1)) >= -1:
-        lut = np.full(top + 2, nb - 1, np.int32)  # index -1 (padding) and unknown ids: the inactive column
-        lut[ids] = np.arange(len(ids))
-    else:
-        lut = None
-    for j in range(w):
-        r = R[:, j]
-        if lut is not None:
-            c = lut[r]
-        else:
-            k = np.minimum(np.searchsorted(ids, r), len(ids) - 1)
-            c = np.where(ids[k] == r, k, nb - 1)
-        active[:, j] = table[at + c] & (r >= 0)
-    return active
+    lut = np.full(top + 2, nb - 1, np.int32)  # index -1 (padding) and unknown ids: the inactive column
+    lut[ids] = np.arange(len(ids))
+    return table, at, lut, nb - 1
 
 
 def _labels(trig: np.ndarray, chosen_ev: np.ndarray, ev: np.ndarray) -> pa.Array:

@@ -1,0 +1,372 @@
+"""The change builder of controller-rules §2.1 in one compiled loop (numba), one PartitionChangeRecord at a time.
+
+:func:`recompute` judges every change record exactly as :func:`controller_core.vector.recompute.recompute`
+(the NumPy form over whole columns, which stays the reference the tests hold this loop to) -- same
+``matched`` / ``modelled`` for every record, quirks included -- but reads its inputs where they already are,
+with no padded matrices built first:
+
+* the state before each record: the fold's history row before it (Arrow list columns: offsets, values and
+  validity, read in place);
+* the record as written: the dense layout's row of it (:mod:`.layout`: its leader / recovery-state words and
+  (start, length) of its lists on the tape);
+* the cluster context, per record: the primary trigger and its broker, the topic's metadata version, ELR
+  switch and effective min ISR, and the broker table ``explain`` builds (each broker's active state after
+  every broker row), so "is replica j active just before this record" is two array reads.
+
+The loop also finishes the primary trigger (B0 of ``explain``): a record with no broker event in its batch is
+an unclean election if it has the shape of one (a single-member ISR equal to the new leader, recovering), a
+preferred election if it moves the leader without an ISR, else AlterPartition.
+
+Sets of replica positions are one uint64 per record (bit j = position j), as the NumPy form's bitmasks; the
+caller sends inputs with more than 64 replica positions to the NumPy form.  ``width`` is the widest replica
+list among the records, as the NumPy form pads every record to it: padding positions take part where it
+compares a broker id that may be -1 with the padded replicas.  A map broker id -> replica position (``posof``,
+-1 elsewhere) holds the record's replicas while it is judged, so "is x a replica, at which position" is one
+read.  A record whose replicas repeat a broker or hold an id the map cannot index is not judged here: it is
+flagged, and the caller judges those (a log Kafka would not write) with the NumPy form.
+
+Written as one loop with no helper taking an array: numba counts references to every array a helper receives,
+and those atomic counts cost more than the judgement itself (three quarters of the loop's time when the set
+operations were helpers; kernels/borrow.py has the same story).  The layout rows are fetched ahead
+(:mod:`.prefetch`): the history comes grouped by partition, the layout in log order, and waiting for each row
+was half of what remained.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip cache across jobs)
+from controller_core.image import MV_3_2_IV0, MV_3_6_IV0, NO_LEADER, RECOVERING
+from controller_core.kernels.layout import AD, E, I, K, R, RM
+from controller_core.kernels.prefetch import prefetch
+from controller_core.vector.recompute import (ALTER, FENCE, PREFERRED_ELECTION, UNCLEAN_ELECTION,
+                                              UNCLEAN_SHUTDOWN, UNFENCE)
+
+MAX_POSITIONS = 64  # replica positions a uint64 holds
+
+_AHEAD = 128  # records between fetching a layout row and reading it
+_ONE = np.uint64(1)
+_ZERO = np.uint64(0)
+_ALL = ~np.uint64(0)
+
+
+@njit(cache=True, inline="always")
+def _bit(j):
+    return _ONE << np.uint64(j)
+
+
+@njit(cache=True, inline="always")
+def _first(w):
+    """Positions 0 .. w-1 (w <= 64)."""
+    return _ZERO if w <= 0 else _ALL >> np.uint64(64 - w)
+
+
+@njit(cache=True, inline="always")
+def _lowest(bits):
+    """The lowest set bit (0 if none): "first in replica order"."""
+    return bits & (~bits + _ONE)
+
+
+@njit(cache=True, inline="always")
+def _pos(single):
+    """The position of a one-bit mask."""
+    j = 0
+    while single > _ONE:
+        single >>= _ONE
+        j += 1
+    return j
+
+
+def recompute(prev, pos, width, *arrays):
+    """:func:`_recompute` (see there) with every input array read-only and ``trig`` (written) as given: numba
+    compiles one machine function per combination of array flags, and Arrow's buffers arrive read-only while
+    arrays made here are not -- one combination keeps the first call of a command on numba's disk cache
+    (:func:`warm`) instead of compiling a new one."""
+    fixed = []
+    for k, a in enumerate(arrays):
+        if k != _TRIG and isinstance(a, np.ndarray) and a.flags.writeable:
+            a = a.view()
+            a.flags.writeable = False
+        fixed.append(a)
+    return _recompute(prev, pos, width, *fixed)
+
+
+_TRIG = 15  # the position of ``trig`` among ``arrays`` (after prev, pos, width)
+
+
+@njit(cache=True)
+def _recompute(prev, pos, width, h_rep_off, h_rep_val, h_isr_off, h_isr_val, h_elr_off, h_elr_val, h_lke_off, h_lke_val,
+              h_add_off, h_rm_off, h_leader, h_lrs, ints, lists, tape, trig, broker, mv, elr_on, min_isr, act_table,
+              act_at, act_lut):
+    """Judge change record i (history row ``prev[i]`` before it, layout row ``pos[i]`` as written).  ``trig``:
+    the broker event's trigger, ALTER without one, -1 when two events could explain it; completed in place
+    (elections).  Returns (matched, modelled, unjudged): matched and modelled are False where ``trig`` is -1 and
+    where ``unjudged`` (replicas the map cannot hold: the caller judges those)."""
+    n = len(prev)
+    matched = np.zeros(n, np.bool_)
+    modelled_out = np.zeros(n, np.bool_)
+    unjudged = np.zeros(n, np.bool_)
+    cap = max(width, 1) + 64
+    ti = np.empty(cap, np.int64)  # the target ISR (ordered); a longer recorded ISR is never modelled
+    L = len(act_lut)  # broker ids the map indexes: 0 .. L-1
+    posof = np.full(L, -1, np.int8)  # broker id -> replica position of the record at hand, -1 elsewhere
+    padded = _first(width)
+    rs, w = 0, 0
+    for i in range(n):
+        for j in range(w):  # the previous record's replicas leave the map
+            posof[h_rep_val[rs + j]] = -1
+        # the records' layout rows come in log order, not the history's: fetched ahead (their lists' rows some
+        # records ahead, their recorded ISR once that row is in)
+        if i + _AHEAD < n:
+            q = pos[i + _AHEAD]
+            prefetch(lists, q * lists.shape[1])
+            prefetch(ints, q * ints.shape[1])
+        if i + _AHEAD // 2 < n:
+            prefetch(tape, lists[pos[i + _AHEAD // 2], 2 * I])
+        h = prev[i]
+        p = pos[i]
+        rs = h_rep_off[h]
+        w = h_rep_off[h + 1] - rs
+        mapped = True
+        for j in range(w):
+            x = h_rep_val[rs + j]
+            if x < 0 or x >= L or posof[x] >= 0:
+                for q in range(j):
+                    posof[h_rep_val[rs + q]] = -1
+                mapped = False
+                break
+            posof[x] = j
+        if not mapped:
+            unjudged[i] = True
+            w = 0
+            continue
+        present = _first(w)
+        pad = padded & ~present
+        is_ = h_isr_off[h]
+        pil = h_isr_off[h + 1] - is_
+        es = h_elr_off[h]
+        pel = h_elr_off[h + 1] - es
+        ks = h_lke_off[h]
+        pkl = h_lke_off[h + 1] - ks
+        adl = h_add_off[h + 1] - h_add_off[h]
+        rml = h_rm_off[h + 1] - h_rm_off[h]
+        PL = h_leader[h]
+        plrs = h_lrs[h]
+        k0 = h_lke_val[ks] if pkl > 0 else -1
+        # the record as written
+        r_leader = ints[p, 0]
+        r_lrs = ints[p, 3]
+        ris, ril = lists[p, 2 * I], lists[p, 2 * I + 1]
+        r_isr_ok = ril >= 0
+        if not r_isr_ok:
+            ril = 0
+        res, rel = lists[p, 2 * E], lists[p, 2 * E + 1]
+        r_elr_ok = rel >= 0
+        if not r_elr_ok:
+            rel = 0
+        rks, rkl = lists[p, 2 * K], lists[p, 2 * K + 1]
+        r_lke_ok = rkl >= 0
+        if not r_lke_ok:
+            rkl = 0
+        other = (lists[p, 2 * R + 1] >= 0) | (lists[p, 2 * RM + 1] >= 0) | (lists[p, 2 * AD + 1] >= 0) | (
+            ints[p, 4] >= 0)
+        # B0: the primary trigger of a record without a broker event
+        t = trig[i]
+        if t == ALTER and r_leader != -2:
+            if r_isr_ok and ril == 1 and tape[ris] == r_leader and r_lrs == 1:
+                t = UNCLEAN_ELECTION
+            elif not r_isr_ok:
+                t = PREFERRED_ELECTION
+            trig[i] = t
+        if t < 0:
+            continue
+        B = broker[i]
+        e_on = elr_on[i]
+        v = mv[i]
+        check = v >= 22
+        fence_like = t == FENCE or t == UNCLEAN_SHUTDOWN
+        isr_given = t == ALTER and r_isr_ok
+        U = B if t == UNCLEAN_SHUTDOWN else -1
+        target_lrs = r_lrs if (t == ALTER and r_lrs != -1) else plrs
+
+        # modelled: no reassignment or assignment field, the ISR and ELR within the replicas; their positions
+        modelled = not other and adl == 0 and rml == 0 and not (isr_given and ril > width)
+        inPI = _ZERO
+        for q in range(pil):
+            x = h_isr_val[is_ + q]
+            j = posof[x] if 0 <= x < L else -1
+            if j >= 0:
+                inPI |= _bit(j)
+            elif x >= 0:
+                modelled = False
+        inPE = _ZERO
+        for q in range(pel):
+            x = h_elr_val[es + q]
+            j = posof[x] if 0 <= x < L else -1
+            if j >= 0:
+                inPE |= _bit(j)
+            elif x >= 0:
+                modelled = False
+        if not modelled:  # matched needs modelled: the rest of the judgement could not change the result
+            continue
+
+        # the target ISR: the ISR without the broker (fence-like), the requested ISR (AlterPartition), or the ISR
+        tin = 0
+        if isr_given:
+            for q in range(ril):
+                ti[q] = tape[ris + q]
+            tin = ril
+        else:
+            for q in range(pil):
+                x = h_isr_val[is_ + q]
+                if fence_like and (x == B or x < 0):
+                    continue
+                ti[tin] = x
+                tin += 1
+        ti_len = 0
+        inTI = _ZERO
+        for q in range(tin):
+            x = ti[q]
+            if x >= 0:
+                ti_len += 1
+                j = posof[x] if x < L else -1
+                if j >= 0:
+                    inTI |= _bit(j)
+        # the positions holding U, B, the leader and the last known leader (-1 also matches the padding)
+        jU = posof[U] if 0 <= U < L else -1
+        eqU = (pad if U == -1 else _ZERO) | (_bit(jU) if jU >= 0 else _ZERO)
+        jB = posof[B] if 0 <= B < L else -1
+        eqB = (pad if B == -1 else _ZERO) | (_bit(jB) if jB >= 0 else _ZERO)
+        jL = posof[PL] if 0 <= PL < L else -1
+        eqPL = (pad if PL == -1 else _ZERO) | (_bit(jL) if jL >= 0 else _ZERO)
+        jK = posof[k0] if 0 <= k0 < L else -1
+        eqK = (pad if k0 == -1 else _ZERO) | (_bit(jK) if jK >= 0 else _ZERO)
+        # B2: the ELR target
+        if e_on:
+            Eb = _ZERO if ti_len >= min_isr[i] else (inPE | inPI) & ~inTI & ~eqU & present
+        else:
+            Eb = inPE
+        # B3: the candidates and the election (§2.3)
+        acc = _ZERO
+        base = act_at[i]
+        for j in range(w):
+            if act_table[base + act_lut[h_rep_val[rs + j]]]:
+                acc |= _bit(j)
+        if fence_like:
+            acc &= ~eqB
+        if t == UNFENCE:
+            acc |= eqB
+        ti_empty = ti_len == 0
+        valid = acc & (inTI | (Eb if ti_empty else _ZERO))
+        keep = eqPL != _ZERO and PL >= 0 and (valid & _lowest(eqPL)) != _ZERO
+        # the replica at the lowest position of a set (-1: none, or a padding position)
+        j = _pos(_lowest(valid)) if valid != _ZERO else 64
+        first_valid = h_rep_val[rs + j] if j < w else NO_LEADER
+        r0_valid = (valid & _ONE) != _ZERO
+        r0 = h_rep_val[rs] if w > 0 else -1
+        j = _pos(_lowest(valid & ~_ONE)) if (valid & ~_ONE) != _ZERO and width > 1 else 64
+        rest_valid = h_rep_val[rs + j] if j < w else NO_LEADER
+        j = _pos(_lowest(acc)) if acc != _ZERO else 64
+        first_acceptable = h_rep_val[rs + j] if j < w else NO_LEADER
+        k0_in_r = eqK != _ZERO
+        k0_acceptable = k0_in_r and (acc & _lowest(eqK)) != _ZERO
+        lkl_known = not (pkl == 1 and not k0_in_r and check)
+        lkl_ok = e_on and ti_empty and Eb == _ZERO and pkl == 1 and (not check or k0_acceptable)
+        if t == PREFERRED_ELECTION:
+            node = r0 if r0_valid else (PL if keep else rest_valid)
+            unclean = node == NO_LEADER and lkl_ok
+            if unclean:
+                node = k0
+        else:
+            node = PL if keep else first_valid
+            unclean = node == NO_LEADER and lkl_ok
+            if unclean:
+                node = k0
+            if node == NO_LEADER and t == UNCLEAN_ELECTION and acc != _ZERO:
+                node = first_acceptable
+                unclean = True
+        # B4: apply the election
+        leader_w = node != PL
+        leader_v = node if leader_w else -2
+        isr_w = leader_w and unclean
+        isr_l = 1 if isr_w else 0
+        lrs_w = isr_w and plrs != RECOVERING and v >= MV_3_2_IV0
+        lrs_v = RECOVERING if lrs_w else -1
+        jN = posof[node] if 0 <= node < L else -1
+        eqN = (pad if node == -1 else _ZERO) | (_bit(jN) if jN >= 0 else _ZERO)
+        if leader_w and (Eb & _lowest(eqN)) != _ZERO:  # an ELR winner: the sole ISR member, out of the ELR
+            ti[0] = node
+            tin = 1
+            ti_len = 1
+            inTI = eqN & present
+            Eb &= ~eqN
+        # B6: the ELR field
+        if isr_w or not e_on:
+            Eb = _ZERO
+        elr_w = Eb != inPE
+        # B7: the ISR field (with ELR off an empty target ISR is never written: the last member stays)
+        differs = ti_len != pil
+        if not differs:
+            for q in range(max(tin, pil)):
+                a = ti[q] if q < tin else -1
+                b = h_isr_val[is_ + q] if q < pil else -1
+                if a != b:
+                    differs = True
+                    break
+        from_ti = not isr_w and (ti_len > 0 or e_on) and differs
+        if from_ti:
+            isr_l = ti_len
+            isr_w = True
+        # B8: before 3.6 a shrink bumps the leader epoch (the leader is written again); the ISR is within the
+        # replicas (modelled), each broker at one position
+        if v < MV_3_6_IV0 and not leader_w and (inPI & ~inTI) != _ZERO:
+            leader_v = PL
+            leader_w = True
+        # B9: LastKnownElr in production mode
+        pk_is_pl = pkl == 1 and k0 == PL
+        lke_leader = e_on and isr_w and isr_l == 0 and not pk_is_pl
+        lke_cleared = e_on and not lke_leader and pkl > 0 and (
+            (leader_w and leader_v >= 0) or (PL != NO_LEADER and not (leader_w and leader_v == NO_LEADER)))
+        # B10: the recovery state the leader requests
+        if target_lrs != plrs:
+            lrs_v = target_lrs
+            lrs_w = True
+        # judged against the record
+        ok = r_leader == (leader_v if leader_w else -2)
+        ok = ok and r_isr_ok == isr_w
+        if ok and isr_w:
+            ok = ril == isr_l
+            for q in range(max(ril, tin)):
+                if not ok:
+                    break
+                want = (ti[q] if q < tin else -1) if from_ti else (node if q == 0 else -1)
+                ok = (tape[ris + q] if q < ril else -1) == want
+        mask = _ZERO
+        rec_elr_known = True
+        for q in range(rel):
+            x = tape[res + q]
+            j = posof[x] if 0 <= x < L else -1
+            if j >= 0:
+                mask |= _bit(j)
+            elif x >= 0:
+                rec_elr_known = False
+        rec_elr_w = r_elr_ok and not (mask == inPE and pel > 0)
+        ok = ok and rec_elr_w == elr_w and (not elr_w or mask == Eb)
+        ok = ok and r_lke_ok == (lke_leader or lke_cleared)
+        ok = ok and (not lke_leader or (rkl == 1 and tape[rks] == PL))
+        ok = ok and (not lke_cleared or rkl == 0)
+        ok = ok and r_lrs == (lrs_v if lrs_w else -1)
+        modelled = lkl_known and rec_elr_known
+        matched[i] = ok and modelled
+        modelled_out[i] = modelled
+    return matched, modelled_out, unjudged
+
+
+def warm() -> None:
+    """Compile the loop (or load it from numba's cache) with the argument types of a real run."""
+    i64, i32 = np.zeros(1, np.int64), np.zeros(1, np.int32)
+    off = np.zeros(2, np.int32)
+    recompute(i64, i64, 1, off, i32, off, i32, off, i32, off, i32, off, off, i32, i32, np.zeros((1, 6), np.int32),
+              np.full((1, 12), -1, np.int32), i32, np.zeros(1, np.int8), i32, np.zeros(1, np.int16),
+              np.zeros(1, np.bool_), i32, np.zeros(1, np.bool_), i64, i32)

@@ -1,0 +1,263 @@
+"""The compiled change builder (controller_core.kernels.recompute_pass) judges every change record exactly as the
+NumPy builder (vector.recompute), its reference:
+
+* directly, on thousands of random partition states, triggers and cluster contexts (the cases of
+  ``vector/test_recompute.py``), with the scalar builder's own record and with edits of it (another leader,
+  ISR, ELR, LastKnownElr or recovery state): same ``matched`` and ``modelled`` for every record, and the
+  triggers the loop completes (elections) equal ``explain``'s;
+* through ``explain`` (trigger labels, matched, modelled: the whole table), with the layout (compiled) and without
+  (NumPy), on every real log, on simulated clusters (fences, unclean shutdowns, ELR, reassignments, topic
+  deletion), on generated histories whose changes no controller wrote, on records edited after the fact, on
+  replicas repeating a broker (judged by the NumPy builder, flagged by the loop) and on replica lists wider than
+  the loop's 64 positions (the NumPy builder for the whole input).
+
+One test runs the loop with ``NUMBA_DISABLE_JIT=1`` (plain Python, debuggable) in a subprocess.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from controller_core import timelines
+from controller_core.image import Cluster
+from controller_core.kernels import fold_pass, layout, recompute_pass
+from controller_core.replay import plan, read_log_dir
+from controller_core.rules.builder import build
+from controller_core.vector import explain as X
+from controller_core.vector import recompute as V
+from realdata_facts import CLUSTERS, REALDATA
+from simulator.engine import simulate
+from simulator.scenario import load
+
+HERE = Path(__file__).resolve()
+sys.path.insert(0, str(HERE.parents[1] / "vector"))
+import test_fold as vector_tests  # noqa: E402  (its generator and bronze reader)
+import test_fold_pass as fold_tests  # noqa: E402  (its simulator scenario)
+import test_recompute as builder_tests  # noqa: E402  (its random cases)
+
+
+# ------------------------------------------------------------------------------- the loop, directly
+def _flat(lists):
+    off = np.zeros(len(lists) + 1, np.int32)
+    off[1:] = np.cumsum([len(x) for x in lists])
+    return off, np.array([v for x in lists for v in x] or [0], np.int32)
+
+
+def _kernel_args(cases, changes):
+    """The loop's inputs for the cases of vector/test_recompute.py: history rows = the states before, layout rows =
+    the recorded changes, a broker table with one row per record (its active brokers)."""
+    ps = [c[0] for c in cases]
+    n = len(ps)
+    width = max(1, max(len(p.replicas) for p in ps))
+    ints = np.zeros((n, 6), np.int32)
+    lists = np.full((n, 12), -1, np.int32)
+    tape: list[int] = []
+    for i, ch in enumerate(changes):
+        ch = ch or {}
+        ints[i, 0] = ch.get("leader", -2)
+        ints[i, 3] = ch.get("leaderRecoveryState", -1)
+        ints[i, 4] = len(ch["directories"]) if "directories" in ch else -1
+        for f, key in ((layout.R, "replicas"), (layout.I, "isr"), (layout.RM, "removingReplicas"),
+                       (layout.AD, "addingReplicas"), (layout.E, "eligibleLeaderReplicas"), (layout.K, "lastKnownElr")):
+            if ch.get(key) is not None:
+                lists[i, 2 * f], lists[i, 2 * f + 1] = len(tape), len(ch[key])
+                tape += ch[key]
+    nb = 8  # broker ids 0..6, then the inactive column
+    table = np.zeros(n * nb, bool)
+    for i, c in enumerate(cases):
+        for b in c[4]:
+            table[i * nb + b] = True
+    empty = [[] for _ in ps]
+    return (np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64), width,
+            *_flat([p.replicas for p in ps]), *_flat([p.isr for p in ps]), *_flat([p.elr for p in ps]),
+            *_flat([p.last_known_elr for p in ps]), _flat(empty)[0], _flat(empty)[0],
+            np.array([p.leader for p in ps], np.int32), np.array([p.lrs for p in ps], np.int32),
+            ints, lists, np.array(tape or [0], np.int32), np.array([c[2] for c in cases], np.int8),
+            np.array([c[3] for c in cases], np.int32), np.array([c[5] for c in cases], np.int16),
+            np.array([c[6] for c in cases], bool), np.array([c[7] for c in cases], np.int32), table,
+            np.arange(n, dtype=np.int64) * nb, np.arange(nb, dtype=np.int32))
+
+
+def _edits(rng, cases, truth, kind):
+    """vector/test_recompute.py's edits of the controller's own record (kind 0: none)."""
+    recs = []
+    for t, c in zip(truth, cases):
+        t = dict(t or {})
+        if kind == 1:
+            t["leader"] = rng.choice([-1, 1, 2, 3, 99])
+        elif kind == 2:
+            t["isr"] = rng.sample(c[0].replicas, rng.randint(0, len(c[0].replicas)))
+        elif kind == 3:
+            t["eligibleLeaderReplicas"] = rng.sample(c[0].replicas + [7], rng.randint(0, 2))
+        elif kind == 4:
+            t.pop("leader", None)
+            t["lastKnownElr"] = rng.choice([[], [c[0].replicas[0]]])
+            t["leaderRecoveryState"] = rng.choice([0, 1])
+        elif kind == 5:
+            t["replicas"] = list(c[0].replicas)
+        recs.append(t if kind == 0 or rng.random() < 0.7 else None)
+    return recs
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_loop_judges_every_record_as_the_numpy_builder(seed):
+    rng = random.Random(2000 + seed)
+    cases = [builder_tests._random_case(rng) for _ in range(2000)]
+    truth = [build(c[0], c[1]) for c in cases]
+    matched_some = 0
+    for kind in range(6):
+        recs = _edits(rng, cases, truth, kind)
+        before, rec, ctx = builder_tests._columns(cases, recs)
+        trig = X._election_or_alter(ctx.trigger.astype(np.int8), rec)  # the elections explain tells apart
+        ctx.trigger = trig.astype(np.int64)
+        want = V.recompute(before, rec, ctx)
+        args = _kernel_args(cases, recs)
+        matched, modelled, unjudged = recompute_pass.recompute(*args)
+        assert not unjudged.any()
+        np.testing.assert_array_equal(args[18], trig)  # the loop completed the triggers alike
+        np.testing.assert_array_equal(modelled, want.modelled)
+        np.testing.assert_array_equal(matched, want.matched)
+        matched_some += int(matched.sum())
+    assert matched_some > 1000  # the controller's own records are explained: the comparison is not all-False
+
+
+# ------------------------------------------------------------------------------------ through explain
+def assert_same_judgement(records: pa.Table) -> pa.Table:
+    """explain with the layout (the compiled loop) equals explain without (the NumPy builder)."""
+    lay = layout.build(records, cluster=False)
+    history = fold_pass.fold(records, lay).history
+    brokers, topics = timelines.build(X.cluster_level_recs(records), Cluster(), None)
+    want = X.explain(records, history, brokers, topics)
+    got = X.explain(records, history, brokers, topics, lay)
+    if not got.equals(want):
+        g, w = got.to_pylist(), want.to_pylist()
+        diff = [(a, b) for a, b in zip(g, w) if a != b]
+        raise AssertionError(f"{len(diff)} of {len(w)} change records judged differently, e.g. {diff[:2]}")
+    return got
+
+
+@pytest.mark.parametrize("folder", sorted(CLUSTERS.values()))
+def test_real_logs(folder):
+    records, _ = read_log_dir(REALDATA / folder, [])
+    got = assert_same_judgement(records)
+    every = vector_tests.bronze([f.path for f in plan(REALDATA / folder).files])
+    assert_same_judgement(every)
+    if got.num_rows:
+        assert pc.sum(got.column("matched")).as_py() > 0
+
+
+def test_simulated_cluster_with_fences_elr_reassignments_and_deletion(tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text(fold_tests.SCENARIO)
+    simulate(load(str(f)), tmp_path / "out", seed=0)
+    every = vector_tests.bronze([f.path for f in plan(tmp_path / "out").files])
+    got = assert_same_judgement(every)
+    labels = set(got.column("trigger").cast(pa.string()).to_pylist())
+    assert {"fence", "unfence", "alter_partition"} <= {x.split("(")[0] for x in labels}
+    assert pc.all(got.column("matched")).as_py() is False  # reassignments: not modelled, left to the scalar path
+    assert pc.sum(got.column("matched")).as_py() > got.num_rows // 2
+
+
+def test_fleet_scenario(tmp_path):
+    simulate(load("fleet-large", params={"partitions": 300, "events": 6}), tmp_path, seed=5)
+    records, _ = read_log_dir(tmp_path, [])
+    got = assert_same_judgement(records)
+    assert pc.all(got.column("matched")).as_py()  # the controller's own decisions, every one reproduced
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_generated_histories_no_controller_wrote(tmp_path, seed):
+    r = vector_tests.Seeded(seed)
+    batches, _ = vector_tests.interleaved_log(r, r.int(2, 8), r.int(10, 40))
+    path = vector_tests.write_log(tmp_path / "h", batches)
+    assert_same_judgement(vector_tests.bronze([path]))
+
+
+def _edit_rows(records: pa.Table, column: str, rows: np.ndarray, value) -> pa.Table:
+    vals = records.column(column).to_pylist()
+    for i in rows:
+        vals[i] = value(vals[i]) if callable(value) else value
+    return records.set_column(records.schema.get_field_index(column), column,
+                              pa.array(vals, records.schema.field(column).type))
+
+
+def _simulated(tmp_path, partitions=60, events=6, seed=7) -> pa.Table:
+    simulate(load("fleet-large", params={"partitions": partitions, "events": events}), tmp_path, seed=seed)
+    return read_log_dir(tmp_path, [])[0]
+
+
+def test_records_edited_after_the_fact(tmp_path):
+    records = _simulated(tmp_path)
+    change = np.flatnonzero(np.asarray(pc.equal(records.column("record_type"), "PARTITION_CHANGE_RECORD")))
+    rng = np.random.default_rng(1)
+    edited = _edit_rows(records, "leader", rng.choice(change, 40, replace=False), 5)
+    edited = _edit_rows(edited, "isr", rng.choice(change, 40, replace=False), lambda v: (v or [1])[::-1] + [9])
+    edited = _edit_rows(edited, "eligible_leader_replicas", rng.choice(change, 20, replace=False), [2])
+    edited = _edit_rows(edited, "leader_recovery_state", rng.choice(change, 20, replace=False), 1)
+    got = assert_same_judgement(edited)
+    base = assert_same_judgement(records)
+    assert pc.sum(got.column("matched")).as_py() < pc.sum(base.column("matched")).as_py()
+
+
+def test_replicas_repeating_a_broker_go_to_the_numpy_builder(tmp_path):
+    records = _simulated(tmp_path)
+    created = np.flatnonzero(np.asarray(pc.equal(records.column("record_type"), "PARTITION_RECORD")))
+    odd = _edit_rows(records, "replicas", created[:5], lambda v: [v[0]] + v)
+    lay = layout.build(odd, cluster=False)
+    history = fold_pass.fold(odd, lay).history
+    brokers, topics = timelines.build(X.cluster_level_recs(odd), Cluster(), None)
+    idx = np.flatnonzero(np.asarray(pc.equal(history.column("record_type"), "PARTITION_CHANGE_RECORD")))
+    width = int(pc.max(pc.list_value_length(history.column("replicas"))).as_py())
+    # the loop flags those partitions' records...
+    seen = {}
+    real = recompute_pass.recompute
+
+    def spy(*args):
+        seen["out"] = real(*args)
+        return seen["out"]
+
+    recompute_pass.recompute = spy
+    try:
+        assert_same_judgement(odd)  # ... and the table is still the NumPy builder's
+    finally:
+        recompute_pass.recompute = real
+    assert seen["out"][2].sum() > 0 and width == 4 and len(idx)
+
+
+def test_replica_lists_wider_than_the_loop_go_to_the_numpy_builder(tmp_path):
+    records = _simulated(tmp_path, partitions=20, events=4)
+    created = np.flatnonzero(np.asarray(pc.equal(records.column("record_type"), "PARTITION_RECORD")))
+    wide = _edit_rows(records, "replicas", created[:1], lambda v: v + list(range(100, 100 + 70)))
+    got = assert_same_judgement(wide)
+    assert got.num_rows and pc.sum(got.column("matched")).as_py() > 0
+
+
+# ------------------------------------------------------------------------------------- plain Python
+def _explained_json(segment: str) -> str:
+    records = vector_tests.bronze([segment])
+    return json.dumps(assert_same_judgement(records).to_pylist(), sort_keys=True, default=str)
+
+
+def test_the_loop_runs_as_plain_python(tmp_path):
+    """NUMBA_DISABLE_JIT=1: the same functions interpreted judge every record alike."""
+    simulate(load("fleet-large", params={"partitions": 40, "events": 4}), tmp_path / "sim", seed=2)
+    segment = str(plan(tmp_path / "sim").files[-1].path)
+    compiled = _explained_json(segment)
+    assert '"matched": true' in compiled
+    script = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]]; "
+              "from test_recompute_pass import _explained_json; print(_explained_json(sys.argv[5]))")
+    env = dict(os.environ, NUMBA_DISABLE_JIT="1")
+    out = subprocess.run([sys.executable, "-c", script, str(HERE.parent), str(HERE.parents[1] / "vector"),
+                          str(HERE.parents[2]), str(HERE.parents[3]), segment], env=env, capture_output=True,
+                         text=True, timeout=600, cwd=HERE.parents[3])
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == compiled
