@@ -28,6 +28,7 @@ from numba.typed import List
 from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip cache across jobs)
 from controller_core import brokers
 from controller_core.kernels.borrow import borrow, keep
+from controller_core.kernels.prefetch import prefetch
 from controller_core.kernels.layout import (
     BROKER_RESOURCE, CFG_MIN_ISR, CHANGE, CLEAR_ELR, CONFIG, FEAT_ELR, FEAT_MV, FEATURE, FENCE,
     LEADER_CHANGE, MISSING, PARTITION, REG_CHANGE, REGISTER, REMOVE_TOPIC, TOPIC, TOPIC_RESOURCE, UNFENCE,
@@ -86,6 +87,7 @@ _active_rule = njit(cache=True)(brokers.rule)
 # (2.0 s -> 1.4 s on 1.15 M records); inlining the small helpers as well gained little more and doubled the
 # compile time.
 _PER_RECORD = {"cache": True, "inline": "always"}
+_AHEAD = 256  # records between fetching a partition's state line and reading it
 
 
 # ------------------------------------------------------------------------------------------ small list helpers
@@ -168,40 +170,67 @@ def _union_in(tape, a, b):
 
 
 # ------------------------------------------------------------------------------------------ output stream
+# ``out`` is (buffer, count): borrowed int64 arrays, so passing it to a handler per record costs no reference
+# count (a typed List did: two atomic operations per call and per level of handler, a third of the pass's time at
+# 1 M partitions).  Words past the buffer are counted, not written; the caller runs the pass again with room
+# for them (:func:`controller_core.kernels.invariants.check`).
+@njit(cache=True, inline="always")
+def _word(out, x):
+    buf, cnt = out
+    n = cnt[0]
+    if n < len(buf):
+        buf[n] = x
+    cnt[0] = n + 1
+
+
+@njit(cache=True, inline="always")
+def _length(out):
+    return out[1][0]
+
+
 @njit(cache=True)
 def _open(out, rule, sev, row, part, name):
-    out.append(rule)
-    out.append(sev)
-    out.append(row)
-    out.append(part)
-    out.append(name)
-    out.append(0)
-    return len(out) - 1  # where the payload length goes
+    _word(out, rule)
+    _word(out, sev)
+    _word(out, row)
+    _word(out, part)
+    _word(out, name)
+    _word(out, 0)
+    return _length(out) - 1  # where the payload length goes
 
 
 @njit(cache=True)
 def _close(out, at):
-    out[at] = len(out) - at - 1
+    if at < len(out[0]):
+        out[0][at] = _length(out) - at - 1
 
 
 @njit(cache=True)
 def _push2(out, x, y):
-    out.append(x)
-    out.append(y)
+    _word(out, x)
+    _word(out, y)
 
 
 @njit(cache=True)
 def _push3(out, x, y, z):
-    out.append(x)
-    out.append(y)
-    out.append(z)
+    _word(out, x)
+    _word(out, y)
+    _word(out, z)
+
+
+@njit(cache=True)
+def _append3(lst, x, y, z):
+    """Three values onto a typed List (a batch's fences)."""
+    lst.append(x)
+    lst.append(y)
+    lst.append(z)
 
 
 @njit(cache=True)
 def _put_list(out, tape, s, n):
-    out.append(n)
+    _word(out, n)
     for j in range(n):
-        out.append(tape[s + j])
+        _word(out, tape[s + j])
 
 
 @njit(cache=True)
@@ -350,8 +379,8 @@ def _check_state(out, tape, g, a, w, ndirs, row, p, nm):
             _close(out, at)
     if w & W_DIRS and ndirs > 0 and ndirs != rn:
         at = _open(out, DIRS_LENGTH, S_DEFAULT, row, p, nm)
-        out.append(ndirs)
-        out.append(rn)
+        _word(out, ndirs)
+        _word(out, rn)
         _close(out, at)
     if w & (W_ISR | W_REPLICAS):
         if _has_dups(tape, i_s, i_n) or _any_negative(tape, i_s, i_n) or not _subset(tape, i_s, i_n, rs, rn):
@@ -361,12 +390,12 @@ def _check_state(out, tape, g, a, w, ndirs, row, p, nm):
             _close(out, at)
     if w & (W_LEADER | W_ISR) and L != NO_LEADER and not _has(tape, i_s, i_n, L):
         at = _open(out, LEADER_IN_ISR, S_DEFAULT, row, p, nm)
-        out.append(L)
+        _word(out, L)
         _put(out, tape, a, LI)
         _close(out, at)
     if w & (W_LEADER | W_REPLICAS) and L != NO_LEADER and not _has(tape, rs, rn, L):
         at = _open(out, LEADER_IN_REPLICAS, S_DEFAULT, row, p, nm)
-        out.append(L)
+        _word(out, L)
         _put(out, tape, a, LR)
         _close(out, at)
     _check_elr_state(out, tape, g, a, w, row, p, nm)
@@ -391,10 +420,10 @@ def _check_elr_state(out, tape, g, a, w, row, p, nm):
             at = _open(out, ELR_DISABLED_EMPTY, sev, row, p, nm)
             _put(out, tape, a, LE)
             _put(out, tape, a, LK)
-            out.append(g[G_MV])
-            out.append(g[G_ELRF_PRESENT])
-            out.append(g[G_ELRF_LEVEL])
-            out.append(g[G_OVERRIDE])
+            _word(out, g[G_MV])
+            _word(out, g[G_ELRF_PRESENT])
+            _word(out, g[G_ELRF_LEVEL])
+            _word(out, g[G_OVERRIDE])
             _close(out, at)
     if w & W_ISR and i_n == 0:
         on, sev = _elr_flag(g)
@@ -419,12 +448,12 @@ def _check_elr_state(out, tape, g, a, w, row, p, nm):
     if w & (W_LKE | W_LEADER) and kn > 0 and L != NO_LEADER:
         at = _open(out, LKE_LEADERLESS, S_DEFAULT, row, p, nm)
         _put(out, tape, a, LK)
-        out.append(L)
+        _word(out, L)
         _close(out, at)
     if (a[P_LRS] == RECOVERING and w & (W_LRS | W_ISR | W_LEADER)
             and (i_n > 1 or (L != NO_LEADER and not _is_only(tape, i_s, i_n, L)))):
         at = _open(out, LRS_SINGLE_ISR, S_DEFAULT, row, p, nm)
-        out.append(L)
+        _word(out, L)
         _put(out, tape, a, LI)
         _close(out, at)
 
@@ -444,45 +473,45 @@ def _check_change(out, tape, g, b, a, w, rl, ri_s, ri_n, rlrs, row, p, nm):
         at = _open(out, BUMP_REPLICA_LOSS, S_DEFAULT, row, p, nm)
         _put(out, tape, b, LR)
         _put(out, tape, a, LR)
-        out.append(bL)
+        _word(out, bL)
         _close(out, at)
     if mv < MV_3_6_IV0 and lost_isr and not w & W_LEADER:
         at = _open(out, BUMP_SHRINK, S_DEFAULT, row, p, nm)
         _put(out, tape, b, LI)
         _put(out, tape, a, LI)
-        out.append(bL)
+        _word(out, bL)
         _close(out, at)
     if w & W_LEADER and rl == bL:
         b8 = mv < MV_3_6_IV0 and (lost_isr or (not w & W_ISR and bL == NO_LEADER))
         if not lost_replicas and not b8:
             at = _open(out, SPURIOUS_BUMP, S_DEFAULT, row, p, nm)
-            out.append(rl)
-            out.append(1 if mv < MV_3_6_IV0 else 0)
+            _word(out, rl)
+            _word(out, 1 if mv < MV_3_6_IV0 else 0)
             _close(out, at)
     if b[P_LRS] == RECOVERED and a[P_LRS] == RECOVERING:
         bes, ben = _ls(b, LE)
         if not _unclean(tape, rl, ri_s, ri_n, rlrs, bis, bin_, bes, ben):
             at = _open(out, LRS_ENTRY, S_DEFAULT, row, p, nm)
-            out.append(1)
+            _word(out, 1)
             _close(out, at)
         elif g[G_MV_PRESENT] == 1 and mv < MV_3_2_IV0:
             at = _open(out, LRS_ENTRY, S_DEFAULT, row, p, nm)
-            out.append(2)
-            out.append(mv)
+            _word(out, 2)
+            _word(out, mv)
             _close(out, at)
     if w & W_LRS and rlrs == RECOVERED:
         completes = (b[P_LISTS + 2 * LRM + 1] > 0 or b[P_LISTS + 2 * LAD + 1] > 0) and \
             a[P_LISTS + 2 * LRM + 1] == 0 and a[P_LISTS + 2 * LAD + 1] == 0
         if bL == NO_LEADER:
             at = _open(out, LRS_EXIT, S_DEFAULT, row, p, nm)
-            out.append(0)
-            out.append(bL)
+            _word(out, 0)
+            _word(out, bL)
             _close(out, at)
         elif w & W_LEADER and rl != bL and not completes:
             at = _open(out, LRS_EXIT, S_DEFAULT, row, p, nm)
-            out.append(1)
-            out.append(rl)
-            out.append(bL)
+            _word(out, 1)
+            _word(out, rl)
+            _word(out, bL)
             _close(out, at)
 
 
@@ -514,12 +543,12 @@ def _check_isr_expand(out, tape, g, bs, broker_ids, b, a, has_before, rl, row, p
     if count == 0:
         return
     at = _open(out, ISR_EXPAND, S_ERROR if g[G_MV_PRESENT] == 1 else S_INFO, row, p, nm)
-    out.append(count)
+    _word(out, count)
     for j in range(ain):
         x = tape[ais + j]
         if _newly_inactive(tape, bs, broker_ids, b, a, has_before, rl, x):
-            out.append(x)
-            out.append(_broker_state(bs, _broker_index(broker_ids, x)))
+            _word(out, x)
+            _word(out, _broker_state(bs, _broker_index(broker_ids, x)))
     _close(out, at)
 
 
@@ -534,8 +563,8 @@ def _check_election(out, tape, ps, ts, g, bs, broker_ids, tcfg_unc, bcfg_unc, un
     bes, ben = _ls(b, LE)
     if _unclean(tape, rl, ri_s, ri_n, rlrs, bis, bin_, bes, ben):
         at = _open(out, UNCLEAN_ELECTION, S_DEFAULT, row, p, nm)
-        out.append(rl)
-        out.append(bL)
+        _word(out, rl)
+        _word(out, bL)
         _put(out, tape, b, LI)
         _put(out, tape, b, LE)
         _put(out, tape, b, LK)
@@ -543,13 +572,13 @@ def _check_election(out, tape, ps, ts, g, bs, broker_ids, tcfg_unc, bcfg_unc, un
         v = _config(tcfg_unc, bcfg_unc, g, _name_now(ts, t), -1)
         if v < 0 or not unclean_true[v]:
             at = _open(out, UNCLEAN_CONFIG, S_DEFAULT, row, p, nm)
-            out.append(v)
+            _word(out, v)
             _close(out, at)
     x = _broker_index(broker_ids, rl)
     if not _active(bs, x):
         at = _open(out, LEADER_ACTIVE, S_DEFAULT, row, p, nm)
-        out.append(rl)
-        out.append(_broker_state(bs, x))
+        _word(out, rl)
+        _word(out, _broker_state(bs, x))
         _close(out, at)
 
 
@@ -558,16 +587,16 @@ def _epoch_match(out, bs, bints, broker, i):
     x = broker[i]
     if x < 0 or bs[x, B_REG] == 0:
         at = _open(out, BROKER_EPOCH, S_DEFAULT, i, -1, NO_KEY)
-        out.append(0)
-        out.append(bints[i, 0])
-        out.append(bints[i, 1])
+        _word(out, 0)
+        _word(out, bints[i, 0])
+        _word(out, bints[i, 1])
         _close(out, at)
     elif bs[x, B_EPOCH] != bints[i, 1]:
         at = _open(out, BROKER_EPOCH, S_DEFAULT, i, -1, NO_KEY)
-        out.append(1)
-        out.append(bints[i, 0])
-        out.append(bints[i, 1])
-        out.append(bs[x, B_EPOCH])
+        _word(out, 1)
+        _word(out, bints[i, 0])
+        _word(out, bints[i, 1])
+        _word(out, bs[x, B_EPOCH])
         _close(out, at)
 
 
@@ -625,9 +654,9 @@ def _mark_last_known_leader(tape, ps, tch, nt, x, stamp):
 def _member_breach(out, tape, ps, ts, part_topic, rule, row, p, x, first, second):
     """A broker x still in partition p's ISR / ELR: payload x, the rule's two membership flags, ISR, ELR."""
     at = _open(out, rule, S_DEFAULT, row, p, _name_now(ts, part_topic[p]))
-    out.append(x)
-    out.append(1 if first else 0)
-    out.append(1 if second else 0)
+    _word(out, x)
+    _word(out, 1 if first else 0)
+    _word(out, 1 if second else 0)
     _put_state_list(out, tape, ps, p, LI)
     _put_state_list(out, tape, ps, p, LE)
     _close(out, at)
@@ -653,10 +682,10 @@ def _register_unclean_batch(out, tape, ps, ts, g, tch, nt, part_topic, x, row, s
 @njit(cache=True)
 def _fence_breach(out, tape, ps, ts, g, part_topic, p, x, row, kind):
     at = _open(out, FENCE_REMOVES_ISR, S_DEFAULT, row, p, _name_now(ts, part_topic[p]))
-    out.append(x)
-    out.append(ps[p, P_LEADER])
-    out.append(kind)
-    out.append(1 if _elr_enabled(g) else 0)
+    _word(out, x)
+    _word(out, ps[p, P_LEADER])
+    _word(out, kind)
+    _word(out, 1 if _elr_enabled(g) else 0)
     _put_state_list(out, tape, ps, p, LI)
     _close(out, at)
 
@@ -684,7 +713,7 @@ def _check_windows(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topi
             ps[p, P_UNDER] = 1
             at = _open(out, UNDER_MINISR, S_DEFAULT, row, p, _name_now(ts, t))
             _put_state_list(out, tape, ps, p, LI)
-            out.append(m)
+            _word(out, m)
             _close(out, at)
     else:
         ps[p, P_UNDER] = 0
@@ -692,7 +721,7 @@ def _check_windows(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topi
         if ps[p, P_OFFLINE] == 0:
             ps[p, P_OFFLINE] = 1
             at = _open(out, OFFLINE, S_DEFAULT, row, p, _name_now(ts, t))
-            out.append(ps[p, P_LEADER])
+            _word(out, ps[p, P_LEADER])
             _put_state_list(out, tape, ps, p, LI)
             _put_state_list(out, tape, ps, p, LE)
             _close(out, at)
@@ -724,9 +753,9 @@ def _check_elr_below_min_isr(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0,
                    _name_now(ts, t))
         _put_state_list(out, tape, ps, p, LE)
         _put_state_list(out, tape, ps, p, LI)
-        out.append(m)
-        out.append(1 if stale else 0)
-        out.append(1 if known else 0)
+        _word(out, m)
+        _word(out, 1 if stale else 0)
+        _word(out, 1 if known else 0)
         _close(out, at)
 
 
@@ -1019,7 +1048,7 @@ def _on_topic(out, inp, img, i):
     t, nm = inp[3][i], inp[5][i]
     if nm >= 0 and name_live[nm] >= 0:
         at = _open(out, TOPIC_UNIQUE, S_DEFAULT, i, -1, NO_KEY)
-        out.append(name_live[nm])
+        _word(out, name_live[nm])
         _close(out, at)
     elif t >= 0:
         ts[t, T_LIVE] = 1
@@ -1035,7 +1064,7 @@ def _on_remove_topic(out, inp, img, bat, i):
     t = inp[3][i]
     if t < 0 or ts[t, T_LIVE] == 0:
         at = _open(out, TOPIC_EXISTS, S_DEFAULT, i, -1, NO_KEY)
-        out.append(0)
+        _word(out, 0)
         _close(out, at)
         return
     ts[t, T_LIVE] = 0
@@ -1060,7 +1089,7 @@ def _on_partition(out, inp, img, bat, cur, i, a, b):
     t, p = inp[3][i], inp[4][i]
     if t < 0 or ts[t, T_LIVE] == 0 or p < 0:
         at = _open(out, TOPIC_EXISTS, S_DEFAULT, i, -1, -1)
-        out.append(2)
+        _word(out, 2)
         _close(out, at)
         return
     nm = ts[t, T_NAME]
@@ -1082,7 +1111,7 @@ def _on_partition(out, inp, img, bat, cur, i, a, b):
             _close(out, at)
         if a[P_LRS] == RECOVERING:
             at = _open(out, LRS_ENTRY, S_DEFAULT, i, p, nm)
-            out.append(0)
+            _word(out, 0)
             _close(out, at)
     _check_state(out, tape, g, a, W_ALL, max(ints[i, 4], 0), i, p, nm)
     if not has_b and not snap:
@@ -1100,9 +1129,9 @@ def _on_change(out, inp, img, bat, cur, i, a, b):
     t, p = inp[3][i], inp[4][i]
     if p < 0 or ps[p, P_LIVE] == 0:
         at = _open(out, TOPIC_EXISTS, S_DEFAULT, i, -1, -1)
-        out.append(3)
-        out.append(1 if t >= 0 and ts[t, T_LIVE] == 1 else 0)
-        out.append(_name_now(ts, t) if t >= 0 else -1)
+        _word(out, 3)
+        _word(out, 1 if t >= 0 and ts[t, T_LIVE] == 1 else 0)
+        _word(out, _name_now(ts, t) if t >= 0 else -1)
         _close(out, at)
         return
     nm = _name_now(ts, t)
@@ -1130,7 +1159,7 @@ def _on_clear_elr(out, inp, img, bat, cur, i, a, b):
     nm = inp[5][i]
     if nm >= 0 and name_live[nm] < 0:
         at = _open(out, TOPIC_EXISTS, S_DEFAULT, i, -1, NO_KEY)
-        out.append(1)
+        _word(out, 1)
         _close(out, at)
         return
     only = name_live[nm] if nm >= 0 else -1
@@ -1203,8 +1232,8 @@ def _on_register(out, inp, img, bat, cur, i):
     if bs[x, B_REG] == 1 and bs[x, B_INC] == bints[i, 2]:
         if bs[x, B_CS] == 1 and bints[i, 4] == 0:
             at = _open(out, CS_STICKY, S_DEFAULT, i, -1, NO_KEY)
-            out.append(1)
-            out.append(bints[i, 0])
+            _word(out, 1)
+            _word(out, bints[i, 0])
             _close(out, at)
     else:
         bat[3].append(x)
@@ -1236,16 +1265,16 @@ def _on_broker_change(out, inp, img, bat, i, k):
             _push3(out, 0, bints[i, 0], cs)
             _close(out, at)
         if fenced == 1:
-            _push3(fences, x, i, 0)
+            _append3(fences, x, i, 0)
         if cs == 1:
-            _push3(fences, x, i, 1)
+            _append3(fences, x, i, 1)
         if registered:
             if fenced == 1 or fenced == -1:
                 bs[x, B_FENCED] = 1 if fenced == 1 else 0
             if cs == 1:
                 bs[x, B_CS] = 1
     elif k == FENCE:
-        _push3(fences, x, i, 0)
+        _append3(fences, x, i, 0)
         if registered:
             bs[x, B_FENCED] = 1
     elif k == UNFENCE:
@@ -1295,9 +1324,10 @@ def _new_image(n_parts, n_topics, n_brokers, n_names, n_bslots, broker_slot_ids,
 @njit(cache=True)
 def check(kind, batch, snapshot, topic, part, name, ints, lists, tape, broker, bints, cfg, offsets, part_topic,
           part_id, topic_p0, topic_parts, topic_parts_at, broker_ids, broker_slot_ids, default_slot, unclean_true,
-          n_names, n_bslots, override):
+          n_names, n_bslots, override, capacity):
     """The pass: every record checked against the state before it, applied, and every batch closed by the
-    batch-level rules.  Returns the breach stream (see the module docstring)."""
+    batch-level rules.  Returns (the breach stream (see the module docstring), the words it needed): a stream
+    longer than ``capacity`` words is cut there, and its caller runs the pass again with room for all of it."""
     # The bundles hold borrowed views (kernels/borrow.py): the handlers below receive them once per record,
     # and counting references to their 40 arrays was most of the pass's time.  The inputs are held by the
     # caller, the arrays made here by ``owned`` and ``tch``, read again after the loop.
@@ -1311,7 +1341,9 @@ def check(kind, batch, snapshot, topic, part, name, ints, lists, tape, broker, b
                                     np.zeros(P_FIELDS, np.int64), np.zeros(P_FIELDS, np.int64))
     img = (borrow(owned[0]), borrow(owned[1]), borrow(owned[2]), borrow(owned[3]), borrow(owned[4]), borrow(owned[5]),
            borrow(owned[6]), borrow(owned[7]), borrow(owned[8]), borrow(owned[9]), borrow(owned[10]))
-    out = List.empty_list(types.int64)
+    stream = np.empty(capacity, np.int64)  # untouched pages cost nothing: room for many breaches
+    words = np.zeros(1, np.int64)
+    out = (borrow(stream), borrow(words))
     fences, regs = List.empty_list(types.int64), List.empty_list(types.int64)
     deleted, pool = List.empty_list(types.int64), List.empty_list(types.int64)
     tch = np.empty((64, X_FIELDS), np.int64)
@@ -1322,7 +1354,14 @@ def check(kind, batch, snapshot, topic, part, name, ints, lists, tape, broker, b
     cur, a, b = borrow(owned[12]), borrow(owned[13]), borrow(owned[14])
     cur[C_REEVAL] = -1
     cur[C_BATCH] = -1
+    ps = img[0]
     for i in range(len(kind)):
+        if i + _AHEAD < len(kind):  # the state line of a partition some records ahead (kernels/prefetch.py)
+            q = part[i + _AHEAD]
+            if q >= 0:
+                prefetch(ps, q * P_FIELDS)
+                prefetch(ps, q * P_FIELDS + 8)
+                prefetch(ps, q * P_FIELDS + 16)
         if batch[i] != cur[C_BATCH]:
             if cur[C_BATCH] >= 0:
                 _close_batch(out, inp, img, bat, cur)
@@ -1357,8 +1396,5 @@ def check(kind, batch, snapshot, topic, part, name, ints, lists, tape, broker, b
     if cur[C_BATCH] >= 0:
         _close_batch(out, inp, img, bat, cur)
     _finish(out, tape, img[0], img[1], img[3], img[2], broker_ids, part_topic, pool)
-    keep(owned, tch)
-    stream = np.empty(len(out), np.int64)
-    for j in range(len(out)):
-        stream[j] = out[j]
-    return stream
+    keep(owned, tch, stream, words)
+    return stream[:min(words[0], capacity)].copy(), words[0]

@@ -153,3 +153,31 @@ def test_the_pass_runs_as_plain_python(tmp_path):
                          env=env, capture_output=True, text=True, timeout=300, cwd=here.parents[3])
     assert out.returncode == 0, out.stderr[-2000:]
     assert [tuple(k) for k in json.loads(out.stdout)] == compiled
+
+
+def test_a_breach_stream_longer_than_its_buffer_is_written_whole(tmp_path, monkeypatch):
+    """The pass writes its breaches into a buffer sized from the records; a log breaching more than that runs the
+    pass again with room for all of it: the same breaches, none cut."""
+    from controller_core.kernels import invariant_pass, invariants
+
+    log = Log(25, elr=True)
+    log.add(log.config("min.insync.replicas", "2"))
+    log.create("a", [0, 1, 2], [1, 2, 0], [2, 0, 1])
+    log.add(log.fence(0), log.change("a", 0, isr=[1, 2], leader=1))
+    log.add(log.change("a", 1, isr=[1], elr=[2]), log.change("a", 1, isr=[], elr=[1, 2], leader=-1))
+    log.add(log.change("a", 1, isr=[0], leader=0, lrs=1), log.register(0))
+    path = log.write(tmp_path / "log")
+    whole = sorted(map(_key, _compiled(path)))
+    assert len(whole) >= 4
+    calls = []
+    real = invariant_pass.check
+
+    def counted(*args):
+        calls.append(args[-1])
+        return real(*args)
+
+    monkeypatch.setattr(invariants, "STREAM_WORDS_PER_RECORD", 0)
+    monkeypatch.setattr(invariants, "STREAM_WORDS_MIN", 3)
+    monkeypatch.setattr(invariants.K, "check", counted)
+    assert sorted(map(_key, _compiled(path))) == whole
+    assert len(calls) == 2 and calls[0] == 3 and calls[1] > 3  # cut at 3 words, then run with room for all
