@@ -772,6 +772,7 @@ def _check_fences(out, tape, ps, ts, g, bs, broker_ids, part_topic, tch, nt, fen
     """INV-FENCE-REMOVES-ISR (InvariantChecker._check_fences): pending controlled shutdowns first, then
     this batch's fences and controlled shutdowns, the last one of each broker winning."""
     elr_on = _elr_enabled(g)
+    still_pending = False
     for x in range(bs.shape[0]):
         row, at, n = _pop_pending(bs, x)
         if row < 0:
@@ -789,20 +790,21 @@ def _check_fences(out, tape, ps, ts, g, bs, broker_ids, part_topic, tch, nt, fen
                     and not _has(tape, tch[j, X_AI_S], tch[j, X_AI_N], bid)):
                 progress = True
                 break
+        # the partitions still holding x, counted and moved to the front of x's range (the range is x's alone)
         left = 0
         for q in range(at, at + n):
-            if _still_in_isr(tape, ps, pool[q], bid, elr_on):
+            p = pool[q]
+            if _still_in_isr(tape, ps, p, bid, elr_on):
+                pool[at + left] = p
                 left += 1
-        if left and progress:
-            start = len(pool)
-            for q in range(at, at + n):
-                if _still_in_isr(tape, ps, pool[q], bid, elr_on):
-                    pool.append(pool[q])
-            bs[x, B_PEND_ROW], bs[x, B_PEND_AT], bs[x, B_PEND_LEN] = row, start, left
-        elif left:
-            for q in range(at, at + n):
-                if _still_in_isr(tape, ps, pool[q], bid, elr_on):
-                    _fence_breach(out, tape, ps, ts, g, part_topic, pool[q], bid, row, 1)
+        if left and progress:  # still pending
+            bs[x, B_PEND_ROW], bs[x, B_PEND_AT], bs[x, B_PEND_LEN] = row, at, left
+            still_pending = True
+        else:
+            for q in range(at, at + left):
+                _fence_breach(out, tape, ps, ts, g, part_topic, pool[q], bid, row, 1)
+    if not still_pending:  # no range of the pool is anyone's any more: it starts again empty
+        pool.clear()
     for f in range(len(fences) - 3, -1, -3):  # a fence supersedes a controlled shutdown before it
         x, row, kind = fences[f], fences[f + 1], fences[f + 2]
         if x < 0 or bs[x, B_DONE] == batch_no or bs[x, B_REG] == 0 or _active(bs, x):

@@ -584,6 +584,21 @@ def test_fence_removes_isr_waits_for_a_controlled_shutdown_split_over_batches(tm
     assert hits(run(stuck, tmp_path), "INV-FENCE-REMOVES-ISR") == [(o, ERROR)]
 
 
+def test_fence_removes_isr_with_overlapping_controlled_shutdowns_then_another(tmp_path):
+    # two brokers in controlled shutdown at once, each waiting on its own partitions over several batches; both
+    # stall, then a third broker's shutdown starts anew (the compiled pass keeps each broker's waiting partitions
+    # in its own range of one pool, emptied once nobody waits)
+    log = base(parts=([1, 2, 3], [2, 3, 1], [3, 1, 2], [1, 3, 2]))
+    [cs3, _] = log.add(log.shutdown(3), log.change("t", 0, isr=[1, 2]))
+    [cs2, _] = log.add(log.shutdown(2), log.change("t", 1, isr=[1], leader=1))
+    log.add(log.change("t", 2, isr=[1], leader=1))
+    log.add(log.config("retention.ms", "1000", 2, "t"))  # no progress: both stall
+    [cs1] = log.add(log.shutdown(1))
+    log.add(log.config("retention.ms", "2000", 2, "t"))
+    found = hits(run(log, tmp_path), "INV-FENCE-REMOVES-ISR")
+    assert sorted(found) == sorted([(cs3, ERROR)] + [(cs2, ERROR)] * 2 + [(cs1, ERROR)] * 4)
+
+
 @pytest.mark.parametrize("elr,expected", [(False, []), (True, [ERROR])])
 def test_fence_removes_isr_keeps_the_last_member_only_with_elr_off(tmp_path, elr, expected):
     log = base(elr=elr, parts=([3],))
