@@ -105,8 +105,37 @@ def _dense(col: pa.ChunkedArray, arrow: bool = False):
     return idx, dictionary.to_pylist()
 
 
-def _ints(col, fill) -> np.ndarray:
-    return to_numpy(pc.fill_null(col.cast(pa.int64()), fill), np.int64)
+def _ints(col, fill, dtype=np.int64) -> np.ndarray:
+    """An integer column as ``dtype``, nulls as ``fill``: chunk by chunk into one array (casting, filling and
+    joining the whole column copied it four times into fresh pages: a third of the layout at 1 M partitions)."""
+    chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
+    out = np.empty(len(col), dtype)
+    at = 0
+    for c in chunks:
+        if not len(c):
+            continue
+        dst = out[at:at + len(c)]
+        if c.null_count:
+            dst[:] = pc.fill_null(c, 0).to_numpy(zero_copy_only=False)
+            dst[~c.is_valid().to_numpy(zero_copy_only=False)] = fill
+        else:
+            dst[:] = c.to_numpy(zero_copy_only=False)
+        at += len(c)
+    return out
+
+
+def _unset(col, is_p: np.ndarray, p_fill: int, fill: int) -> np.ndarray:
+    """An int32 field whose null reads ``p_fill`` in a PartitionRecord and ``fill`` elsewhere."""
+    out = _ints(col, fill, np.int32)
+    if col.null_count:
+        out[is_p & (out == fill) & ~_valid(col)] = p_fill
+    return out
+
+
+def _valid(col) -> np.ndarray:
+    chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
+    return np.concatenate([c.is_valid().to_numpy(zero_copy_only=False) for c in chunks]) if chunks else \
+        np.zeros(0, bool)
 
 
 def _chunks(col: pa.ChunkedArray) -> list:
@@ -179,7 +208,7 @@ def build(records: pa.Table, cluster: bool = True) -> Layout:
     kind = np.array([KINDS.get(t, OTHER) for t in types] + [OTHER], np.int8)[codes]  # code -1 (null): OTHER
 
     topic, topic_ids, topic_dict = _dense(records.column("topic_id"), arrow=True)
-    pid = _ints(records.column("partition_id"), -1)
+    pid = _ints(records.column("partition_id"), -1, np.int32)
     is_part = (kind == PARTITION) | (kind == CHANGE)
     has_part = is_part & (topic >= 0) & (pid >= 0)
     uniq, inv = _partitions(topic[has_part], pid[has_part])
@@ -199,10 +228,14 @@ def build(records: pa.Table, cluster: bool = True) -> Layout:
     # topic names: TopicRecord / ClearElr names and topic config resources, one index space
     cfg_type = _ints(records.column("config_resource_type"), -1)
     res_name = records.column("config_resource_name")
-    tnames = pc.if_else(pc.equal(pa.array(cfg_type), TOPIC_RESOURCE), res_name.combine_chunks() if n else
-                        pa.array([], pa.string()), records.column("topic_name").combine_chunks() if n else
-                        pa.array([], pa.string())) if n else pa.array([], pa.string())
-    name, names = _dense(pa.chunked_array([tnames], pa.string()))
+    # only the few rows naming a topic are joined (joining both string columns whole was most of this step)
+    is_res = cfg_type == TOPIC_RESOURCE
+    named = np.flatnonzero(np.where(is_res, _valid(res_name), _valid(records.column("topic_name"))))
+    at = pa.array(named, pa.int64())
+    tnames = pc.if_else(pa.array(is_res[named]), res_name.take(at), records.column("topic_name").take(at))
+    codes_named, names = _dense(pa.chunked_array([tnames], pa.string()))
+    name = np.full(n, -1, np.int32)
+    name[named] = codes_named
     if "" in names:  # ClearElrRecord's topicName "" means every topic: no name
         name[(kind == CLEAR_ELR) & (name == names.index(""))] = -1
 
@@ -210,11 +243,10 @@ def build(records: pa.Table, cluster: bool = True) -> Layout:
     # 1 M-partition log, 0.8 GB less than in int64, and a first call's fresh pages are most of the layout's time)
     ints = np.empty((n, 6), np.int32)
     is_p = kind == PARTITION
-    ints[:, 0] = np.where(is_p, _ints(records.column("leader"), -1), _ints(records.column("leader"), -2))
-    ints[:, 1] = _ints(records.column("leader_epoch"), -1)
-    ints[:, 2] = _ints(records.column("partition_epoch"), -1)
-    ints[:, 3] = np.where(is_p, _ints(records.column("leader_recovery_state"), 0),
-                          _ints(records.column("leader_recovery_state"), -1))
+    ints[:, 0] = _unset(records.column("leader"), is_p, -1, -2)
+    ints[:, 1] = _ints(records.column("leader_epoch"), -1, np.int32)
+    ints[:, 2] = _ints(records.column("partition_epoch"), -1, np.int32)
+    ints[:, 3] = _unset(records.column("leader_recovery_state"), is_p, 0, -1)
     wide = sum(c.offsets[-1].as_py() - c.offsets[0].as_py() for col in LISTS + ("directories",)
                for c in _chunks(records.column(col))) >= POSITIONS_32
     pos = np.int64 if wide else np.int32
