@@ -110,7 +110,7 @@ def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool
     brokers, topics = timelines.build(cluster_level_recs(records), image, rejected)
     if rejected is not None:
         _orphans(history, records, rejected)
-    exp = explain(records, history, brokers, topics, lay) if recompute else EXPLAINED_SCHEMA.empty_table()
+    exp = explain(records, history, brokers, topics, lay, folded.rows) if recompute else EXPLAINED_SCHEMA.empty_table()
     todo, divergences, labels = _scalar_fallback(records, exp, elr_override, snaps)
     found = invariant_pass.check(records, elr_override, lay) if invariants else []
     if context_topics:

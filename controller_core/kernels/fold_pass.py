@@ -61,6 +61,7 @@ _ELR, _LKE, _REPLICAS = L.E, L.K, L.R
 class Fold(NamedTuple):
     history: pa.Table  # fold.HISTORY_SCHEMA
     fallback_partitions: int  # partitions folded by the NumPy fold instead (the whole input, when any)
+    rows: np.ndarray | None = None  # per history row, the input row it comes from (None: the NumPy fold's table)
 
 
 # A partition's state line (int32): whether it exists, leader, leader recovery state, the two epochs, and
@@ -97,8 +98,9 @@ def _set_dirs(S, p, i, ints, dir_start, dir_codes, mig):
 
 
 @njit(cache=True, inline="always")
-def _emit(S, p, kind, flag, offset, at, R, O, count):
-    """One history row of partition ``p``: counted (``count``), or written at the partition's next position."""
+def _emit(S, p, kind, flag, i, offsets, at, R, O, Src, count):
+    """One history row of partition ``p`` from layout row ``i``: counted (``count``), or written at the
+    partition's next position (its offset into ``O``, ``i`` into ``Src``)."""
     w = at[p]
     at[p] = w + 1
     if count:
@@ -106,7 +108,8 @@ def _emit(S, p, kind, flag, offset, at, R, O, count):
     R[w, _R_PART] = p
     R[w, _R_KIND] = kind
     R[w, _R_FLAG] = flag
-    O[w] = offset
+    O[w] = offsets[i]
+    Src[w] = i
     if flag == _LIVE:
         for f in range(1, _S_WIDTH):
             R[w, _R_STATE + f - 1] = S[p, f]
@@ -114,7 +117,7 @@ def _emit(S, p, kind, flag, offset, at, R, O, count):
 
 @njit(cache=True)
 def _fold(order, kind, topic, part, name, ints, lists, offsets, dir_start, dir_codes, mig, topic_parts,
-          topic_parts_at, n_names, at, R, O, count):
+          topic_parts_at, n_names, at, R, O, Src, count):
     """Pass 1 (see the module docstring), in log order.  ``count``: only count each partition's rows into
     ``at``; else write each row into ``R`` and its offset into ``O`` at ``at[p]`` (the partition's next output
     position)."""
@@ -127,7 +130,7 @@ def _fold(order, kind, topic, part, name, ints, lists, offsets, dir_start, dir_c
         if k == CHANGE:
             p = part[i]
             if S[p, _S_LIVE] == 0:  # §1.3-2: a change of a partition that does not exist
-                _emit(S, p, _C, _ORPHAN, offsets[i], at, R, O, count)
+                _emit(S, p, _C, _ORPHAN, i, offsets, at, R, O, Src, count)
                 continue
             for f in range(6):  # §1.3 merge: a list is replaced when the record carries it (null: unchanged)
                 n = lists[i, 2 * f + 1]
@@ -147,7 +150,7 @@ def _fold(order, kind, topic, part, name, ints, lists, offsets, dir_start, dir_c
             if ints[i, 3] != -1:
                 S[p, _S_LRS] = ints[i, 3]
             S[p, _S_PE] += 1
-            _emit(S, p, _C, _LIVE, offsets[i], at, R, O, count)
+            _emit(S, p, _C, _LIVE, i, offsets, at, R, O, Src, count)
         elif k == PARTITION:
             p = part[i]
             S[p, _S_LIVE] = 1
@@ -160,7 +163,7 @@ def _fold(order, kind, topic, part, name, ints, lists, offsets, dir_start, dir_c
                 S[p, _S_LISTS + 2 * f] = lists[i, 2 * f] if n >= 0 else 0
                 S[p, _S_LISTS + 2 * f + 1] = n if n >= 0 else 0
             _set_dirs(S, p, i, ints, dir_start, dir_codes, mig)
-            _emit(S, p, _P, _LIVE, offsets[i], at, R, O, count)
+            _emit(S, p, _P, _LIVE, i, offsets, at, R, O, Src, count)
         elif k == TOPIC:
             if name[i] >= 0:
                 name_topic[name[i]] = topic[i]
@@ -172,7 +175,7 @@ def _fold(order, kind, topic, part, name, ints, lists, offsets, dir_start, dir_c
                 p = topic_parts[q]
                 if S[p, _S_LIVE] != 0:  # §1.4: the partition is deleted
                     S[p, _S_LIVE] = 0
-                    _emit(S, p, _T, _DELETED, offsets[i], at, R, O, count)
+                    _emit(S, p, _T, _DELETED, i, offsets, at, R, O, Src, count)
         elif k == CLEAR_ELR:
             lo, hi = 0, n_parts  # "" or absent: every topic
             if name[i] >= 0:
@@ -186,7 +189,7 @@ def _fold(order, kind, topic, part, name, ints, lists, offsets, dir_start, dir_c
                     S[p, _S_LISTS + 2 * _ELR + 1] = 0  # §1.3-5: both cleared, partition epoch bumped
                     S[p, _S_LISTS + 2 * _LKE + 1] = 0
                     S[p, _S_PE] += 1
-                    _emit(S, p, _X, _LIVE, offsets[i], at, R, O, count)
+                    _emit(S, p, _X, _LIVE, i, offsets, at, R, O, Src, count)
 
 
 # -------------------------------------------------------------------------------------- 2. columns
@@ -365,7 +368,7 @@ def fold(records: pa.Table, lay: L.Layout | None = None, timings: dict | None = 
             lay.dir_mig, lay.topic_parts, lay.topic_parts_at, lay.n_names)
     if ((kind == L.REMOVE_TOPIC) | (kind == L.CLEAR_ELR)).any():  # rows beyond one per record: count them
         count = np.zeros(n_parts, np.int64)
-        _fold(*args, count, np.zeros((0, _R_WIDTH), np.int32), np.zeros(0, np.int64), True)
+        _fold(*args, count, np.zeros((0, _R_WIDTH), np.int32), np.zeros(0, np.int64), np.zeros(0, np.int64), True)
     else:
         count = np.bincount(lay.part[is_part], minlength=n_parts).astype(np.int64)
     clock("checks, log order, row counts")
@@ -376,7 +379,8 @@ def fold(records: pa.Table, lay: L.Layout | None = None, timings: dict | None = 
     m = int(count.sum())
     R = np.empty((m, _R_WIDTH), np.int32)
     O = np.empty(m, np.int64)
-    _fold(*args, at, R, O, False)
+    Src = np.empty(m, np.int64)
+    _fold(*args, at, R, O, Src, False)
     clock("fold loop (rows to their output place)")
     (topic_code, pid, kind_o, valid, deleted, orphan, leader, lrs, le, pe, off, v_rep, v_isr, v_rm, v_ad, v_elr,
      v_lke, v_dir, valid_to, has_next, fits) = _columns(R, O, lay.tape, lay.dir_codes, lay.dir_mig, lay.part_topic,
@@ -401,7 +405,7 @@ def fold(records: pa.Table, lay: L.Layout | None = None, timings: dict | None = 
     columns["orphan"] = from_numpy(orphan)
     out = pa.Table.from_pydict(columns, schema=F.HISTORY_SCHEMA)
     clock("Arrow columns (strings by take)")
-    return Fold(out, 0)
+    return Fold(out, 0, Src)
 
 
 def warm() -> None:
@@ -410,7 +414,7 @@ def warm() -> None:
     R = np.zeros((0, _R_WIDTH), np.int32)
     for count in (True, False):
         _fold(i64, i8, i32, i32, i32, np.zeros((0, 6), np.int32), np.zeros((0, 12), np.int32), i64, i64, i32, 0,
-              i32, np.zeros(1, np.int64), 1, i64, R, i64, count)
+              i32, np.zeros(1, np.int64), 1, i64, R, i64, i64, count)
     _columns(R, i64, i32, i32, 0, i32, i32)
     # the layout's compiled loop (list references), as it is called: offsets read-only over an Arrow buffer
     L._refs(np.frombuffer(bytes(4), np.int32), np.zeros(0, np.bool_), False, np.zeros((0, 12), np.int32), 0, 0, 0)

@@ -173,19 +173,20 @@ EXPLAINED_SCHEMA = pa.schema([  # what explain returns, one row per PartitionCha
 
 
 def explain(bronze: pa.Table, history: pa.Table, brokers: pa.Table, topics: pa.Table,
-            lay: Layout | None = None) -> pa.Table:
+            lay: Layout | None = None, rows: np.ndarray | None = None) -> pa.Table:
     """Per PartitionChangeRecord: offset, topic_id, partition_id, trigger, matched, modelled.
 
     With ``lay`` (the dense layout of ``bronze``, :func:`controller_core.kernels.layout.build`) the records are
     judged by the compiled builder (:mod:`controller_core.kernels.recompute_pass`), which reads the history and
     the layout in place; without it, or for what that loop does not take (more than 64 replica positions, broker
     ids it cannot index), by the NumPy builder (:func:`controller_core.vector.recompute.recompute`, its reference).
-    Both give the same table."""
+    Both give the same table.  ``rows``: the input row of each history row, when the fold says so
+    (:class:`controller_core.kernels.fold_pass.Fold`); else each change record is found by its offset."""
     idx = np.flatnonzero(_of_type(history.column("record_type"), (PCR,)) & ~_bools(history.column("orphan")))
     if len(idx) == 0:
         return EXPLAINED_SCHEMA.empty_table()
     offset = _ints_at(history.column("offset"), idx, 0, np.int64)
-    judged = _judge_compiled(bronze, history, brokers, topics, lay, idx, offset) if lay is not None else None
+    judged = _judge_compiled(bronze, history, brokers, topics, lay, idx, offset, rows) if lay is not None else None
     if judged is None:
         judged = _judge_numpy(bronze, history, brokers, topics, idx, offset)
     trig, chosen_ev, ev, matched, modelled = judged
@@ -229,7 +230,7 @@ def _flat_list(col):
     return offs, vals
 
 
-def _judge_compiled(bronze, history, brokers, topics, lay: Layout, idx, offset):
+def _judge_compiled(bronze, history, brokers, topics, lay: Layout, idx, offset, rows=None):
     """:func:`_judge_numpy` by the compiled builder, reading the history rows before the records and the
     records' layout rows in place; None for what it does not take (the NumPy builder judges those inputs)."""
     prev = idx - 1  # the partition's row before each change record
@@ -242,9 +243,11 @@ def _judge_compiled(bronze, history, brokers, topics, lay: Layout, idx, offset):
     lookup = _active_lookup(brokers, offset, r_lo, r_hi)
     if lookup is None:
         return None
-    b_off = lay.offset
-    pcr_rows = np.flatnonzero(lay.kind == CHANGE)
-    pos = _row_of(b_off[pcr_rows], pcr_rows, offset)
+    if rows is not None:  # the layout row each change record's history row was folded from
+        pos = rows[idx]
+    else:
+        pcr_rows = np.flatnonzero(lay.kind == CHANGE)
+        pos = _row_of(lay.offset[pcr_rows], pcr_rows, offset)
     batch = _ints_at(bronze.column("batch_base_offset"), pos, 0, np.int64)
     isr, elr, lke = (_flat_list(history.column(c)) for c in ("isr", "eligible_leader_replicas", "last_known_elr"))
 

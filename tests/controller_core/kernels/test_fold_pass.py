@@ -58,6 +58,10 @@ def assert_same_fold(records: pa.Table, lay: layout.Layout | None = None) -> pa.
     got = fold_pass.fold(records, lay)
     assert got.fallback_partitions == 0
     assert got.history.schema == HISTORY_SCHEMA
+    # each history row names the input row it was folded from: the record at its offset, of its type
+    src = records.take(pa.array(got.rows))
+    assert src.column("offset").to_pylist() == got.history.column("offset").to_pylist()
+    assert src.column("record_type").to_pylist() == got.history.column("record_type").to_pylist()
     if not got.history.equals(want):
         g, w = got.history.to_pylist(), want.to_pylist()
         assert len(g) == len(w), f"{len(g)} rows compiled, {len(w)} rows NumPy"
