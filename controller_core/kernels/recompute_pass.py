@@ -5,8 +5,8 @@
 ``matched`` / ``modelled`` for every record, quirks included -- but reads its inputs where they already are,
 with no padded matrices built first:
 
-* the state before each record: the fold's history row before it (Arrow list columns: offsets, values and
-  validity, read in place);
+* the state before each record: the fold's history row before it (Arrow list columns: offsets and values, read
+  in place; the caller hands null rows as empty);
 * the record as written: the dense layout's row of it (:mod:`.layout`: its leader / recovery-state words and
   (start, length) of its lists on the tape);
 * the cluster context, per record: the primary trigger and its broker, the topic's metadata version, ELR
@@ -108,7 +108,8 @@ def _recompute(prev, pos, width, h_rep_off, h_rep_val, h_isr_off, h_isr_val, h_e
     modelled_out = np.zeros(n, np.bool_)
     unjudged = np.zeros(n, np.bool_)
     cap = max(width, 1) + 64
-    ti = np.empty(cap, np.int64)  # the target ISR (ordered); a longer recorded ISR is never modelled
+    ti = np.empty(cap, np.int64)  # the target ISR (ordered): at most the ISR before, or a recorded ISR no longer
+    # than the replicas (a longer one is not modelled, and left before the buffer is written)
     L = len(act_lut)  # broker ids the map indexes: 0 .. L-1
     posof = np.full(L, -1, np.int8)  # broker id -> replica position of the record at hand, -1 elsewhere
     padded = _first(width)
@@ -128,8 +129,8 @@ def _recompute(prev, pos, width, h_rep_off, h_rep_val, h_isr_off, h_isr_val, h_e
         p = pos[i]
         rs = h_rep_off[h]
         w = h_rep_off[h + 1] - rs
-        mapped = True
-        for j in range(w):
+        mapped = h_isr_off[h + 1] - h_isr_off[h] < cap  # an ISR longer than the buffer (repeats): the NumPy form
+        for j in range(w if mapped else 0):
             x = h_rep_val[rs + j]
             if x < 0 or x >= L or posof[x] >= 0:
                 for q in range(j):
@@ -139,7 +140,7 @@ def _recompute(prev, pos, width, h_rep_off, h_rep_val, h_isr_off, h_isr_val, h_e
             posof[x] = j
         if not mapped:
             unjudged[i] = True
-            w = 0
+            w = 0  # nothing entered the map, or it was taken out again
             continue
         present = _first(w)
         pad = padded & ~present

@@ -236,6 +236,14 @@ def test_replicas_repeating_a_broker_go_to_the_numpy_builder(tmp_path):
     assert seen["out"][2].sum() > 0 and width == 4 and len(idx)
 
 
+def test_an_isr_longer_than_the_loop_holds_goes_to_the_numpy_builder(tmp_path):
+    records = _simulated(tmp_path, partitions=20, events=4)
+    created = np.flatnonzero(np.asarray(pc.equal(records.column("record_type"), "PARTITION_RECORD")))
+    long_isr = _edit_rows(records, "isr", created[:2], lambda v: v * 40)  # 120 entries, every broker repeated
+    got = assert_same_judgement(long_isr)
+    assert got.num_rows and pc.sum(got.column("matched")).as_py() > 0
+
+
 def test_replica_lists_wider_than_the_loop_go_to_the_numpy_builder(tmp_path):
     records = _simulated(tmp_path, partitions=20, events=4)
     created = np.flatnonzero(np.asarray(pc.equal(records.column("record_type"), "PARTITION_RECORD")))
