@@ -251,9 +251,9 @@ def _judge_compiled(bronze, history, brokers, topics, lay: Layout, idx, offset, 
     batch = _ints_at(bronze.column("batch_base_offset"), pos, 0, np.int64)
     isr, elr, lke = (_flat_list(history.column(c)) for c in ("isr", "eligible_leader_replicas", "last_known_elr"))
 
-    def members(rows):  # the ISR and ELR before the records ``rows``, as padded matrices
-        return (V.padded_rows(history.column("isr"), prev[rows])[0],
-                V.padded_rows(history.column("eligible_leader_replicas"), prev[rows])[0])
+    def members(at):  # the ISR and ELR before the records ``at``, as padded matrices
+        return (V.padded_rows(history.column("isr"), prev[at])[0],
+                V.padded_rows(history.column("eligible_leader_replicas"), prev[at])[0])
 
     events = _broker_events(bronze, brokers)
     ev = _event_rows(events)
@@ -266,10 +266,10 @@ def _judge_compiled(bronze, history, brokers, topics, lay: Layout, idx, offset, 
         prev, pos, width, *rep, *isr, *elr, *lke, add[0], rm[0],
         _ints_at(history.column("leader"), None, 0), _ints_at(history.column("leader_recovery_state"), None, 0),
         lay.ints, lay.lists, lay.tape, trig, _event_broker(ev, chosen_ev), mv, elr_on, min_isr, table, at, lut)
-    rows = np.flatnonzero(unjudged)
-    if len(rows):  # replicas repeating a broker: the NumPy builder, padded to the same width
-        t2, c2, _, m2, d2 = _judge_numpy(bronze, history, brokers, topics, idx[rows], offset[rows], width)
-        trig[rows], chosen_ev[rows], matched[rows], modelled[rows] = t2, c2, m2, d2
+    left = np.flatnonzero(unjudged)
+    if len(left):  # replicas repeating a broker (or a repeating ISR): the NumPy builder, padded to the same width
+        t2, c2, _, m2, d2 = _judge_numpy(bronze, history, brokers, topics, idx[left], offset[left], width)
+        trig[left], chosen_ev[left], matched[left], modelled[left] = t2, c2, m2, d2
     return trig, chosen_ev, ev, matched, modelled
 
 
