@@ -171,7 +171,7 @@ def _union_in(tape, a, b):
 
 # ------------------------------------------------------------------------------------------ output stream
 # ``out`` is (buffer, count): borrowed int64 arrays, so passing it to a handler per record costs no reference
-# count (a typed List did: two atomic operations per call and per level of handler, a third of the pass's time at
+# count (a typed List did: two atomic operations per call and per level of handler, a quarter of the pass's time at
 # 1 M partitions).  Words past the buffer are counted, not written; the caller runs the pass again with room
 # for them (:func:`controller_core.kernels.invariants.check`).
 @njit(cache=True, inline="always")

@@ -35,15 +35,15 @@ def check(records: pa.Table, elr_override: bool | None = None, lay: layout.Layou
             lay.broker, lay.bints, lay.cfg, offsets, lay.part_topic, lay.part_id, lay.topic_p0, lay.topic_parts,
             lay.topic_parts_at, lay.broker_ids, lay.broker_slot_ids, lay.default_slot, lay.unclean_true, lay.n_names,
             lay.n_bslots, -1 if elr_override is None else int(elr_override))
-    # room for a few breaches per record (pages never written are never touched); a log breaching more runs the
-    # pass once more with room for exactly what it wrote
+    # room for a breach every other record or so (pages never written are never touched, but a host that does not
+    # overcommit memory counts them); a log breaching more runs the pass once more with room for all it wrote
     stream, words = K.check(*args, STREAM_WORDS_PER_RECORD * len(lay.kind) + STREAM_WORDS_MIN)
     if words > len(stream):
         stream, words = K.check(*args, int(words))
     return _Report(records, lay, offsets).read(stream)
 
 
-STREAM_WORDS_PER_RECORD, STREAM_WORDS_MIN = 16, 4096  # the breach stream's first buffer
+STREAM_WORDS_PER_RECORD, STREAM_WORDS_MIN = 4, 4096  # the breach stream's first buffer
 
 
 class _Payload:
