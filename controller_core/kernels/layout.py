@@ -128,7 +128,7 @@ def _unset(col, is_p: np.ndarray, p_fill: int, fill: int) -> np.ndarray:
     """An int32 field whose null reads ``p_fill`` in a PartitionRecord and ``fill`` elsewhere."""
     out = _ints(col, fill, np.int32)
     if col.null_count:
-        out[is_p & (out == fill) & ~_valid(col)] = p_fill
+        out[is_p & ~_valid(col)] = p_fill
     return out
 
 

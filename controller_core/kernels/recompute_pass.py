@@ -25,9 +25,9 @@ compares a broker id that may be -1 with the padded replicas.  A map broker id -
 read.  A record whose replicas repeat a broker or hold an id the map cannot index is not judged here: it is
 flagged, and the caller judges those (a log Kafka would not write) with the NumPy form.
 
-Written as one loop with no helper taking an array: numba counts references to every array a helper receives,
-and those atomic counts cost more than the judgement itself (three quarters of the loop's time when the set
-operations were helpers; kernels/borrow.py has the same story).  The layout rows are fetched ahead
+Written as one loop whose only helper taking arrays (``_positions``) gets borrowed views: numba counts references
+to every array a helper receives, and those atomic counts cost more than the judgement itself (three quarters of
+the loop's time when the set operations were helpers on owned arrays; kernels/borrow.py has the same story).  The layout rows are fetched ahead
 (:mod:`.prefetch`): the history comes grouped by partition, the layout in log order, and waiting for each row
 was half of what remained.
 """
@@ -38,6 +38,8 @@ from numba import njit
 
 from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip cache across jobs)
 from controller_core.image import MV_3_2_IV0, MV_3_6_IV0, NO_LEADER, RECOVERING
+from controller_core.kernels.borrow import borrow
+from controller_core.kernels.borrow import keep as hold  # (``keep`` is the election's name for the leader staying)
 from controller_core.kernels.layout import AD, E, I, K, R, RM
 from controller_core.kernels.prefetch import prefetch
 from controller_core.vector.recompute import (ALTER, FENCE, PREFERRED_ELECTION, UNCLEAN_ELECTION,
@@ -78,6 +80,23 @@ def _pos(single):
     return j
 
 
+@njit(cache=True, inline="always")
+def _positions(posof, vals, s, n):
+    """(the replica positions of the brokers in ``vals[s:s + n]``, every broker there (>= 0) is a replica), with
+    ``posof`` the record's map broker id -> replica position.  Callers pass borrowed views (kernels/borrow.py):
+    arrays with an owner would be reference-counted at every call."""
+    bits = _ZERO
+    within = True
+    for q in range(n):
+        x = vals[s + q]
+        j = posof[x] if 0 <= x < len(posof) else -1
+        if j >= 0:
+            bits |= _bit(j)
+        elif x >= 0:
+            within = False
+    return bits, within
+
+
 def recompute(prev, pos, width, *arrays):
     """:func:`_recompute` (see there) with every input array read-only and ``trig`` (written) as given: numba
     compiles one machine function per combination of array flags, and Arrow's buffers arrive read-only while
@@ -112,6 +131,7 @@ def _recompute(prev, pos, width, h_rep_off, h_rep_val, h_isr_off, h_isr_val, h_e
     # than the replicas (a longer one is not modelled, and left before the buffer is written)
     L = len(act_lut)  # broker ids the map indexes: 0 .. L-1
     posof = np.full(L, -1, np.int8)  # broker id -> replica position of the record at hand, -1 elsewhere
+    pmap, isr_vals, elr_vals, rec_vals = borrow(posof), borrow(h_isr_val), borrow(h_elr_val), borrow(tape)
     padded = _first(width)
     rs, w = 0, 0
     for i in range(n):
@@ -193,22 +213,9 @@ def _recompute(prev, pos, width, h_rep_off, h_rep_val, h_isr_off, h_isr_val, h_e
 
         # modelled: no reassignment or assignment field, the ISR and ELR within the replicas; their positions
         modelled = not other and adl == 0 and rml == 0 and not (isr_given and ril > width)
-        inPI = _ZERO
-        for q in range(pil):
-            x = h_isr_val[is_ + q]
-            j = posof[x] if 0 <= x < L else -1
-            if j >= 0:
-                inPI |= _bit(j)
-            elif x >= 0:
-                modelled = False
-        inPE = _ZERO
-        for q in range(pel):
-            x = h_elr_val[es + q]
-            j = posof[x] if 0 <= x < L else -1
-            if j >= 0:
-                inPE |= _bit(j)
-            elif x >= 0:
-                modelled = False
+        inPI, isr_within = _positions(pmap, isr_vals, is_, pil)
+        inPE, elr_within = _positions(pmap, elr_vals, es, pel)
+        modelled = modelled and isr_within and elr_within
         if not modelled:  # matched needs modelled: the rest of the judgement could not change the result
             continue
 
@@ -343,15 +350,7 @@ def _recompute(prev, pos, width, h_rep_off, h_rep_val, h_isr_off, h_isr_val, h_e
                     break
                 want = (ti[q] if q < tin else -1) if from_ti else (node if q == 0 else -1)
                 ok = (tape[ris + q] if q < ril else -1) == want
-        mask = _ZERO
-        rec_elr_known = True
-        for q in range(rel):
-            x = tape[res + q]
-            j = posof[x] if 0 <= x < L else -1
-            if j >= 0:
-                mask |= _bit(j)
-            elif x >= 0:
-                rec_elr_known = False
+        mask, rec_elr_known = _positions(pmap, rec_vals, res, rel)
         rec_elr_w = r_elr_ok and not (mask == inPE and pel > 0)
         ok = ok and rec_elr_w == elr_w and (not elr_w or mask == Eb)
         ok = ok and r_lke_ok == (lke_leader or lke_cleared)
@@ -361,6 +360,7 @@ def _recompute(prev, pos, width, h_rep_off, h_rep_val, h_isr_off, h_isr_val, h_e
         modelled = lkl_known and rec_elr_known
         matched[i] = ok and modelled
         modelled_out[i] = modelled
+    hold(posof)
     return matched, modelled_out, unjudged
 
 

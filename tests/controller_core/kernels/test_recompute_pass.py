@@ -87,27 +87,6 @@ def _kernel_args(cases, changes):
             np.arange(n, dtype=np.int64) * nb, np.arange(nb, dtype=np.int32))
 
 
-def _edits(rng, cases, truth, kind):
-    """vector/test_recompute.py's edits of the controller's own record (kind 0: none)."""
-    recs = []
-    for t, c in zip(truth, cases):
-        t = dict(t or {})
-        if kind == 1:
-            t["leader"] = rng.choice([-1, 1, 2, 3, 99])
-        elif kind == 2:
-            t["isr"] = rng.sample(c[0].replicas, rng.randint(0, len(c[0].replicas)))
-        elif kind == 3:
-            t["eligibleLeaderReplicas"] = rng.sample(c[0].replicas + [7], rng.randint(0, 2))
-        elif kind == 4:
-            t.pop("leader", None)
-            t["lastKnownElr"] = rng.choice([[], [c[0].replicas[0]]])
-            t["leaderRecoveryState"] = rng.choice([0, 1])
-        elif kind == 5:
-            t["replicas"] = list(c[0].replicas)
-        recs.append(t if kind == 0 or rng.random() < 0.7 else None)
-    return recs
-
-
 @pytest.mark.parametrize("seed", range(4))
 def test_the_loop_judges_every_record_as_the_numpy_builder(seed):
     rng = random.Random(2000 + seed)
@@ -115,7 +94,7 @@ def test_the_loop_judges_every_record_as_the_numpy_builder(seed):
     truth = [build(c[0], c[1]) for c in cases]
     matched_some = 0
     for kind in range(6):
-        recs = _edits(rng, cases, truth, kind)
+        recs = builder_tests.edits(rng, cases, truth, kind)
         before, rec, ctx = builder_tests._columns(cases, recs)
         trig = X._election_or_alter(ctx.trigger.astype(np.int8), rec)  # the elections explain tells apart
         ctx.trigger = trig.astype(np.int64)

@@ -110,6 +110,29 @@ def test_vectorized_builder_explains_exactly_what_the_scalar_builder_writes(seed
     assert not V.recompute(before, rec, ctx).matched.any()
 
 
+def edits(rng, cases, truth, kind: int) -> list:
+    """The controller's own records (``truth``), edited: kind 0 none, 1 another leader, 2 another ISR, 3 another ELR,
+    4 LastKnownElr / recovery state instead of the leader, 5 the replicas written too; 30 % of the edited records
+    left out (None)."""
+    recs = []
+    for t, c in zip(truth, cases):
+        t = dict(t or {})
+        if kind == 1:
+            t["leader"] = rng.choice([-1, 1, 2, 3, 99])
+        elif kind == 2:
+            t["isr"] = rng.sample(c[0].replicas, rng.randint(0, len(c[0].replicas)))
+        elif kind == 3:
+            t["eligibleLeaderReplicas"] = rng.sample(c[0].replicas + [7], rng.randint(0, 2))
+        elif kind == 4:
+            t.pop("leader", None)
+            t["lastKnownElr"] = rng.choice([[], [c[0].replicas[0]]])
+            t["leaderRecoveryState"] = rng.choice([0, 1])
+        elif kind == 5:
+            t["replicas"] = list(c[0].replicas)
+        recs.append(t if kind == 0 or rng.random() < 0.7 else None)
+    return recs
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_bitmask_and_matrix_paths_agree_on_perturbed_records(seed):
     """recompute() runs on replica-position bitmasks (up to 16 replicas) and falls back to padded
@@ -122,20 +145,7 @@ def test_bitmask_and_matrix_paths_agree_on_perturbed_records(seed):
     cases = [_random_case(rng) for _ in range(1500)]
     truth = [build(c[0], c[1]) for c in cases]
     for kind in range(5):
-        recs = []
-        for t, c in zip(truth, cases):
-            t = dict(t or {})
-            if kind == 1:
-                t["leader"] = rng.choice([-1, 1, 2, 3, 99])
-            elif kind == 2:
-                t["isr"] = rng.sample(c[0].replicas, rng.randint(0, len(c[0].replicas)))
-            elif kind == 3:
-                t["eligibleLeaderReplicas"] = rng.sample(c[0].replicas + [7], rng.randint(0, 2))
-            elif kind == 4:
-                t.pop("leader", None)
-                t["lastKnownElr"] = rng.choice([[], [c[0].replicas[0]]])
-                t["leaderRecoveryState"] = rng.choice([0, 1])
-            recs.append(t if kind == 0 or rng.random() < 0.7 else None)
+        recs = edits(rng, cases, truth, kind)
         before, rec, ctx = _columns(cases, recs)
         a, b = V._recompute_bits(before, rec, ctx), V._recompute_matrix(before, rec, ctx)
         assert (a.matched == b.matched).all() and (a.modelled == b.modelled).all()
