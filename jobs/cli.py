@@ -44,7 +44,14 @@ def _add_master(p):
                                     "spark-submit's --master, else spark.master of the config, else local[*])")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line.  ``command``: the one command about to run; the options of the commands defined in
+    their own modules are then added for it alone, so that ``decode`` does not import the audit, the copies'
+    comparison and the simulator to start (a fifth of its start-up).  None: every command's options."""
+    def options(p, name: str) -> None:
+        if command is None or command == name:
+            importlib.import_module(f"jobs.{_COMMANDS[name][0]}").add_arguments(p)
+
     ap = Parser(prog="kraft-audit", description="Offline auditor and forensic replayer for Kafka KRaft metadata logs")
     _add_debug(ap, False)
     sub = ap.add_subparsers(dest="command", required=True)
@@ -105,43 +112,34 @@ def build_parser() -> argparse.ArgumentParser:
     _add_master(p)
 
     p = sub.add_parser("audit", help="durability audit: violations, recovery candidates, exit code (no Spark)")
-    from jobs import audit
-    audit.add_arguments(p)
+    options(p, "audit")
 
     p = sub.add_parser("plan", help="election plans: kafka-leader-election / kafka-reassign-partitions files")
-    from jobs import plan
-    plan.add_arguments(p)
+    options(p, "plan")
 
     p = sub.add_parser("quality", help="Great Expectations data-quality checks on a cluster's bronze/silver tables")
-    from jobs import quality
-    quality.add_arguments(p)
+    options(p, "quality")
 
     p = sub.add_parser("collect-log-info", help="a broker's per-replica log info (KIP-966 GetReplicaLogInfo) "
                                                 "from its data directory")
-    from jobs import collect_log_info
-    collect_log_info.add_arguments(p)
+    options(p, "collect-log-info")
 
     p = sub.add_parser("timeline", help="a partition's or broker's history, one line per change (no Spark)")
-    from jobs import timeline
-    timeline.add_arguments(p)
+    options(p, "timeline")
 
     p = sub.add_parser("report", help="the audit as one self-contained HTML file: incidents, broker and partition "
                                       "timelines, plots, recovery (no Spark)")
-    from jobs import report
-    report.add_arguments(p)
+    options(p, "report")
 
     p = sub.add_parser("sql", help="SQL over every table of the lake, without Spark (DataFusion)")
-    from jobs import sql
-    sql.add_arguments(p)
+    options(p, "sql")
 
     p = sub.add_parser("compare-copies", help="several nodes' copies of one metadata log compared batch by batch "
                                               "(no Spark)")
-    from jobs import compare_copies
-    compare_copies.add_arguments(p)
+    options(p, "compare-copies")
 
     p = sub.add_parser("simulate", help="write a simulated cluster's data directory with planted incidents")
-    from jobs import simulate
-    simulate.add_arguments(p)
+    options(p, "simulate")
     # `kraft-audit audit ... --debug` works too; SUPPRESS keeps a global `--debug` before the command
     for p in sub.choices.values():
         _add_debug(p, argparse.SUPPRESS)
@@ -163,7 +161,9 @@ class _NoPandas:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)  # usage errors: one line, SystemExit(2)
+    words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
+    command = words[0] if words and words[0] in _COMMANDS else None  # (after a global --debug)
+    args = build_parser(command).parse_args(argv)  # usage errors: one line, SystemExit(2)
     if args.command not in LOG_ONLY or "pandas" in sys.modules:
         return _dispatch(args)
     blocker = _NoPandas()
