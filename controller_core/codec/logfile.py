@@ -601,7 +601,8 @@ def decode_window(buf, a: np.ndarray, batches: list[int], file: str, base: int, 
     chunk.type_id = type_id
 
     skip = scalar | outside
-    _decode_groups(chunk, a, type_code, version, bstart, r.vpos + np.maximum(r.vlen, 0), skip, type_id, ctl)
+    _decode_groups(chunk, a, type_code, version, bstart, r.vpos + np.maximum(r.vlen, 0), skip, type_id, ctl,
+                   compiled)
     scalar = skip & ~outside
     keep = ~outside
     for i in np.flatnonzero(outside).tolist():
@@ -707,11 +708,14 @@ def _message_framing(a: np.ndarray, ctl: np.ndarray, r: _Framing):
 
 
 def _decode_groups(chunk: DecodedChunk, a: np.ndarray, type_code, version, bstart, vend, scalar: np.ndarray,
-                   type_id=None, ctl=None) -> None:
+                   type_id=None, ctl=None, compiled: bool = False) -> None:
     """Decode the records of each (record type, version) at once into ``chunk.groups``; a record whose
     fields do not end where its value does is marked ``scalar``.  A version above the newest declared is
     read with the newest declared layout (README "Newer Kafka"); a record of an undeclared type
-    (``UNKNOWN_CODE``) becomes a group of its type number and value bytes."""
+    (``UNKNOWN_CODE``) becomes a group of its type number and value bytes.  ``compiled``: the groups of flat
+    record types are decoded by the compiled loop of codec/flat.py (same columns; numba is loaded anyway)."""
+    if compiled:
+        from controller_core.codec import flat
     keys = type_code * 256 + np.clip(version, 0, 255)
     for key in np.unique(keys[~scalar]).tolist():
         rows = np.flatnonzero((keys == key) & ~scalar)
@@ -735,6 +739,11 @@ def _decode_groups(chunk: DecodedChunk, a: np.ndarray, type_code, version, bstar
             scalar[rows] = True
             continue
         layout = newest_layout(rdef, v)
+        pl = flat.plan(rdef, layout) if compiled and len(rows) >= flat.MIN_ROWS else None
+        cols = None if pl is None else flat.decode(a, bstart[rows], vend[rows], pl)
+        if cols is not None:  # every body plainly regular: the compiled loop's columns
+            chunk.groups.append(Group(rdef, v, rows, cols, layout))
+            continue
         cur = V.Cursor(a, bstart[rows].copy(), vend[rows], np.ones(len(rows), bool))
         unknown: list = []
         cols = V.decode_struct(cur, rdef.fields, layout, unknown)

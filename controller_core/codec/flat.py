@@ -1,0 +1,228 @@
+"""Compiled body decoding of the flat record types: one loop over a group's records instead of one
+NumPy pass per field.
+
+Most of a metadata log is PartitionChangeRecords, PartitionRecords, TopicRecords, ConfigRecords and
+broker fences: bodies of fixed-width scalars, strings and arrays of fixed-width elements, plus a tagged
+section of the same.  For a group of such records (one type and version, see ``logfile._decode_groups``)
+:func:`_locate` walks every body once, field by field as the declaration says, and writes where each
+field's value starts and its length (string bytes, array elements; -1 for null).  The Arrow columns are
+then a handful of whole-array gathers per field (:func:`decode`), the same ones :mod:`.vector` makes.
+
+The output equals :func:`controller_core.codec.vector.decode_struct` column for column (tests/codec
+compare them on every log they read).  Anything the loop does not take as plainly regular -- a body that
+does not parse or does not end where the value does, a string beyond ASCII (UTF-8 is checked by the NumPy
+path), a tagged field the declaration does not have -- makes :func:`decode` answer None, and the caller
+decodes that group the NumPy way, which names every error as before.  Nested structs (broker endpoints,
+LeaderChange voters) are not flat and always take the NumPy path.
+
+``@njit(cache=True)``: loaded from numba's cache; a group smaller than :data:`MIN_ROWS` never calls it, so
+a tiny log's command does not pay the cache load.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+import pyarrow as pa
+from numba import njit
+
+from controller_core.codec import vector as V
+from controller_core.codec.arrowutil import from_numpy
+from controller_core.codec.walk import _compact_len, _uvarint, helper
+
+MIN_ROWS = 64  # below this the NumPy path's few passes cost less than loading the compiled loop
+
+# One row per field of a plan: its kind, output column, fixed width (element width of an array), whether
+# it may be null, whether it is a string (ASCII-checked), its tag (-1: not tagged) and, for a tagged
+# string or array, the length an absent field gets (-1: null, its default; 0: empty).
+K_FIXED, K_STRING, K_ARRAY = 0, 1, 2
+P_KIND, P_COL, P_WIDTH, P_NULLABLE, P_IS_STRING, P_TAG, P_ABSENT = range(7)
+P_WIDE = 7
+
+# Status of a record after the loop (any but FINE sends its group to the NumPy path).
+FINE, IRREGULAR, NOT_ASCII, UNKNOWN_TAG = 0, 1, 2, 3
+
+_WIDTH = {"int8": 1, "int16": 2, "uint16": 2, "int32": 4, "int64": 8, "float64": 8, "bool": 1, "uuid": 16}
+
+
+class Plan:
+    """The fields of one (record type, layout version) in declaration order, and the int32 rows the loop
+    reads (untagged fields first, in order, then the tagged ones by tag)."""
+
+    def __init__(self, fields: list, rows: np.ndarray):
+        self.fields = fields  # (Field, column, tagged) in declaration order
+        self.rows = rows
+
+
+@lru_cache(maxsize=None)
+def plan(rdef, version: int) -> Plan | None:
+    """The plan of ``rdef`` at layout ``version``, or None when a field is not flat (a struct, an array of
+    strings or structs, a tagged uuid or bytes, a tagged string with a non-empty default)."""
+    fields, untagged, tagged = [], [], []
+    for f in rdef.fields:
+        if not f.present_in(version):
+            continue
+        col = len(fields)
+        is_tagged = f.is_tagged_in(version)
+        row = _row(f, version, col, is_tagged)
+        if row is None:
+            return None
+        fields.append((f, col, is_tagged))
+        (tagged if is_tagged else untagged).append(row)
+    tagged.sort(key=lambda r: r[P_TAG])
+    rows = np.array(untagged + tagged, np.int32).reshape(-1, P_WIDE)
+    return Plan(fields, rows)
+
+
+def _row(f, version: int, col: int, is_tagged: bool) -> list[int] | None:
+    et = f.element_type
+    nullable = int(f.is_nullable_in(version))
+    tag = f.tag if is_tagged else -1
+    if f.is_struct:
+        return None
+    if f.is_array:
+        if et not in _WIDTH:
+            return None
+        absent = -1 if f.default_value() is None else 0
+        return [K_ARRAY, col, _WIDTH[et], nullable, 0, tag, absent]
+    if et in ("string", "bytes"):
+        if is_tagged and (et == "bytes" or f.default_value() not in (None, "")):
+            return None
+        absent = -1 if f.default_value() is None else 0
+        return [K_STRING, col, 0, nullable, int(et == "string"), tag, absent]
+    if et not in _WIDTH or (is_tagged and et == "uuid"):
+        return None
+    return [K_FIXED, col, _WIDTH[et], 0, 0, tag, 0]
+
+
+@helper
+def _field(a, p, limit, rows, r, pos, cnt, i):
+    """Read field row ``r`` of record ``i`` at ``p`` (not past ``limit``): its value's position and length
+    into pos/cnt; returns the position after it, -1 if irregular, -2 for a string beyond ASCII."""
+    kind = rows[r, P_KIND]
+    col = rows[r, P_COL]
+    if kind == K_FIXED:
+        w = rows[r, P_WIDTH]
+        if p + w > limit:
+            return np.int64(-1)
+        pos[col, i] = p
+        cnt[col, i] = 1
+        return p + w
+    n, q = _compact_len(a, p, limit, rows[r, P_NULLABLE] != 0)
+    if q < 0:
+        return np.int64(-1)
+    pos[col, i] = q
+    cnt[col, i] = n
+    if n <= 0:
+        return q
+    if kind == K_STRING:
+        if rows[r, P_IS_STRING] != 0:
+            for k in range(q, q + n):
+                if a[k] >= 0x80:
+                    return np.int64(-2)
+        return q + n
+    end = q + n * rows[r, P_WIDTH]
+    if end > limit:
+        return np.int64(-1)
+    return end
+
+
+@njit(cache=True, nogil=True)
+def _locate(a, starts, ends, rows, n_untagged, pos, cnt, status):
+    """Every record's fields located (see the module docstring); status per record."""
+    n_rows = rows.shape[0]
+    for i in range(len(starts)):
+        p = starts[i]
+        limit = ends[i]
+        for r in range(n_untagged, n_rows):  # tagged fields start absent
+            pos[rows[r, P_COL], i] = 0
+            cnt[rows[r, P_COL], i] = rows[r, P_ABSENT] if rows[r, P_KIND] != K_FIXED else 0
+        st = FINE
+        for r in range(n_untagged):
+            p = _field(a, p, limit, rows, r, pos, cnt, i)
+            if p < 0:
+                break
+        if p >= 0:
+            ntags, p = _uvarint(a, p, limit, 5)
+            last = np.int64(-1)
+            for _ in range(ntags if p >= 0 else 0):
+                tag, p = _uvarint(a, p, limit, 5)
+                if p < 0:
+                    break
+                size, p = _uvarint(a, p, limit, 5)
+                if p < 0 or tag <= last or size > limit - p:
+                    p = np.int64(-1)
+                    break
+                last = tag
+                found = -1
+                for r in range(n_untagged, n_rows):
+                    if rows[r, P_TAG] == tag:
+                        found = r
+                if found < 0:
+                    st = UNKNOWN_TAG
+                    p += size
+                    continue
+                q = _field(a, p, p + size, rows, found, pos, cnt, i)
+                if q == -2:
+                    p = q
+                    break
+                if q != p + size:
+                    p = np.int64(-1)
+                    break
+                p = q
+        if p == -2:
+            st = NOT_ASCII
+        elif p != limit:
+            st = IRREGULAR
+        status[i] = st
+
+
+def decode(a: np.ndarray, starts: np.ndarray, ends: np.ndarray, pl: Plan) -> dict[str, pa.Array] | None:
+    """The columns of a group whose bodies span a[starts[i]:ends[i]] (``a`` padded as vector.padded does),
+    keyed by Kafka JSON name in declaration order -- or None when any record is not plainly regular."""
+    n = len(starts)
+    ncols = len(pl.fields)
+    pos = np.empty((ncols, n), np.int64)
+    cnt = np.empty((ncols, n), np.int64)
+    status = np.empty(n, np.uint8)
+    n_untagged = sum(1 for _, _, t in pl.fields if not t)
+    _locate(a, np.ascontiguousarray(starts, np.int64), np.ascontiguousarray(ends, np.int64), pl.rows, n_untagged,
+            pos, cnt, status)
+    if status.any():
+        return None
+    return {f.json_name: _column(a, f, pos[col], cnt[col], tagged) for f, col, tagged in pl.fields}
+
+
+def _column(a: np.ndarray, f, pos: np.ndarray, cnt: np.ndarray, tagged: bool) -> pa.Array:
+    et = f.element_type
+    n = len(pos)
+    if f.is_array:
+        valid = cnt >= 0
+        counts = np.maximum(cnt, 0)
+        offsets = np.zeros(n + 1, np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        w = _WIDTH[et]
+        epos = np.repeat(pos - offsets[:-1] * w, counts) + np.arange(int(offsets[-1])) * w
+        values = _fixed_values(a, epos, et)
+        return pa.ListArray.from_arrays(from_numpy(offsets.astype(np.int32)), values,
+                                        mask=None if valid.all() else from_numpy(~valid))
+    if et in ("string", "bytes"):
+        valid = cnt >= 0
+        data, offsets = V.gather_ranges(a, pos, np.maximum(cnt, 0))
+        return pa.Array.from_buffers(V._ARROW[et], n, [V._validity(valid), pa.py_buffer(offsets), pa.py_buffer(data)])
+    if not tagged:
+        return _fixed_values(a, pos, et)
+    present = cnt == 1  # an absent tagged field reads position 0: replaced by the default below
+    values = _fixed_values(a, pos, et)
+    if present.all():
+        return values
+    v = values.to_numpy(zero_copy_only=False)
+    return from_numpy(np.where(present, v, np.asarray(f.default_value(), v.dtype)))
+
+
+def _fixed_values(a: np.ndarray, p: np.ndarray, et: str) -> pa.Array:
+    if et == "uuid":
+        return V.uuid_array(V.fixed(a, p, 16))
+    if et == "bool":
+        return from_numpy(a[p] != 0)
+    return from_numpy(V.be(a, p, et))
