@@ -13,6 +13,8 @@ _TYPES = {np.dtype(np.int8): pa.int8(), np.dtype(np.int16): pa.int16(), np.dtype
           np.dtype(np.int64): pa.int64(), np.dtype(np.uint8): pa.uint8(), np.dtype(np.uint16): pa.uint16(),
           np.dtype(np.uint32): pa.uint32(), np.dtype(np.uint64): pa.uint64(), np.dtype(np.float64): pa.float64()}
 
+NUMPY_TYPES = {t: d for d, t in _TYPES.items()}  # (DataType.to_pandas_dtype would import pandas)
+
 
 def from_numpy(arr: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
     """A non-null (or ``valid``-masked) Arrow array over a 1-D NumPy array."""

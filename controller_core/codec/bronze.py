@@ -13,9 +13,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from controller_core.codec.arrowutil import from_numpy, repeat_str, strings
+from controller_core.codec.arrowutil import NUMPY_TYPES, from_numpy, repeat_str, strings
 from controller_core.codec.jsonwrite import chunk_json
-from controller_core.codec.logfile import TYPE_NAMES, DecodedChunk, Quarantine
+from controller_core.codec.logfile import TYPE_NAMES, DecodedChunk, Quarantine, distinct
 from controller_core.records import UNKNOWN_RECORD_TYPE as UNKNOWN_RECORD
 
 INT_LIST = pa.list_(pa.int32())
@@ -181,9 +181,11 @@ def records_table(chunk: DecodedChunk, cluster: str, source_file: str, source_ki
                 arr = get(g.columns) if get else None
             typed[f.name].append(None if arr is None else arr.cast(f.type))
     place = _Placement(order, n)
-    present = np.unique(chunk.type_code)
+    present = distinct(chunk.type_code)
     type_names = strings([TYPE_NAMES[int(c)] for c in present])
-    codes = np.searchsorted(present, chunk.type_code)
+    lookup = np.zeros(int(present[-1] - present[0]) + 1, np.int32)
+    lookup[present - present[0]] = np.arange(len(present), dtype=np.int32)
+    codes = lookup[chunk.type_code - present[0]]
     columns = {
         "cluster": repeat_str(cluster, n),
         "source_file": repeat_str(source_file, n),
@@ -220,6 +222,8 @@ class _Placement:
         held = [k for k, arr in enumerate(pieces) if arr is not None]
         if not held:
             return pa.nulls(self.n, typ)
+        if pa.types.is_integer(typ) or pa.types.is_boolean(typ):
+            return self._scatter([(self.order[k], pieces[k]) for k in held], typ)
         if len(held) == 1:
             k = held[0]
             if k not in self._index:
@@ -233,6 +237,18 @@ class _Placement:
             self._inverse = from_numpy(inverse)
         return pa.concat_arrays([pa.nulls(len(self.order[k]), typ) if arr is None else arr
                                  for k, arr in enumerate(pieces)]).take(self._inverse)
+
+    def _scatter(self, held: list, typ: pa.DataType) -> pa.Array:
+        """A fixed-width column: each group's values written at its rows of one NumPy array (an Arrow take
+        with a null index costs several times as much); rows no group holds are null."""
+        dtype = np.dtype(bool) if pa.types.is_boolean(typ) else NUMPY_TYPES[typ]
+        out = np.zeros(self.n, dtype)
+        valid = np.zeros(self.n, bool)
+        for rows, arr in held:
+            out[rows] = arr.to_numpy(zero_copy_only=False) if arr.null_count == 0 else \
+                arr.fill_null(False if dtype == bool else 0).to_numpy(zero_copy_only=False)
+            valid[rows] = True if arr.null_count == 0 else arr.is_valid().to_numpy(zero_copy_only=False)
+        return from_numpy(out, valid)
 
     def _group_index(self, rows: np.ndarray) -> pa.Array | None:
         if len(rows) == self.n and (rows[1:] > rows[:-1]).all():

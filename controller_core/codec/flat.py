@@ -177,6 +177,20 @@ def _locate(a, starts, ends, rows, n_untagged, pos, cnt, status):
         status[i] = st
 
 
+@njit(cache=True, nogil=True)
+def _elements(a, pos, cnt, width, out):
+    """The bytes of every record's array elements (``cnt`` of ``width`` bytes at ``pos``; none when null)
+    one after the other into ``out``: an array's elements lie together, so this is a copy per record."""
+    o = 0
+    for i in range(len(pos)):
+        m = cnt[i] * width
+        if m > 0:
+            p = pos[i] - o
+            for k in range(o, o + m):  # (a byte loop: slicing costs more than the few bytes it copies)
+                out[k] = a[p + k]
+            o += m
+
+
 def decode(a: np.ndarray, starts: np.ndarray, ends: np.ndarray, pl: Plan) -> dict[str, pa.Array] | None:
     """The columns of a group whose bodies span a[starts[i]:ends[i]] (``a`` padded as vector.padded does),
     keyed by Kafka JSON name in declaration order -- or None when any record is not plainly regular."""
@@ -202,8 +216,10 @@ def _column(a: np.ndarray, f, pos: np.ndarray, cnt: np.ndarray, tagged: bool) ->
         offsets = np.zeros(n + 1, np.int64)
         np.cumsum(counts, out=offsets[1:])
         w = _WIDTH[et]
-        epos = np.repeat(pos - offsets[:-1] * w, counts) + np.arange(int(offsets[-1])) * w
-        values = _fixed_values(a, epos, et)
+        raw = np.empty(int(offsets[-1]) * w + V.PAD, np.uint8)
+        _elements(a, pos, cnt, w, raw)
+        values = _fixed_values(raw, np.arange(int(offsets[-1])) * w, et) if et not in ("int32", "uuid") else \
+            _packed_values(raw, int(offsets[-1]), et)
         return pa.ListArray.from_arrays(from_numpy(offsets.astype(np.int32)), values,
                                         mask=None if valid.all() else from_numpy(~valid))
     if et in ("string", "bytes"):
@@ -218,6 +234,13 @@ def _column(a: np.ndarray, f, pos: np.ndarray, cnt: np.ndarray, tagged: bool) ->
         return values
     v = values.to_numpy(zero_copy_only=False)
     return from_numpy(np.where(present, v, np.asarray(f.default_value(), v.dtype)))
+
+
+def _packed_values(raw: np.ndarray, n: int, et: str) -> pa.Array:
+    """int32 or uuid values packed one after the other in ``raw``."""
+    if et == "uuid":
+        return V.uuid_array(raw[:n * 16].reshape(n, 16))
+    return from_numpy(raw[:n * 4].view(">i4").astype(np.int32))
 
 
 def _fixed_values(a: np.ndarray, p: np.ndarray, et: str) -> pa.Array:
