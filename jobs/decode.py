@@ -23,11 +23,14 @@ import pyarrow.compute as pc
 
 from controller_core.codec.bronze import NewerKafka, chunk_has_newer, records_table
 from controller_core.codec.jsonout import choose, concat
+from controller_core.codec.jsonwrite import record_lines
 from controller_core.codec.logfile import TYPE_NAMES, DecodedChunk, iter_chunks
 from controller_core.logdir import expand
 
 
 def _lines(table: pa.Table, file: str) -> pa.Array:
+    """The JSON Lines of bronze rows with Arrow string kernels: the reference of the compiled writer
+    (codec/jsonwrite.record_lines, which decode uses; the tests hold them byte for byte equal)."""
     c = table.column
     s = pa.string()
     tags = c("unknown_tagged_fields").combine_chunks()
@@ -112,7 +115,8 @@ def run(paths: list[str], summary: bool = False, strict: bool = False, out=None,
                 table = records_table(chunk, "", lf.label, lf.kind)
                 if has_newer:
                     newer.add(table)
-                _write(out, _utf8(_lines(table, name)))
+                raw = record_lines(table, json.dumps(name, ensure_ascii=False))
+                _write(out, memoryview(raw) if raw is not None else _utf8(_lines(table, name)))
         failed |= bool(errors)
         if summary:
             out.write(json.dumps({"file": name, "batches": batches, "records": records,

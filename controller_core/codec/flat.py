@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 from numba import njit
 
+from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip cache across jobs)
 from controller_core.codec import vector as V
 from controller_core.codec.arrowutil import from_numpy
 from controller_core.codec.walk import _compact_len, _uvarint, helper

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip cache across jobs)
 from controller_core.codec.batch import METADATA_FRAME_VERSION
 from controller_core.codec.walk import CONTROL_CODE_BASE, _be16, _be32, _be64, _zigzag, helper
 

@@ -21,6 +21,7 @@ from numba import njit
 
 from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip cache across jobs)
 from controller_core.codec import jsonout
+from controller_core.codec.wordcopy import copy_bytes
 from controller_core.kernels.borrow import borrow
 
 INTS = ("int8", "int16", "uint16", "int32", "int64")
@@ -147,10 +148,8 @@ def _digits(v):
 
 @njit(cache=True, inline="always")
 def _copy(out, pos, src, s, e):
-    """src[s:e] to out at pos (a loop: numba's slice assignment first checks the two for overlap)."""
-    for q in range(e - s):
-        out[pos + q] = src[s + q]
-    return pos + e - s
+    """src[s:e] to out at pos (words, then bytes: numba's slice assignment first checks the two for overlap)."""
+    return copy_bytes(out, pos, src, s, e)
 
 
 @njit(cache=True)
@@ -370,3 +369,89 @@ def _written(sizes: np.ndarray, packed: list) -> pa.Array:
     if offsets[-1] < 2 ** 31:
         return pa.StringArray.from_buffers(n, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(out))
     return pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(out))
+
+
+# ------------------------------------------------------------------------------------ decode's lines
+# The pieces of text around the values of one ``kraft-audit decode`` line, in order (one array: global arrays
+# are constants to numba): offset, type, version, data, [unknownTaggedFields], file, position, batchBaseOffset,
+# batchTimestamp, batchLeaderEpoch, control.
+_LINE_PIECES = (b'{"offset":', b',"type":"', b'","version":', b',"data":', b',"unknownTaggedFields":', b',"file":',
+                b',"position":', b',"batchBaseOffset":', b',"batchTimestamp":', b',"batchLeaderEpoch":', b',"control":',
+                b"}\n")
+_LINE_TEXT = np.frombuffer(b"".join(_LINE_PIECES), np.uint8).copy()
+_LINE_AT = np.cumsum([0] + [len(p) for p in _LINE_PIECES]).astype(np.int64)
+(L_OFFSET, L_TYPE, L_VERSION, L_DATA, L_TAGS, L_FILE, L_POSITION, L_BASE, L_BATCH_TS, L_EPOCH, L_CONTROL,
+ L_END) = range(12)
+# integer columns of a line, in the order they are written
+LINE_INTS = ("offset", "record_version", "position", "batch_base_offset", "batch_timestamp", "batch_leader_epoch")
+
+
+@njit(cache=True, inline="always")
+def _piece(out, pos, k):
+    return _copy(out, pos, _LINE_TEXT, _LINE_AT[k], _LINE_AT[k + 1])
+
+
+@njit(cache=True)
+def _line_sizes(sizes, ints, ctl, t_off, d_off, u_off, u_valid, file_len):
+    fixed = _LINE_AT[L_END + 1] - _LINE_AT[L_TAGS + 1] + _LINE_AT[L_TAGS] + file_len  # all but the tags' key
+    for i in range(len(sizes)):
+        s = fixed + (t_off[i + 1] - t_off[i]) + (d_off[i + 1] - d_off[i]) + (4 if ctl[i] else 5)
+        for c in range(ints.shape[1]):
+            s += _int_size(ints[i, c])
+        if u_valid[i]:
+            s += _LINE_AT[L_TAGS + 1] - _LINE_AT[L_TAGS] + u_off[i + 1] - u_off[i]
+        sizes[i] = s
+
+
+@njit(cache=True)
+def _put_lines(out, ints, ctl, t_off, t_data, d_off, d_data, u_off, u_data, u_valid, file_text):
+    pos = 0
+    for i in range(len(ctl)):
+        pos = _piece(out, pos, L_OFFSET)
+        pos = _put_int(out, pos, ints[i, 0])
+        pos = _piece(out, pos, L_TYPE)
+        pos = _copy(out, pos, t_data, t_off[i], t_off[i + 1])
+        pos = _piece(out, pos, L_VERSION)
+        pos = _put_int(out, pos, ints[i, 1])
+        pos = _piece(out, pos, L_DATA)
+        pos = _copy(out, pos, d_data, d_off[i], d_off[i + 1])
+        if u_valid[i]:
+            pos = _piece(out, pos, L_TAGS)
+            pos = _copy(out, pos, u_data, u_off[i], u_off[i + 1])
+        pos = _piece(out, pos, L_FILE)
+        pos = _copy(out, pos, file_text, 0, len(file_text))
+        for c, k in ((2, L_POSITION), (3, L_BASE), (4, L_BATCH_TS), (5, L_EPOCH)):
+            pos = _piece(out, pos, k)
+            pos = _put_int(out, pos, ints[i, c])
+        pos = _piece(out, pos, L_CONTROL)
+        pos = _copy(out, pos, _TRUE, 0, 4) if ctl[i] else _copy(out, pos, _FALSE, 0, 5)
+        pos = _piece(out, pos, L_END)
+    return pos
+
+
+def record_lines(table: pa.Table, file_json: str) -> np.ndarray | None:
+    """``kraft-audit decode``'s JSON Lines of bronze rows (offset, type, version, data, unknownTaggedFields when
+    present, file, position, batch fields, control) as one UTF-8 byte array; ``file_json`` is the file's name
+    as a JSON string.  None when a row has no ``data_json`` (the caller's Arrow reference then decides)."""
+    n = table.num_rows
+    col = lambda name: table.column(name).combine_chunks()  # noqa: E731
+    data = col("data_json")
+    if data.null_count:
+        return None
+    ints = np.empty((n, len(LINE_INTS)), np.int64)
+    for c, name in enumerate(LINE_INTS):
+        a = col(name)
+        ints[:, c] = (a.cast(pa.int64()) if pa.types.is_timestamp(a.type) else a).to_numpy(zero_copy_only=False)
+    ctl = np.asarray(col("is_control").to_numpy(zero_copy_only=False), np.uint8)
+    t_off, t_data = _string_parts(col("record_type"))
+    d_off, d_data = _string_parts(data)
+    tags = col("unknown_tagged_fields")
+    u_off, u_data = _string_parts(tags)
+    u_valid = _valid(tags, n) if tags.null_count < n else np.zeros(n, np.uint8)
+    file_text = np.frombuffer(file_json.encode("utf-8"), np.uint8)
+    sizes = np.empty(n, np.int64)
+    _line_sizes(sizes, ints, ctl, t_off, d_off, u_off, u_valid, len(file_text))
+    out = np.empty(int(sizes.sum()), np.uint8)
+    end = _put_lines(out, ints, ctl, t_off, t_data, d_off, d_data, u_off, u_data, u_valid, file_text)
+    assert end == len(out)
+    return out

@@ -38,6 +38,7 @@ from numba.core import config
 from numba.core.extending import intrinsic
 
 from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip cache across jobs)
+from controller_core.codec.wordcopy import load_u64le
 from controller_core.records import BY_API_KEY, BY_CONTROL_TYPE
 
 # The functions the kernels call, record by record.  ``_nrt=False``: they take arrays but never
@@ -165,30 +166,13 @@ def _sse42_crc8(typingctx, crc, byte):
     return sig, codegen
 
 
-@intrinsic
-def _load_u64le(typingctx, arr, idx):
-    """Eight bytes of a uint8 array at any (unaligned) index as one little-endian load."""
-    if not (isinstance(arr, types.Array) and arr.dtype == types.uint8 and isinstance(idx, types.Integer)):
-        return None
-    sig = types.uint64(arr, idx)
-
-    def codegen(context, builder, signature, args):
-        from llvmlite import ir
-
-        ary = context.make_array(signature.args[0])(context, builder, args[0])
-        ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), ir.IntType(64).as_pointer())
-        return builder.load(ptr, align=1)
-
-    return sig, codegen
-
-
 @helper
 def crc32c_hw(a, start, end):
     """CRC32C of a[start:end] with the CPU's crc32 instruction (only call when HAS_SSE42)."""
     c = np.uint64(0xFFFFFFFF)
     i = start
     while i + 8 <= end:
-        c = _sse42_crc64(c, _load_u64le(a, i))
+        c = _sse42_crc64(c, load_u64le(a, i))
         i += 8
     c32 = np.uint32(c)
     while i < end:
@@ -223,10 +207,10 @@ def first_bad_crc(a, bpos, n):
             s0, s1, s2, s3 = start[0], start[1], start[2], start[3]
             for w in range(words):
                 o = 8 * w
-                c0 = _sse42_crc64(c0, _load_u64le(a, s0 + o))
-                c1 = _sse42_crc64(c1, _load_u64le(a, s1 + o))
-                c2 = _sse42_crc64(c2, _load_u64le(a, s2 + o))
-                c3 = _sse42_crc64(c3, _load_u64le(a, s3 + o))
+                c0 = _sse42_crc64(c0, load_u64le(a, s0 + o))
+                c1 = _sse42_crc64(c1, load_u64le(a, s1 + o))
+                c2 = _sse42_crc64(c2, load_u64le(a, s2 + o))
+                c3 = _sse42_crc64(c3, load_u64le(a, s3 + o))
             state[0], state[1], state[2], state[3] = c0, c1, c2, c3
             for j in range(4):
                 start[j] += 8 * words
@@ -234,7 +218,7 @@ def first_bad_crc(a, bpos, n):
             c = state[j]
             i = start[j]
             while i + 8 <= stop[j]:
-                c = _sse42_crc64(c, _load_u64le(a, i))
+                c = _sse42_crc64(c, load_u64le(a, i))
                 i += 8
             c32 = np.uint32(c)
             while i < stop[j]:

@@ -92,13 +92,23 @@ def test_runs_as_plain_python_without_the_jit():
                else 0)
     code = ("import json, sys; from controller_core.codec.logfile import iter_chunks; "
             "from controller_core.codec.jsonwrite import chunk_json; "
-            "print(json.dumps([chunk_json(c.groups, len(c)).to_pylist() for c in iter_chunks(sys.argv[1])]))")
+            "from controller_core.codec.bronze import records_table; "
+            "from controller_core.codec.jsonwrite import record_lines; "
+            "print(json.dumps([chunk_json(c.groups, len(c)).to_pylist() for c in iter_chunks(sys.argv[1])])); "
+            "print(json.dumps([record_lines(records_table(c, '', 'f', 'segment'), '\"f\"').tobytes().decode() "
+            "for c in iter_chunks(sys.argv[1])]))")
     env = dict(os.environ, NUMBA_DISABLE_JIT="1", PYTHONPATH=f"{ROOT}{os.pathsep}{ROOT / 'tests'}")
     res = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env,
                          check=True, timeout=300)
     want = [chunk_json(c.groups, len(c)).to_pylist() for c in iter_chunks(str(path))]
     assert sum(map(len, want)) > 100
-    assert json.loads(res.stdout) == want
+    texts, lines = res.stdout.splitlines()
+    assert json.loads(texts) == want
+    from controller_core.codec.bronze import records_table
+    from controller_core.codec.jsonwrite import record_lines
+
+    assert json.loads(lines) == [record_lines(records_table(c, "", "f", "segment"), '"f"').tobytes().decode()
+                                 for c in iter_chunks(str(path))]
 
 
 def test_sliced_columns_and_empty_and_null_lists(tmp_path):
@@ -119,3 +129,47 @@ def test_sliced_columns_and_empty_and_null_lists(tmp_path):
     got = chunk_json([g], 6).to_pylist()
     assert got == want.to_pylist()
     assert [json.loads(t)["partitionId"] for t in got] == list(range(3, 9))
+
+
+# ------------------------------------------------------------------------------ decode's JSON Lines
+def _lines_both(path: Path, name: str) -> int:
+    """decode's lines of ``path`` from the compiled writer and from the Arrow reference (jobs/decode._lines)."""
+    from controller_core.codec.bronze import records_table
+    from controller_core.codec.jsonwrite import record_lines
+    from jobs.decode import _lines, _utf8
+
+    n = 0
+    for chunk in iter_chunks(str(path)):
+        table = records_table(chunk, "", "f", "segment")
+        got = record_lines(table, json.dumps(name, ensure_ascii=False))
+        assert got is not None and got.tobytes() == bytes(_utf8(_lines(table, name))), path
+        n += len(chunk)
+    return n
+
+
+def test_decode_lines_equal_the_arrow_reference_on_every_real_log():
+    assert sum(_lines_both(p, str(p)) for p in REAL) > 100_000
+
+
+def test_decode_lines_with_unknown_tags_odd_file_names_and_extremes(tmp_path):
+    from controller_core.codec import batch as B
+    from controller_core.codec.message import encode_body
+    from controller_core.records import BY_TYPE_NAME
+
+    rdef = BY_TYPE_NAME["PARTITION_CHANGE_RECORD"]
+    tagged = encode_body(rdef.fields, 0, {"partitionId": 1, "topicId": "AAAAAAAAAAAAAAAAAAAAAQ"}, extra_tags={9: b"\x05"})
+    raw = (encode_batch(2 ** 62, [("TOPIC_RECORD", 0, {"name": 'é"\\', "topicId": "AAAAAAAAAAAAAAAAAAAAAQ"}),
+                                  ("NO_OP_RECORD", 0, {})], leader_epoch=-1)
+           + B.encode_batch(2 ** 62 + 2, [B.raw_record(rdef.api_key, 0, tagged)]))
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(raw)
+    assert _lines_both(path, 'dir/ö "q"\\x.log') == 3
+    from controller_core.codec.bronze import records_table
+    from controller_core.codec.jsonwrite import record_lines
+
+    table = records_table(next(iter_chunks(str(path))), "", "f", "segment")
+    lines = [json.loads(x) for x in record_lines(table, json.dumps("f")).tobytes().decode().splitlines()]
+    assert [x["offset"] for x in lines] == [2 ** 62, 2 ** 62 + 1, 2 ** 62 + 2]
+    assert lines[0]["batchLeaderEpoch"] == -1 and lines[0]["data"]["name"] == 'é"\\'
+    assert "unknownTaggedFields" not in lines[0]
+    assert lines[2]["unknownTaggedFields"] == [{"tag": 9, "data": "BQ=="}]
