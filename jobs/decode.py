@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from controller_core.codec.bronze import NewerKafka, chunk_has_newer, records_table
 from controller_core.codec.jsonout import choose, concat
 from controller_core.codec.jsonwrite import record_lines
-from controller_core.codec.logfile import TYPE_NAMES, DecodedChunk, iter_chunks
+from controller_core.codec.logfile import COMPILED_MIN_RECORDS, TYPE_NAMES, DecodedChunk, iter_chunks
 from controller_core.logdir import expand
 
 
@@ -115,7 +115,9 @@ def run(paths: list[str], summary: bool = False, strict: bool = False, out=None,
                 table = records_table(chunk, "", lf.label, lf.kind)
                 if has_newer:
                     newer.add(table)
-                raw = record_lines(table, json.dumps(name, ensure_ascii=False))
+                # (a few lines: the Arrow kernels, cheaper than loading the compiled writer from numba's cache)
+                raw = (record_lines(table, json.dumps(name, ensure_ascii=False))
+                       if len(table) >= COMPILED_MIN_RECORDS else None)
                 _write(out, memoryview(raw) if raw is not None else _utf8(_lines(table, name)))
         failed |= bool(errors)
         if summary:

@@ -15,8 +15,8 @@ path), a tagged field the declaration does not have -- makes :func:`decode` answ
 decodes that group the NumPy way, which names every error as before.  Nested structs (broker endpoints,
 LeaderChange voters) are not flat and always take the NumPy path.
 
-``@njit(cache=True)``: loaded from numba's cache; a group smaller than :data:`MIN_ROWS` never calls it, so
-a tiny log's command does not pay the cache load.
+``@njit(cache=True)``: loaded from numba's cache; a group smaller than ``logfile.COMPILED_MIN_RECORDS`` never
+calls it, so a small log's command does not pay the cache load.
 """
 from __future__ import annotations
 
@@ -31,7 +31,6 @@ from controller_core.codec import vector as V
 from controller_core.codec.arrowutil import from_numpy
 from controller_core.codec.walk import _compact_len, _uvarint, helper
 
-MIN_ROWS = 64  # below this the NumPy path's few passes cost less than loading the compiled loop
 
 # One row per field of a plan: its kind, output column, fixed width (element width of an array), whether
 # it may be null, whether it is a string (ASCII-checked), its tag (-1: not tagged) and, for a tagged

@@ -156,6 +156,12 @@ def _find_next_batch(buf, start: int, end: int, at_eof: bool, scan_end: int | No
 COMPILED_MIN_FILE_BYTES = 64 << 20
 
 
+# A window (or a group of a record type) of fewer records is framed and decoded with NumPy even when numba is
+# loaded: loading the compiled loops (codec/framing.py, codec/flat.py, decode's line writer) from numba's cache
+# costs ~10-30 ms each, what they save on some 10^5 records; a small log's command starts sooner without them.
+COMPILED_MIN_RECORDS = 4096
+
+
 def _use_compiled(file_size: int) -> bool:
     """Walk a file's batches and record chains with the compiled walk (codec/walk.py): when numba is
     loaded already (``decode --summary``, the compiled kernels) or the file is large enough to pay for
@@ -576,7 +582,8 @@ def decode_window(buf, a: np.ndarray, batches: list[int], file: str, base: int, 
         return chunk
     b_base, b_epoch, b_ts, b_ctl = _batch_headers(a, bpos)
     ctl = b_ctl[rbatch]
-    if compiled:
+    framed = compiled and len(body) >= COMPILED_MIN_RECORDS
+    if framed:
         r, type_code, version, bstart, unframed, outside = _compiled_framing(a, body, rend, rbatch, bpos, ctl)
     else:
         r = _record_framing(a, body, rend)
@@ -589,7 +596,7 @@ def decode_window(buf, a: np.ndarray, batches: list[int], file: str, base: int, 
     # framing varints that run past the record's value (a value shorter than its own header): the scalar
     # reader names it; the vectorized groups would read a negative length
     scalar |= bstart > r.vpos + np.maximum(r.vlen, 0)
-    outside = (outside if compiled else _outside_batch(a, bpos, rbatch, r)) & ~scalar
+    outside = (outside if framed else _outside_batch(a, bpos, rbatch, r)) & ~scalar
 
     chunk.offset = b_base[rbatch] + r.off_delta
     chunk.position = rpos + base
@@ -756,7 +763,7 @@ def _decode_groups(chunk: DecodedChunk, a: np.ndarray, type_code, version, bstar
             scalar[rows] = True
             continue
         layout = newest_layout(rdef, v)
-        pl = flat.plan(rdef, layout) if compiled and len(rows) >= flat.MIN_ROWS else None
+        pl = flat.plan(rdef, layout) if compiled and len(rows) >= COMPILED_MIN_RECORDS else None
         cols = None if pl is None else flat.decode(a, bstart[rows], vend[rows], pl)
         if cols is not None:  # every body plainly regular: the compiled loop's columns
             chunk.groups.append(Group(rdef, v, rows, cols, layout))

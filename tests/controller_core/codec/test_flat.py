@@ -185,8 +185,8 @@ def test_nested_record_types_have_no_flat_plan():
 
 # -------------------------------------------------------------------------------------- real logs
 def _chunks(path: Path, use_flat: bool, monkeypatch) -> list:
-    """The file's chunks with the flat loop on every group (MIN_ROWS 1) or on none."""
-    monkeypatch.setattr(flat, "MIN_ROWS", 1 if use_flat else 1 << 62)
+    """The file's chunks with the flat loop on every group (any size) or on none."""
+    monkeypatch.setattr(logfile, "COMPILED_MIN_RECORDS", 1 if use_flat else 1 << 62)
     monkeypatch.setattr(logfile, "_use_compiled", lambda size: True)
     return list(iter_chunks(str(path)))
 
@@ -229,10 +229,10 @@ def test_flat_groups_equal_the_numpy_groups_on_a_simulated_log(tmp_path, monkeyp
     assert taken > 0.9 * records  # nearly all: partition records and changes
 
 
-def test_flat_loop_runs_as_plain_python_without_the_jit():
+def test_flat_loop_runs_as_plain_python_without_the_jit(monkeypatch):
     """NUMBA_DISABLE_JIT=1: the loop interpreted gives the compiled loop's columns."""
     code = ("import json, sys; import pyarrow as pa; from controller_core.codec import flat, logfile; "
-            "flat.MIN_ROWS = 1; logfile._use_compiled = lambda size: True; "
+            "logfile.COMPILED_MIN_RECORDS = 1; logfile._use_compiled = lambda size: True; "
             "chunks = list(logfile.iter_chunks(sys.argv[1])); "
             "print(json.dumps([[g.rdef.type_name, {k: c.to_pylist() for k, c in g.columns.items()}] "
             "for ch in chunks for g in ch.groups]))")
@@ -241,7 +241,7 @@ def test_flat_loop_runs_as_plain_python_without_the_jit():
                          check=True, timeout=300)
     interpreted = json.loads(res.stdout)
     compiled = [[g.rdef.type_name, {k: c.to_pylist() for k, c in g.columns.items()}]
-                for ch in iter_chunks(str(SMALL)) for g in ch.groups]
+                for ch in _chunks(SMALL, True, monkeypatch) for g in ch.groups]
     assert interpreted == json.loads(json.dumps(compiled))
     assert any(t == "PARTITION_CHANGE_RECORD" for t, _ in interpreted)
 
@@ -259,6 +259,7 @@ def test_unknown_tag_body_keeps_its_unknown_tagged_fields_through_the_chunk(tmp_
     log = tmp_path / "00000000000000000000.log"
     log.write_bytes(raw + _batch_with_body(80, rdef.api_key, body))
     monkeypatch.setattr(logfile, "_use_compiled", lambda size: True)
+    monkeypatch.setattr(logfile, "COMPILED_MIN_RECORDS", 1)
     groups = [g for ch in iter_chunks(str(log)) for g in ch.groups]
     assert [len(g.rows) for g in groups] == [81]
     assert json.loads(groups[0].unknown_tagged_fields[80].as_py()) == [{"tag": 9, "data": "BQ=="}]

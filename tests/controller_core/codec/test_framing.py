@@ -94,7 +94,7 @@ def test_frame_version_is_the_codecs():
 
 def test_compiled_framing_runs_as_plain_python_without_the_jit():
     code = ("import json, sys; from controller_core.codec import logfile; "
-            "logfile._use_compiled = lambda size: True; "
+            "logfile._use_compiled = lambda size: True; logfile.COMPILED_MIN_RECORDS = 1; "
             "chunks = list(logfile.iter_chunks(sys.argv[1])); "
             "print(json.dumps([[c.offset.tolist(), c.timestamp.tolist(), c.type_code.tolist(), c.version.tolist()] "
             "for c in chunks]))")
