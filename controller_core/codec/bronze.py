@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from controller_core.codec.arrowutil import NUMPY_TYPES, from_numpy, repeat_str, strings
 from controller_core.codec.jsonwrite import chunk_json
-from controller_core.codec.logfile import TYPE_NAMES, DecodedChunk, Quarantine, distinct
+from controller_core.codec.logfile import COMPILED_MIN_RECORDS, TYPE_NAMES, DecodedChunk, Quarantine, distinct
 from controller_core.records import UNKNOWN_RECORD_TYPE as UNKNOWN_RECORD
 
 INT_LIST = pa.list_(pa.int32())
@@ -215,6 +215,8 @@ class _Placement:
 
     def __init__(self, order: list, n: int):
         self.order, self.n = order, n
+        # the compiled placement from as many rows as the decoder's compiled loops (loading it costs more below)
+        self.compiled = n >= COMPILED_MIN_RECORDS
         self._inverse = None
         self._index: dict[int, pa.Array | None] = {}  # per group: where its rows go (None: all, in order)
 
@@ -229,7 +231,16 @@ class _Placement:
             if k not in self._index:
                 self._index[k] = self._group_index(np.asarray(self.order[k], np.int64))
             index = self._index[k]
-            return pieces[k] if index is None else pieces[k].take(index)
+            if index is None:
+                return pieces[k]
+        if self.compiled:  # strings and integer lists: one compiled copy per group (codec/scatter.py)
+            from controller_core.codec import scatter
+
+            placed = scatter.place([(self.order[k], pieces[k]) for k in held], self.n, typ)
+            if placed is not None:
+                return placed
+        if len(held) == 1:
+            return pieces[held[0]].take(self._index[held[0]])
         if self._inverse is None:
             rows = np.concatenate(self.order)
             inverse = np.empty(self.n, np.int64)
