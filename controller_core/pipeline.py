@@ -223,7 +223,10 @@ def date_history(history: pa.Table, records: pa.Table, triggers: pa.Table) -> pa
     s_ts = records.column("timestamp").filter(seg).cast(TS)
     order = np.argsort(s_off, kind="stable")
     s_off = s_off[order]
-    s_ts = s_ts.take(from_numpy(order))
+    # the times as int64 microseconds: a NumPy gather and a zero-copy view as timestamps, not Arrow takes and
+    # an if_else per column (a timestamp a segment record lacks, should a caller's rows have one, stays null)
+    s_us = to_numpy(pc.fill_null(s_ts.cast(pa.int64()), 0), np.int64)[order]
+    s_known = to_numpy(s_ts.is_valid(), bool)[order] if s_ts.null_count else None
 
     find = _offset_finder(s_off)
 
@@ -231,7 +234,9 @@ def date_history(history: pa.Table, records: pa.Table, triggers: pa.Table) -> pa
         if not len(s_off):
             return pa.nulls(len(offsets), TS)
         j = find(np.asarray(pc.fill_null(offsets, -1), np.int64))
-        return pc.if_else(from_numpy(j >= 0), s_ts.take(from_numpy(np.maximum(j, 0))), pa.scalar(None, TS))
+        k = np.maximum(j, 0)
+        valid = j >= 0 if s_known is None else (j >= 0) & s_known[k]
+        return from_numpy(s_us[k], valid).view(TS)
 
     history = history.cast(fold.HISTORY_SCHEMA)
     trigger = _place_triggers(history, triggers)
