@@ -44,6 +44,7 @@ import json, os, resource, sys, time
 import pyarrow.compute  # import cost is not decode cost
 from controller_core.codec.logfile import iter_chunks
 from controller_core.codec.bronze import records_table
+from controller_core.replay import TYPED_ONLY
 files, stage = json.loads(sys.argv[1]), sys.argv[2]  # [(path, first offset)]
 calls = int(sys.argv[3]) if len(sys.argv) > 3 else 0  # further calls after the first, in this process
 
@@ -55,6 +56,8 @@ def once():
             assert not chunk.quarantine, chunk.quarantine[:1]
             if stage == "bronze" and len(chunk):
                 records_table(chunk, "bench", "f", "segment")
+            elif stage == "typed" and len(chunk):  # what a replay reads: partition records without data_json
+                records_table(chunk, "bench", "f", "segment", TYPED_ONLY)
     return n, batches
 
 def timed():
@@ -202,8 +205,8 @@ def summary_figures(paths: list[str], how: str, repeat: int, limit: int = 300_00
 
 
 def decode_figures(files: list[tuple[str, int]], stage: str, repeat: int, calls: int = 0) -> dict:
-    """Decoding ``files`` [(path, first offset)] with ``iter_chunks`` (``stage`` ``arrow``) or into bronze rows
-    (``bronze``), ``repeat`` fresh processes pinned to one core (CHILD above), each timing its first call and,
+    """Decoding ``files`` [(path, first offset)] with ``iter_chunks`` (``stage`` ``arrow``), into bronze rows
+    (``bronze``) or into the bronze rows a replay reads (``typed``: partition records without ``data_json``), ``repeat`` fresh processes pinned to one core (CHILD above), each timing its first call and,
     with ``calls``, the best of that many further calls (the first pays numba's cache load and fresh pages: a
     start-up cost): records, batches, best and median seconds of the processes' figures, ``first`` (the fastest
     first call), peak_rss_mb (the largest of the runs) and the runs."""

@@ -12,7 +12,7 @@ fresh processes: the decode rows through ``bench_decode.py``'s functions (childr
 and end-to-end rows by running ``bench_replay.py``, ``bench_spark_replay.py`` and ``bench_e2e.py`` and
 reading their printed lines.  A measurement that fails or cannot be parsed is a row with its error.
 
-Measurements (``--only``): decode-summary, decode-columns, decode-jsonl, verify, describe, core, startup,
+Measurements (``--only``): decode-summary, decode-columns, decode-typed, decode-jsonl, verify, describe, core, startup,
 spark-replay, e2e.  ``--scale quick`` (default) uses a 20 k-partition fleet (~230 k records; verify and
 describe a 5 k-partition one, ~60 k records, for their scalar baselines) and small slices for the slow
 baselines, and runs end to end at 5 k and 20 k partitions (9 minutes on the 2-core box under a load average
@@ -490,6 +490,29 @@ def m_decode_columns(cfg: dict) -> list[dict]:
                      "reader decodes the bodies into dicts, no Arrow")]
 
 
+def m_decode_typed(cfg: dict) -> list[dict]:
+    from benchmarks import bench_decode, inputs
+
+    parts, seed = cfg["decode"]
+    what = "decode to the replay's typed columns (no partition JSON), 1 core"
+    try:
+        data, _ = _fleet(parts, seed)
+        segs = inputs.segments(data)
+        ours = bench_decode.decode_figures([(str(p), int(p.stem)) for p in segs], "typed", cfg["columns_repeat"],
+                                           calls=2)
+        base = bench_decode.scalar_figures(str(segs[0]), cfg["limit"])
+    except Exception as exc:  # noqa: BLE001
+        return [error_row("decode-typed", what, exc)]
+    rate, brate = ours["records"] / ours["best"], base["records"] / base["seconds"]
+    return [row("decode-typed", what, records=ours["records"], partitions=parts, seconds=ours["best"], rate=rate,
+                base_what=f"scalar reader, first {base['records']:,} rec", base_records=base["records"],
+                base_seconds=base["seconds"], base_rate=brate, versus=f"{rate / brate:.0f}x faster",
+                target=">= 3 M rec/s/core", met=rate >= 3 * M, rss_driver_mb=ours["peak_rss_mb"],
+                startup_s=ours["first"],
+                note="what verify, describe, audit --log-dir and the Spark replay read (replay.TYPED_ONLY: partition "
+                     "records without data_json); as decode-columns otherwise")]
+
+
 def m_decode_jsonl(cfg: dict) -> list[dict]:
     from benchmarks import bench_decode, inputs
 
@@ -768,6 +791,7 @@ def m_e2e(cfg: dict) -> list[dict]:
 MEASUREMENTS = {
     "decode-summary": m_decode_summary,
     "decode-columns": m_decode_columns,
+    "decode-typed": m_decode_typed,
     "decode-jsonl": m_decode_jsonl,
     "verify": m_verify,
     "describe": m_describe,
