@@ -466,51 +466,38 @@ def m_decode_summary(cfg: dict) -> list[dict]:
                      "imports and numba's cache load included")]
 
 
-def m_decode_columns(cfg: dict) -> list[dict]:
+def _decode_rows(cfg: dict, name: str, stage: str, what: str, note: str) -> list[dict]:
+    """A row of decoding the fleet's segments into bronze rows (``stage`` of bench_decode.decode_figures)."""
     from benchmarks import bench_decode, inputs
 
     parts, seed = cfg["decode"]
-    what = "decode to typed columns (iter_chunks + bronze rows), 1 core"
     try:
         data, _ = _fleet(parts, seed)
         segs = inputs.segments(data)
-        ours = bench_decode.decode_figures([(str(p), int(p.stem)) for p in segs], "bronze", cfg["columns_repeat"],
+        ours = bench_decode.decode_figures([(str(p), int(p.stem)) for p in segs], stage, cfg["columns_repeat"],
                                            calls=2)
         base = bench_decode.scalar_figures(str(segs[0]), cfg["limit"])
     except Exception as exc:  # noqa: BLE001
-        return [error_row("decode-columns", what, exc)]
+        return [error_row(name, what, exc)]
     rate, brate = ours["records"] / ours["best"], base["records"] / base["seconds"]
-    return [row("decode-columns", what, records=ours["records"], partitions=parts, seconds=ours["best"], rate=rate,
+    return [row(name, what, records=ours["records"], partitions=parts, seconds=ours["best"], rate=rate,
                 base_what=f"scalar reader, first {base['records']:,} rec", base_records=base["records"],
                 base_seconds=base["seconds"], base_rate=brate, versus=f"{rate / brate:.0f}x faster",
                 target=">= 3 M rec/s/core", met=rate >= 3 * M, rss_driver_mb=ours["peak_rss_mb"],
-                startup_s=ours["first"],
-                note=f"best of 2 calls after the first in each of {cfg['columns_repeat']} fresh processes (the first "
-                     f"call, {ours['first']:.3f} s, pays numba's cache load and fresh pages: start-up); the scalar "
-                     "reader decodes the bodies into dicts, no Arrow")]
+                startup_s=ours["first"], note=note.format(first=ours["first"], repeat=cfg["columns_repeat"]))]
+
+
+def m_decode_columns(cfg: dict) -> list[dict]:
+    return _decode_rows(cfg, "decode-columns", "bronze", "decode to typed columns (iter_chunks + bronze rows), 1 core",
+                        "best of 2 calls after the first in each of {repeat} fresh processes (the first call, "
+                        "{first:.3f} s, pays numba's cache load and fresh pages: start-up); the scalar reader decodes "
+                        "the bodies into dicts, no Arrow")
 
 
 def m_decode_typed(cfg: dict) -> list[dict]:
-    from benchmarks import bench_decode, inputs
-
-    parts, seed = cfg["decode"]
-    what = "decode to the replay's typed columns (no partition JSON), 1 core"
-    try:
-        data, _ = _fleet(parts, seed)
-        segs = inputs.segments(data)
-        ours = bench_decode.decode_figures([(str(p), int(p.stem)) for p in segs], "typed", cfg["columns_repeat"],
-                                           calls=2)
-        base = bench_decode.scalar_figures(str(segs[0]), cfg["limit"])
-    except Exception as exc:  # noqa: BLE001
-        return [error_row("decode-typed", what, exc)]
-    rate, brate = ours["records"] / ours["best"], base["records"] / base["seconds"]
-    return [row("decode-typed", what, records=ours["records"], partitions=parts, seconds=ours["best"], rate=rate,
-                base_what=f"scalar reader, first {base['records']:,} rec", base_records=base["records"],
-                base_seconds=base["seconds"], base_rate=brate, versus=f"{rate / brate:.0f}x faster",
-                target=">= 3 M rec/s/core", met=rate >= 3 * M, rss_driver_mb=ours["peak_rss_mb"],
-                startup_s=ours["first"],
-                note="what verify, describe, audit --log-dir and the Spark replay read (replay.TYPED_ONLY: partition "
-                     "records without data_json); as decode-columns otherwise")]
+    return _decode_rows(cfg, "decode-typed", "typed", "decode to the replay's typed columns (no partition JSON), 1 core",
+                        "what verify, describe, audit --log-dir and the Spark replay read (replay.TYPED_ONLY: "
+                        "partition records without data_json); as decode-columns otherwise")
 
 
 def m_decode_jsonl(cfg: dict) -> list[dict]:

@@ -224,15 +224,14 @@ class _Placement:
         held = [k for k, arr in enumerate(pieces) if arr is not None]
         if not held:
             return pa.nulls(self.n, typ)
-        if pa.types.is_integer(typ) or pa.types.is_boolean(typ):
-            return self._scatter([(self.order[k], pieces[k]) for k in held], typ)
         if len(held) == 1:
             k = held[0]
             if k not in self._index:
                 self._index[k] = self._group_index(np.asarray(self.order[k], np.int64))
-            index = self._index[k]
-            if index is None:
+            if self._index[k] is None:  # the only group, in file order: its column as it is
                 return pieces[k]
+        if pa.types.is_integer(typ) or pa.types.is_boolean(typ):
+            return self._scatter([(self.order[k], pieces[k]) for k in held], typ)
         if self.compiled:  # strings and integer lists: one compiled copy per group (codec/scatter.py)
             from controller_core.codec import scatter
 
