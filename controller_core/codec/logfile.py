@@ -190,7 +190,10 @@ def _fast_chain(buf, a: np.ndarray, pos: int, end: int, good: list[int], compile
         pos, block = stop, min(block * 2, CHAIN_BLOCK_MAX)
 
 
-CHAIN_BLOCK, CHAIN_BLOCK_MAX = 256, 1 << 16
+# The first block is small: a run that stops at the next batch (a log with damage every few batches) then
+# costs a few length reads and CRCs, not CHAIN_BLOCK of them per damaged batch; doubling reaches the large
+# blocks a healthy window wants after a dozen NumPy calls.
+CHAIN_BLOCK, CHAIN_BLOCK_MAX = 8, 1 << 16
 
 
 def _chain_block(buf, a: np.ndarray, pos: int, end: int, good: list[int], compiled: bool, limit: int):
@@ -532,7 +535,11 @@ def check_offsets(a: np.ndarray, batches: list[int], prev_last: int | None, file
 
     n = len(bp)
     ahead = first if next_first is None else np.append(first, np.int64(next_first))  # look-ahead only
-    for i in range(start, n):
+    # the batches between two breaks continue each other: once the first of them is kept, all are
+    breaks_at = np.flatnonzero(breaks).tolist()
+    i = start - 1
+    while i + 1 < n:
+        i += 1
         f, lo = int(first[i]), int(last[i])
         if delta[i] < 0:
             reject(i, f"with lastOffsetDelta {int(delta[i])} (negative)")
@@ -561,8 +568,11 @@ def check_offsets(a: np.ndarray, batches: list[int], prev_last: int | None, file
             if damaged:
                 reject(i, f"breaks the log's offset sequence (the previous batch ends at {expected - 1})")
                 continue
-        expected = lo + 1
-        kept_end = ends[i]
+        k = bisect.bisect_right(breaks_at, i)
+        j = breaks_at[k] if k < len(breaks_at) else n  # the next break after this batch
+        expected = int(last[j - 1]) + 1
+        kept_end = ends[j - 1]
+        i = j - 1
     bad.sort(key=lambda q: q.position)
     kept_last = last[keep]
     return bp[keep].tolist(), int(kept_last[-1]) if len(kept_last) else prev_last

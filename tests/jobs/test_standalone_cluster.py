@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pytest
 
+from job_conf import SHORT_JVM, write_small_job_conf
 from jobs import cli
 from lake import catalog
 
@@ -40,7 +41,6 @@ CLUSTER = "lrs"
 RECORDS = catalog.METADATA_RECORDS
 # columns that say when a run happened, not what it found
 RUN_COLUMNS = {"replayed_at", "checked_at", "audited_at"}
-JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def _free_port() -> int:
@@ -108,7 +108,7 @@ def standalone(tmp_path_factory):
     spark_class = Path(pyspark.__file__).parent / "bin" / "spark-class"
     port, webui = _free_port(), _free_port()
     # short-lived JVMs: the C1 compiler alone and a serial collector cost a fraction of the CPU
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_DAEMON_JAVA_OPTS": JVM_OPTS}
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_DAEMON_JAVA_OPTS": SHORT_JVM}
     env.pop("PYTHONPATH", None)
     blind = _can_unshare()
     procs: list[subprocess.Popen] = []
@@ -191,8 +191,7 @@ def runs(standalone, spark):
     shutil.copytree(SCENARIO, log)
     lake, local = standalone["shared"] / "lake", standalone["shared"] / "local-lake"
     conf = standalone["shared"] / "small.yaml"  # as the suite's session: few shuffle partitions
-    conf.write_text(f"spark:\n  shuffle_partitions: 2\n  conf:\n    spark.driver.extraJavaOptions: {JVM_OPTS}\n"
-                    f"    spark.executor.extraJavaOptions: {JVM_OPTS}\n")
+    write_small_job_conf(conf, master=None)
     master = standalone["master"]
     on_cluster = ("--lake", lake, "--conf", conf, "--master", master)
     local_args = ("--lake", local, "--conf", conf)

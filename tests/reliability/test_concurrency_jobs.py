@@ -19,6 +19,7 @@ import pytest
 from jobs import cli
 from lake import catalog, lock
 from lake.delta import Lake
+from job_conf import small_job_yaml
 from realdata_facts import CLUSTERS, REALDATA
 
 SEG0 = "00000000000000000000.log"
@@ -71,7 +72,7 @@ def test_a_second_job_of_the_cluster_is_refused_while_one_runs_and_nothing_is_wr
     refuses at once instead of waiting: each job costs a JVM start): the second exits 2 naming the first,
     and no key of any table is written twice.  Waiting for the lock: test_a_waiting_job_gets_the_lock_..."""
     lake_root = tmp_path / "lake"
-    spark_conf = "spark:\n  master: local[1]\n  shuffle_partitions: 2\n  driver_memory: 1g\nreplay:\n  buckets: 3\n"
+    spark_conf = small_job_yaml("replay:\n  buckets: 3\n")
     (tmp_path / "wait.yaml").write_text(spark_conf + "lock:\n  timeout_s: 600\n")
     (tmp_path / "refuse.yaml").write_text(spark_conf + "lock:\n  timeout_s: 0\n")
     lock_file = lake_root / "_locks" / "c.lock"

@@ -245,8 +245,9 @@ def test_every_other_batch_damaged_stays_linear(tmp_path, compiled):
     for k in range(0, len(starts), 2):
         raw[starts[k] + 62] ^= 0xFF
     struct.pack_into(">q", raw, starts[1], 10 ** 9)
+    data = bytes(raw)
     t0 = time.process_time()
-    offsets, quarantine = _decode(_write(tmp_path, bytes(raw)), compiled)
+    offsets, quarantine = _decode(_write(tmp_path, data), compiled)
     assert time.process_time() - t0 < 30
-    assert len(offsets) == sum(_count(bytes(raw), starts[k]) for k in range(3, len(starts), 2))
+    assert len(offsets) == sum(_count(data, starts[k]) for k in range(3, len(starts), 2))
     assert len(quarantine) == (len(starts) + 1) // 2 + 1

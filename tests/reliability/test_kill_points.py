@@ -27,6 +27,7 @@ from jobs.ingest import ingest
 from jobs.replay import replay
 from lake import catalog, delta
 from lake.delta import Lake
+from job_conf import write_small_job_conf
 from realdata_facts import CLUSTERS, REALDATA
 
 SPLIT = 64 << 20
@@ -175,9 +176,7 @@ def test_the_incremental_replay_killed_after_its_history_write_left_the_issues_s
 # ------------------------------------------------------------------------------------------- real kills
 def _conf(path: Path) -> Path:
     conf = path / "conf.yaml"
-    conf.write_text("spark:\n  master: local[1]\n  shuffle_partitions: 2\n  driver_memory: 1g\n"
-                    "replay:\n  buckets: 3\nlock:\n  timeout_s: 5\n")
-    return conf
+    return write_small_job_conf(conf, "replay:\n  buckets: 3\nlock:\n  timeout_s: 5\n")
 
 
 def _killed(args: list[str], crash_after: str, cwd: Path) -> subprocess.CompletedProcess:
