@@ -149,6 +149,20 @@ def standalone(tmp_path_factory):
             log.close()
 
 
+def _running_application(webui: int, proc: subprocess.Popen, timeout: float = 120) -> None:
+    """Wait until the master runs an application with cores granted (or ``proc``, its driver, has ended)."""
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{webui}/json/", timeout=5) as r:
+                apps = json.load(r).get("activeapps", [])
+        except (OSError, ValueError):
+            apps = []
+        if any(a.get("state") == "RUNNING" and a.get("cores", 0) > 0 for a in apps):
+            return
+        time.sleep(0.5)
+
+
 def _start(standalone, *argv) -> subprocess.Popen:
     """A ``kraft-audit`` command in its own process (with the cluster's driver environment)."""
     return subprocess.Popen([sys.executable, "-m", "jobs.cli", *map(str, argv)], stdout=subprocess.PIPE,
@@ -186,7 +200,8 @@ def runs(standalone, spark):
     """Every run of this module, overlapped where they do not compete for the cluster's two cores:
     ingest -> replay -> audit, quality on the cluster (each command its own process) and the same
     commands on the suite's local session meanwhile; the ingest into a lake the executors cannot see
-    runs while the cluster's audit and quality (no Spark) read the lake."""
+    queues behind the cluster's replay and runs while the cluster's audit and quality (no Spark) read the
+    lake."""
     log = standalone["shared"] / "log"
     shutil.copytree(SCENARIO, log)
     lake, local = standalone["shared"] / "lake", standalone["shared"] / "local-lake"
@@ -201,17 +216,20 @@ def runs(standalone, spark):
                     *on_cluster)
     out["local_ingest"] = _local("ingest", "--cluster", CLUSTER, "--log-dir", log, "--log-info", log / "log-info",
                                  *local_args)
-    out["local_replay"] = _local("replay", "--cluster", CLUSTER, *local_args)
     out["ingest"] = _finish(ingest)
     replay = _start(standalone, "replay", "--cluster", CLUSTER, *on_cluster)
+    out["local_replay"] = _local("replay", "--cluster", CLUSTER, *local_args)
     out["local_audit"] = _local("audit", "--cluster", CLUSTER, "--json", *local_args)
     out["local_quality"] = _local("quality", "--cluster", CLUSTER, *local_args)
-    out["replay"] = _finish(replay)
     blind = None
     if standalone["blind"]:
+        # started once the replay holds the cluster's cores: its driver starts meanwhile, its executors come
+        # when the replay's go (the master hands an application's cores to the one waiting after it)
+        _running_application(standalone["webui"], replay)
         out["blind_lake"] = standalone["private"] / "lake"  # the driver's private/, not the executors'
         blind = _start(standalone, "ingest", "--cluster", CLUSTER, "--log-dir", log, "--lake", out["blind_lake"],
-                       "--master", master)
+                       "--conf", conf, "--master", master)
+    out["replay"] = _finish(replay)
     audit = _start(standalone, "audit", "--cluster", CLUSTER, "--lake", lake, "--json")
     quality = _start(standalone, "quality", "--cluster", CLUSTER, "--lake", lake)
     out["audit"], out["quality"] = _finish(audit), _finish(quality)
