@@ -81,3 +81,17 @@ def silver(spark, tmp_path_factory):
         ingest(spark, lake, name, str(REALDATA / CLUSTERS[name]), 64 << 20)
     counts = {name: replay(spark, lake, name, buckets=3) for name in ("induswargods", "vasifvortex")}
     return lake, counts
+
+
+@pytest.fixture(scope="session")
+def real_bronze(spark, tmp_path_factory):
+    """One lake with every real cluster's log ingested (bronze, 64 MiB splits), and each ingest's result;
+    shared by the ingest tests (which read bronze) and the one-engine tests (which add simulated clusters
+    and replay them all in it)."""
+    from jobs.ingest import ingest
+    from lake.delta import Lake
+    from realdata_facts import CLUSTERS
+
+    lake = Lake(tmp_path_factory.mktemp("real") / "lake", spark)
+    results = {name: ingest(spark, lake, name, str(REALDATA / rel), 64 << 20) for name, rel in CLUSTERS.items()}
+    return lake, results

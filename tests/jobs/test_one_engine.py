@@ -31,13 +31,14 @@ def _sources(tmp_path_factory) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def lake_and_logs(spark, tmp_path_factory):
-    from lake.delta import Lake
-
+def lake_and_logs(spark, real_bronze, tmp_path_factory):
+    """conftest's lake of every real cluster's bronze with the simulated clusters ingested beside them,
+    each cluster replayed in three buckets."""
     logs = _sources(tmp_path_factory)
-    lake = Lake(tmp_path_factory.mktemp("one-engine") / "lake", spark)
+    lake, _ = real_bronze
     for name, path in logs.items():
-        ingest(spark, lake, name, path, SPLIT)
+        if name not in CLUSTERS:
+            ingest(spark, lake, name, path, SPLIT)
         replay(spark, lake, name, buckets=3)
     return lake, logs
 
