@@ -58,7 +58,8 @@ say "installing the project: pip install -e '.[test]'"
 "$VENV/bin/python" -m pip install --quiet -e '.[test]'
 # numba compiles the kernels at first use (~30 s) and caches them: pay it here, not in the first command
 say "compiling the kernels (numba, cached for later runs)"
-"$VENV/bin/python" -c "from controller_core.kernels import warm; warm()"
+# (the embedded default scenario: the large-log loops and the int64 layout compiled too)
+"$VENV/bin/python" -c "from controller_core.kernels import warm; warm('data/default-cluster')"
 
 echo "$want" > "$STAMP"
 say "done: $VENV ready"
