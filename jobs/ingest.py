@@ -237,19 +237,22 @@ def ingest(spark, lake: Lake, cluster: str, log_dir: str | list[str], split_byte
     try:
         records = T.records(decoded, T.COPY, T.BATCH_BYTES)
         if not held and len(dirs) == 1:  # the cluster's first copy: nothing to compare it with
-            picked, diverged = records.select(*T.RECORD_COLUMNS), []
+            picked, diverged, nothing_new = records.select(*T.RECORD_COLUMNS), [], False
+            result.records_seen = records.count()
         else:
-            chosen, diverged, result.copies = choose(held, _collect(T.batches(records, (T.COPY,))), dirs, paths,
-                                                     cluster)
+            mine = _collect(T.batches(records, (T.COPY,)))
+            result.records_seen = sum(r[T.BATCH_ROWS] for r in mine)
+            chosen, diverged, result.copies = choose(held, mine, dirs, paths, cluster)
+            nothing_new = not chosen  # (a scheduled re-run over the same files: no Spark job for its new rows)
             chosen = pa.table([pa.array(c, t) for c, t in zip(zip(*chosen) if chosen else ([], [], []),
                                                                 (pa.int32(), pa.string(), pa.int64()))],
                               names=[T.COPY, "source_file", "batch_base_offset"])
             picked = T.from_batches(records, spark.createDataFrame(chosen) if chosen.num_rows
                                     else spark.createDataFrame([], CHOSEN_DDL))
         new = T.only_new(picked, existing, T.RECORD_KEY).persist(StorageLevel.MEMORY_AND_DISK)
-        result.types_added = {r["record_type"]: r["count"] for r in new.groupBy("record_type").count().collect()}
+        result.types_added = ({} if nothing_new else
+                              {r["record_type"]: r["count"] for r in new.groupBy("record_type").count().collect()})
         result.records_added = sum(result.types_added.values())
-        result.records_seen = records.count()
         result.newer_kafka = _newer_kafka(records)
         progress(f"{result.records_seen} records decoded, {result.records_added} new: committing {RECORDS.name}")
         quarantine = T.quarantine(decoded)

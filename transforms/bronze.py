@@ -188,19 +188,22 @@ def records(decoded: DataFrame, *extra: str) -> DataFrame:
     return decoded.where(F.col("row_kind") == _RECORD).select(*RECORD_COLUMNS, *extra)
 
 
+BATCH_ROWS = "batch_rows"  # of batches(): how many of the rows given are the batch's
 BATCH_COLUMNS = ["log_part", "source_file", "batch_base_offset", "last_offset", "batch_leader_epoch", "batch_crc",
-                 "batch_position", "batch_bytes"]
+                 "batch_position", "batch_bytes", BATCH_ROWS]
 
 
 def batches(rows: DataFrame, by: tuple[str, ...] = ()) -> DataFrame:
     """One row per batch of bronze-shaped rows (grouped by ``by`` too, e.g. ``COPY``): ``BATCH_COLUMNS``, the last
-    offset being the batch's greatest record offset; ``batch_bytes`` only where ``rows`` have it."""
+    offset being the batch's greatest record offset; ``batch_bytes`` only where ``rows`` have it; ``BATCH_ROWS``
+    how many of the rows are the batch's."""
     keys = [*by, catalog.LOG_PART, "source_file", "batch_base_offset"]
     size = F.max(BATCH_BYTES) if BATCH_BYTES in rows.columns else F.lit(None).cast("long")
     crc = F.max(catalog.BATCH_CRC) if catalog.BATCH_CRC in rows.columns else F.lit(None).cast("long")
     return rows.groupBy(*keys).agg(F.max("offset").alias("last_offset"),
                                    F.max("batch_leader_epoch").alias("batch_leader_epoch"), crc.alias("batch_crc"),
-                                   F.min("batch_position").alias("batch_position"), size.alias(BATCH_BYTES))
+                                   F.min("batch_position").alias("batch_position"), size.alias(BATCH_BYTES),
+                                   F.count(F.lit(1)).alias(BATCH_ROWS))
 
 
 def from_batches(rows: DataFrame, chosen: DataFrame) -> DataFrame:
