@@ -95,3 +95,12 @@ def real_bronze(spark, tmp_path_factory):
     lake = Lake(tmp_path_factory.mktemp("real") / "lake", spark)
     results = {name: ingest(spark, lake, name, str(REALDATA / rel), 64 << 20) for name, rel in CLUSTERS.items()}
     return lake, results
+
+
+@pytest.fixture(scope="session")
+def growth(spark, tmp_path_factory):
+    """A real log growing segment by segment, ingested and replayed at each step, the lake copied at every
+    commit point (tests/growth_sweep.py); shared by the crash tests and the incremental-replay tests."""
+    from growth_sweep import build
+
+    return build(spark, tmp_path_factory.mktemp("growth"))

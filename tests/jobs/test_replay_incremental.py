@@ -7,30 +7,13 @@ import shutil
 import pytest
 from pyspark.sql import functions as F
 
-from controller_core.codec.batch import iter_batches_scalar
+from growth_sweep import BUCKETS, SPLIT
 from jobs.ingest import ingest
 from lake import catalog
 from lake.delta import Lake
 from jobs.replay import SILVER, replay
-from realdata_facts import CLUSTERS, REALDATA
 
 HISTORY = catalog.PARTITION_STATE_HISTORY.name
-
-SPLIT = 64 << 20
-SEG0 = "00000000000000000000.log"
-SEG1 = "00000000000000005151.log"
-
-
-def _half_at_batch_boundary(path) -> bytes:
-    """The first batches of a segment, cut at a batch boundary near the middle (a growing segment)."""
-    buf = path.read_bytes()
-    cut = 0
-    for h, _ in iter_batches_scalar(buf):
-        if h.position > len(buf) // 2:
-            break
-        cut = h.position + h.size
-    assert 0 < cut < len(buf)
-    return buf[:cut]
 
 
 def _table(lake, name, cluster):
@@ -39,34 +22,21 @@ def _table(lake, name, cluster):
 
 
 @pytest.fixture(scope="module")
-def grown(spark, tmp_path_factory):
-    """Lake `inc`: replayed after segment 0, after half of segment 1, after all of it.
+def grown(spark, growth, tmp_path_factory):
+    """Lake `inc`: replayed after segment 0 and after half of segment 1 (conftest's ``growth``: those replays'
+    results), then after another node's copy brought the rest of segment 1, then once more with nothing new.
     Lake `full`: one replay of the final log."""
-    src = REALDATA / CLUSTERS["arthurarutunyan04"]
     root = tmp_path_factory.mktemp("grow")
-    data = root / "kafka-data"
-    meta = data / "__cluster_metadata-0"
-    meta.mkdir(parents=True)
-    shutil.copy(src / "bootstrap.checkpoint", data)
-    shutil.copy(src / "__cluster_metadata-0" / SEG0, meta)
+    shutil.copytree(growth["lake"], root / "inc")  # conftest's lake stays as it was for the crash tests
     inc = Lake(root / "inc", spark)
-    steps = []
-
-    def step():
-        ingest(spark, inc, "c", str(data), SPLIT)
-        steps.append(replay(spark, inc, "c", buckets=3))
-
-    step()
-    (meta / SEG1).write_bytes(_half_at_batch_boundary(src / "__cluster_metadata-0" / SEG1))
-    step()
-    shutil.copy(src / "__cluster_metadata-0" / SEG1, meta)
-    step()
+    steps = [growth["results"]["full"], growth["results"]["incremental"]]
+    steps.append(replay(spark, inc, "c", buckets=BUCKETS))  # segment 1 whole
     versions = {t: inc.version(t) for t in SILVER}
-    steps.append(replay(spark, inc, "c", buckets=3))  # nothing new
+    steps.append(replay(spark, inc, "c", buckets=BUCKETS))  # nothing new
     after = {t: inc.version(t) for t in SILVER}
 
     full = Lake(root / "full", spark)
-    ingest(spark, full, "c", str(data), SPLIT)
+    ingest(spark, full, "c", str(growth["data"]["copy"]), SPLIT)
     whole = replay(spark, full, "c", buckets=2)
     return inc, full, steps, whole, versions, after
 

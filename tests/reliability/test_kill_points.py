@@ -12,7 +12,6 @@ and that the next run takes over the dead job's lock and removes its staging fol
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -21,108 +20,25 @@ from pathlib import Path
 
 import pytest
 
-from controller_core.codec.batch import iter_batches_scalar
+from growth_sweep import BRONZE, BUCKETS, SILVER, SPLIT, tables
+from job_conf import write_small_job_conf
 from jobs import cli
 from jobs.ingest import ingest
 from jobs.replay import replay
 from lake import catalog, delta
 from lake.delta import Lake
-from job_conf import write_small_job_conf
-from realdata_facts import CLUSTERS, REALDATA
 
-SPLIT = 64 << 20
-SEG0 = "00000000000000000000.log"
-SEG1 = "00000000000000005151.log"
-BUCKETS = 3
-BRONZE = (catalog.METADATA_RECORDS.name, catalog.QUARANTINE.name)
-SILVER = tuple(t.name for t in (catalog.PARTITION_STATE_HISTORY, catalog.PARTITION_STATE, catalog.BROKER_STATE_HISTORY,
-                                catalog.TOPIC_CONFIG_HISTORY, catalog.QUORUM_HISTORY, catalog.DIVERGENCES,
-                                catalog.INVARIANT_BREACHES, catalog.REPLAY_CHECKPOINTS))
-# a checkpoint row's run-specific columns: when it ran, and the versions of the commits it made
-RUN_SPECIFIC = {catalog.REPLAY_CHECKPOINTS.name: ("replayed_at", "table_versions")}
 # the commit points of each job on this log: a new commit must be added to the sweep knowingly
 POINTS = {"ingest": 2, "full": 8, "incremental": 9, "copy": 1}
 
 
-def _half(path: Path) -> bytes:
-    buf = path.read_bytes()
-    cut = 0
-    for h, _ in iter_batches_scalar(buf):
-        if h.position > len(buf) // 2:
-            break
-        cut = h.position + h.size
-    return buf[:cut]
-
-
-def tables(root: Path, names) -> dict:
-    """Every row of each table, run-specific columns left out, sorted."""
-    lake = Lake(root, None, backend="delta-rs")
-    out = {}
-    for name in names:
-        t = lake.read_arrow(name)
-        t = t.drop_columns([c for c in RUN_SPECIFIC.get(name, ()) if c in t.column_names])
-        out[name] = sorted(json.dumps(r, default=str, sort_keys=True) for r in t.to_pylist())
-    return out
-
-
-def _snapshots(folder: Path, lake_root: Path, run, events: list) -> list[Path]:
-    """Run ``run()`` once, copying the lake at each of its commit points; the copies, in commit order.
-    ``events`` gets every (commit number, stage, table)."""
-    copies = []
-
-    def hook(n, stage, table):
-        events.append((n, stage, table))
-        if stage == "committed":
-            dst = folder / f"after-{n:02d}-{table.replace('/', '_')}"
-            shutil.copytree(lake_root, dst)
-            copies.append(dst)
-
-    start = delta.commits()
-    delta.on_commit(lambda n, stage, table: hook(n - start, stage, table))
-    try:
-        run()
-    finally:
-        delta.clear_hooks()
-    return copies
-
-
 @pytest.fixture(scope="module")
-def sweep(spark, tmp_path_factory):
+def sweep(growth):
     """The uninterrupted runs (ingest of segment 0, a full replay; ingest of half of segment 1, an
-    incremental replay), the lake at every commit point of each, and the lake before each job."""
-    src = REALDATA / CLUSTERS["arthurarutunyan04"]
-    root = tmp_path_factory.mktemp("kill")
-    data = root / "kafka-data"
-    meta = data / "__cluster_metadata-0"
-    meta.mkdir(parents=True)
-    shutil.copy(src / "bootstrap.checkpoint", data)
-    shutil.copy(src / "__cluster_metadata-0" / SEG0, meta)
-    lake_root = root / "lake"
-    lake = Lake(lake_root, spark)
-    snaps, before, want, events = {}, {}, {}, {}
-
-    def phase(name, run, names):
-        before[name] = root / f"before-{name}"
-        shutil.copytree(lake_root, before[name]) if lake_root.exists() else before[name].mkdir()
-        folder = root / name
-        folder.mkdir()
-        events[name] = []
-        snaps[name] = _snapshots(folder, lake_root, run, events[name])
-        want[name] = tables(lake_root, names)
-
-    phase("ingest", lambda: ingest(spark, lake, "c", str(data), SPLIT), BRONZE)
-    phase("full", lambda: replay(spark, lake, "c", BUCKETS), SILVER)
-    grown = root / "kafka-data-grown"  # the log grows: segment 1 half written
-    shutil.copytree(data, grown)
-    (grown / "__cluster_metadata-0" / SEG1).write_bytes(_half(src / "__cluster_metadata-0" / SEG1))
-    ingest(spark, lake, "c", str(grown), SPLIT)
-    phase("incremental", lambda: replay(spark, lake, "c", BUCKETS), SILVER)
-    copy = root / "kafka-2-data"  # another node's copy: segment 1 whole
-    shutil.copytree(data, copy)
-    shutil.copy(src / "__cluster_metadata-0" / SEG1, copy / "__cluster_metadata-0")
-    phase("copy", lambda: ingest(spark, lake, "c", str(copy), SPLIT), BRONZE)
-    assert {k: len(v) for k, v in snaps.items()} == POINTS
-    return dict(root=root, data={"ingest": data, "copy": copy}, snaps=snaps, before=before, want=want, events=events)
+    incremental replay; another node's copy), the lake at every commit point of each, and the lake before
+    each job: conftest's ``growth`` (tests/growth_sweep.py)."""
+    assert {k: len(v) for k, v in growth["snaps"].items()} == POINTS
+    return growth
 
 
 def _rerun(spark, job: str, lake_root: Path, data: dict, last: bool) -> None:
