@@ -21,7 +21,7 @@ import pytest
 from controller_core.codec.batch import iter_batches_scalar
 
 from jobs import cli
-from realdata_facts import REALDATA
+from realdata_facts import CLUSTERS, REALDATA
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = ROOT / "data" / "default-cluster"
@@ -406,3 +406,18 @@ def test_describe_starts_without_spark_or_pandas():
     res = subprocess.run([str(Path(sys.executable).parent / "kraft-audit"), "describe", "--log-dir", str(DEFAULT),
                           "--topic", "payments"], capture_output=True, text=True)
     assert res.returncode == 0 and res.stdout.startswith(f"Topic: payments\tTopicId: {PAYMENTS}")
+
+
+@pytest.mark.parametrize("cluster", sorted(CLUSTERS))
+def test_the_id_lists_remembered_per_rendering_print_what_joining_each_prints(monkeypatch, cluster):
+    """render joins each distinct replica / ISR / ELR list once per rendering (describe._IdLists); the text is
+    the one joining every list again gives, on real logs (reassignments, ELR, empty lists) at every partition."""
+    from controller_core.point import image_at
+    from jobs import describe
+
+    image, _ = image_at(REALDATA / CLUSTERS[cluster], err=io.StringIO())
+    filters = dict.fromkeys(("under_min_isr", "at_min_isr", "under_replicated", "unavailable", "elr"), False)
+    remembered = describe.render(image, [], filters, False)
+    monkeypatch.setattr(describe, "_IdLists", lambda: describe._ids)
+    assert remembered == describe.render(image, [], filters, False)
+    assert remembered.count("\tPartition: ") == len(image.partitions) > 0
