@@ -136,12 +136,15 @@ class _Packed:
 
 
 # ------------------------------------------------------------------------------------------ the kernel
+_TEN = np.uint64(10)
+_POW10 = np.array([10 ** k for k in range(1, 19)], np.int64)  # 10 .. 10^18
+
+
 @njit(cache=True)
 def _digits(v):
-    """Characters of a non-negative int64 in decimal."""
+    """Characters of a non-negative int64 in decimal (compared with powers of ten, not divided digit by digit)."""
     d = 1
-    while v >= 10:
-        v //= 10
+    while d < 19 and v >= _POW10[d - 1]:
         d += 1
     return d
 
@@ -159,7 +162,7 @@ def _int_size(v):
     return 20 if v == -9223372036854775808 else 1 + _digits(-v)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _put_int(out, pos, v):
     if v < 0:
         out[pos] = 45  # '-'
@@ -168,9 +171,11 @@ def _put_int(out, pos, v):
             return _copy(out, pos, _INT64_MIN, 0, 19)
         v = -v
     n = _digits(v)
+    u = np.uint64(v)  # unsigned: a division by ten is a multiply and a shift, without Python's floor rules
     for d in range(n - 1, -1, -1):
-        out[pos + d] = 48 + v % 10
-        v //= 10
+        q = u // _TEN
+        out[pos + d] = np.uint8(48 + (u - q * _TEN))
+        u = q
     return pos + n
 
 
@@ -199,7 +204,7 @@ def _hex(d):
     return 48 + d if d < 10 else 87 + d  # lower case, as json.dumps writes \u00xx
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _put_str(out, pos, data, s, e, plain):
     out[pos] = 34
     pos += 1
@@ -278,10 +283,11 @@ def _sizes(sizes, rows, m, kinds, plain, key_off, key_data, present, valid, ibas
 
 
 @njit(cache=True)
-def _write(out, offsets, rows, m, kinds, plain, key_off, key_data, present, valid, ibase, sbase, lbase, ival, soff,
-           sdata, loff):
+def _write(out, offsets, rows, r0, r1, m, kinds, plain, key_off, key_data, present, valid, ibase, sbase, lbase, ival,
+           soff, sdata, loff):
+    """The text of the group's records r0 .. r1 - 1 (of ``m``), each at ``offsets[rows[r]]``."""
     out, key_data, ival, sdata = borrow(out), borrow(key_data), borrow(ival), borrow(sdata)  # see _sizes
-    for r in range(m):
+    for r in range(r0, r1):
         pos = offsets[rows[r]]
         out[pos] = 123  # {
         pos += 1
@@ -365,7 +371,7 @@ def _written(sizes: np.ndarray, packed: list) -> pa.Array:
     np.cumsum(sizes, out=offsets[1:])
     out = np.empty(int(offsets[-1]), np.uint8)
     for rows, p in packed:
-        _write(out, offsets, rows, *p.args())
+        _write(out, offsets, rows, 0, len(rows), *p.args())
     if offsets[-1] < 2 ** 31:
         return pa.StringArray.from_buffers(n, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(out))
     return pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(out))
@@ -455,3 +461,131 @@ def record_lines(table: pa.Table, file_json: str) -> np.ndarray | None:
     end = _put_lines(out, ints, ctl, t_off, t_data, d_off, d_data, u_off, u_data, u_valid, file_text)
     assert end == len(out)
     return out
+
+
+# ------------------------------------------------------------------------- decode's lines from the decoder
+# The same lines as record_lines, written from a decoded chunk's own arrays: each record's data text goes
+# straight into its line (record_lines copies it again from a data_json column), the typed bronze columns a
+# JSON dump never reads are not built, and the batch fields -- the same for every record of a batch -- are
+# rendered once per batch and copied to its other lines.
+@njit(cache=True)
+def _frame_sizes(sizes, dsize, offset, code, name_len, version, position, bbo, bts, bepoch, bpos, ctl, fixed):
+    """Each line's length: ``fixed`` (its literal pieces and the file's name) plus its values and data text."""
+    tail = 0
+    for i in range(len(sizes)):
+        if i == 0 or bpos[i] != bpos[i - 1]:
+            tail = _int_size(bbo[i]) + _int_size(bts[i]) + _int_size(bepoch[i])
+        sizes[i] = (fixed + _int_size(offset[i]) + name_len[code[i]] + _int_size(version[i]) + dsize[i]
+                    + _int_size(position[i]) + tail + (4 if ctl[i] else 5))
+
+
+@njit(cache=True)
+def _put_frames(out, line_at, a, b, data_at, dsize, offset, code, name_at, name_data, version, position, bbo, bts,
+                bepoch, bpos, ctl, file_piece):
+    """Lines a .. b - 1 but their data text, at ``line_at[i] - line_at[a]`` in ``out``; where each one's data text
+    goes is put in ``data_at`` (written afterwards, group by group).  ``file_piece``: the text from ``,"file":`` to
+    ``"position":`` (the same on every line)."""
+    out, name_data, file_piece = borrow(out), borrow(name_data), borrow(file_piece)
+    base = line_at[a]
+    t0 = t1 = 0  # where the current batch's rendered fields are, in ``out``
+    for i in range(a, b):
+        pos = _piece(out, line_at[i] - base, L_OFFSET)
+        pos = _put_int(out, pos, offset[i])
+        pos = _piece(out, pos, L_TYPE)
+        pos = _copy(out, pos, name_data, name_at[code[i]], name_at[code[i] + 1])
+        pos = _piece(out, pos, L_VERSION)
+        pos = _put_int(out, pos, version[i])
+        pos = _piece(out, pos, L_DATA)
+        data_at[i] = pos
+        pos += dsize[i]
+        pos = _copy(out, pos, file_piece, 0, len(file_piece))
+        pos = _put_int(out, pos, position[i])
+        if i == a or bpos[i] != bpos[i - 1]:
+            t0 = pos
+            pos = _piece(out, pos, L_BASE)
+            pos = _put_int(out, pos, bbo[i])
+            pos = _piece(out, pos, L_BATCH_TS)
+            pos = _put_int(out, pos, bts[i])
+            pos = _piece(out, pos, L_EPOCH)
+            pos = _put_int(out, pos, bepoch[i])
+            pos = _piece(out, pos, L_CONTROL)
+            t1 = pos
+        else:
+            pos = _copy(out, pos, out, t0, t1)
+        pos = _copy(out, pos, _TRUE, 0, 4) if ctl[i] else _copy(out, pos, _FALSE, 0, 5)
+        pos = _piece(out, pos, L_END)
+    return pos
+
+
+BLOCK_BYTES = 1 << 20  # lines are written a block at a time into one reused buffer (see chunk_lines)
+
+
+def chunk_lines(chunk, file_json: str, block_bytes: int = BLOCK_BYTES):
+    """``kraft-audit decode``'s JSON Lines of a decoded chunk (codec/logfile.DecodedChunk), as consecutive spans of
+    UTF-8 bytes (memoryviews of one buffer, each valid until the next is asked for): together byte for byte what
+    :func:`record_lines` writes of the chunk's bronze rows (``records_table``), without making them.  The lines
+    go through a buffer of about ``block_bytes`` (larger when one line is): the chunk's text whole is fresh
+    memory the size of the output, and faulting its pages in cost more than writing them; a block is written
+    while it is still in the cache.  ``file_json``: the file's name as a JSON string.  None when a group carries
+    tagged fields this build does not declare (the caller takes the bronze rows' path, which prints them)."""
+    from controller_core.codec.logfile import TYPE_NAMES
+
+    n = len(chunk)
+    if any(g.unknown_tagged_fields is not None for g in chunk.groups):
+        return None
+    if not n:
+        return iter(())
+    dsize = np.zeros(n, np.int64)
+    packed = []
+    for g in chunk.groups:
+        rows = np.asarray(g.rows, np.int64)
+        if len(rows) > 1 and not (rows[1:] > rows[:-1]).all():  # (the decoder's groups are in file order)
+            return None
+        p = _Packed(g.columns, g.rdef.fields, g.layout, len(g.rows))
+        _sizes(dsize, rows, *p.args())
+        packed.append((rows, p))
+    lo = int(chunk.type_code.min())
+    seen = np.bincount(chunk.type_code - lo)  # a few dozen type codes: counted, not hashed
+    present = np.flatnonzero(seen)
+    lookup = np.cumsum(seen > 0) - 1
+    code = lookup[chunk.type_code - lo]
+    names = [TYPE_NAMES[int(c) + lo].encode("utf-8") for c in present]
+    name_at = np.zeros(len(names) + 1, np.int64)
+    np.cumsum([len(t) for t in names], out=name_at[1:])
+    name_data = np.frombuffer(b"".join(names), np.uint8)
+    name_len = np.diff(name_at)
+    file_piece = np.frombuffer(b"".join((_LINE_PIECES[L_FILE], file_json.encode("utf-8"),
+                                         _LINE_PIECES[L_POSITION])), np.uint8)
+    # every line's literal pieces but the tags' key, and the file's name (in file_piece with its two keys)
+    fixed = int(_LINE_AT[L_END + 1] - _LINE_AT[L_TAGS + 1] + _LINE_AT[L_TAGS] - _LINE_AT[L_POSITION + 1]
+                + _LINE_AT[L_FILE] + len(file_piece))
+    offset, version, position, bbo, bts, bepoch, bpos = (np.asarray(a, np.int64) for a in (
+        chunk.offset, chunk.version, chunk.position, chunk.batch_base_offset, chunk.batch_timestamp,
+        chunk.batch_leader_epoch, chunk.batch_position))
+    ctl = np.asarray(chunk.is_control, np.uint8)
+    sizes = np.empty(n, np.int64)
+    _frame_sizes(sizes, dsize, offset, code, name_len, version, position, bbo, bts, bepoch, bpos, ctl, fixed)
+    line_at = np.zeros(n + 1, np.int64)
+    np.cumsum(sizes, out=line_at[1:])
+    return _blocks(line_at, block_bytes, packed, (dsize, offset, code, name_at, name_data, version, position, bbo,
+                                                  bts, bepoch, bpos, ctl, file_piece))
+
+
+def _blocks(line_at: np.ndarray, block_bytes: int, packed: list, frame_args: tuple):
+    """The lines in blocks of rows of about ``block_bytes`` each (chunk_lines)."""
+    n = len(line_at) - 1
+    cuts = np.unique(np.searchsorted(line_at, np.arange(0, int(line_at[-1]), max(block_bytes, 1)), "right") - 1)
+    cuts = np.append(cuts[cuts < n], n)
+    longest = int(np.diff(line_at[cuts]).max(initial=0))
+    buf = np.empty(longest, np.uint8)
+    data_at = np.empty(n, np.int64)
+    for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+        size = int(line_at[b] - line_at[a])
+        out = buf[:size]
+        end = _put_frames(out, line_at, a, b, data_at, *frame_args)
+        assert end == size
+        for rows, p in packed:
+            r0, r1 = np.searchsorted(rows, (a, b))
+            if r1 > r0:
+                _write(out, data_at, rows, int(r0), int(r1), *p.args())
+        yield memoryview(out)

@@ -28,7 +28,7 @@ def warm(sample: str | Path | None = None) -> None:
 
 def _warm_on(log_dir: Path) -> None:
     """The loops a large log takes, compiled on a small one: the decoder's framing, flat bodies, column
-    placement and JSON writers run from ``logfile.COMPILED_MIN_RECORDS`` records (lowered to 0 for this call),
+    placement and JSON writers (bronze's data_json, decode's lines) run from ``logfile.COMPILED_MIN_RECORDS`` records (lowered to 0 for this call),
     the copies' header walk, and every kernel a second time with the tape's list positions in int64
     (``layout.POSITIONS_32`` lowered: the layout of a log past 2^31 list entries).  Otherwise the first
     replay of a huge log, or the first decode of a large one, compiles them (about a minute here)."""
@@ -44,6 +44,10 @@ def _warm_on(log_dir: Path) -> None:
         full, _ = read_log_dir(log_dir)  # every record's data_json
         lean, _ = read_log_dir(log_dir, partition_json=False)  # what a replay reads
         jsonwrite.record_lines(full, '"warm"')
+        for segment in sorted(log_dir.rglob("*.log"))[:1]:  # decode's lines straight from the decoder
+            for chunk in logfile.iter_chunks(str(segment)):
+                for _ in jsonwrite.chunk_lines(chunk, '"warm"') or ():
+                    pass
         copies.read_copy(log_dir)
         for positions in (saved[3], 0):
             layout.POSITIONS_32 = positions

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from controller_core.codec.batch import encode_batch
 from controller_core.codec.jsonout import struct_json
-from controller_core.codec.jsonwrite import chunk_json
+from controller_core.codec.jsonwrite import chunk_json, chunk_lines
 from controller_core.codec.logfile import iter_chunks
 from realdata_facts import REALDATA
 from record_strategies import ALL_VERSIONS, write_generated_batch
@@ -96,14 +96,18 @@ def test_runs_as_plain_python_without_the_jit():
             "from controller_core.codec.jsonwrite import record_lines; "
             "print(json.dumps([chunk_json(c.groups, len(c)).to_pylist() for c in iter_chunks(sys.argv[1])])); "
             "print(json.dumps([record_lines(records_table(c, '', 'f', 'segment'), '\"f\"').tobytes().decode() "
+            "for c in iter_chunks(sys.argv[1])])); "
+            "from controller_core.codec.jsonwrite import chunk_lines; "
+            "print(json.dumps([b''.join(bytes(s) for s in chunk_lines(c, '\"f\"', 900)).decode() "
             "for c in iter_chunks(sys.argv[1])]))")
     env = dict(os.environ, NUMBA_DISABLE_JIT="1", PYTHONPATH=f"{ROOT}{os.pathsep}{ROOT / 'tests'}")
     res = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env,
                          check=True, timeout=300)
     want = [chunk_json(c.groups, len(c)).to_pylist() for c in iter_chunks(str(path))]
     assert sum(map(len, want)) > 100
-    texts, lines = res.stdout.splitlines()
+    texts, lines, direct = res.stdout.splitlines()
     assert json.loads(texts) == want
+    assert json.loads(direct) == json.loads(lines)
     from controller_core.codec.bronze import records_table
     from controller_core.codec.jsonwrite import record_lines
 
@@ -142,7 +146,15 @@ def _lines_both(path: Path, name: str) -> int:
     for chunk in iter_chunks(str(path)):
         table = records_table(chunk, "", "f", "segment")
         got = record_lines(table, json.dumps(name, ensure_ascii=False))
-        assert got is not None and got.tobytes() == bytes(_utf8(_lines(table, name))), path
+        want = bytes(_utf8(_lines(table, name)))
+        assert got is not None and got.tobytes() == want, path
+        if table.column("unknown_tagged_fields").null_count == len(table):
+            # straight from the decoder's arrays: in one block, and in blocks of ~60 lines (a line each: below)
+            for block in (1 << 40, 20_000):
+                assert b"".join(bytes(s) for s in chunk_lines(chunk, json.dumps(name, ensure_ascii=False), block)) \
+                    == want, (path, block)
+        else:
+            assert chunk_lines(chunk, json.dumps(name, ensure_ascii=False)) is None  # the bronze rows' path prints them
         n += len(chunk)
     return n
 
@@ -173,3 +185,48 @@ def test_decode_lines_with_unknown_tags_odd_file_names_and_extremes(tmp_path):
     assert lines[0]["batchLeaderEpoch"] == -1 and lines[0]["data"]["name"] == 'é"\\'
     assert "unknownTaggedFields" not in lines[0]
     assert lines[2]["unknownTaggedFields"] == [{"tag": 9, "data": "BQ=="}]
+
+
+@pytest.mark.parametrize("unknown_tag", [False, True])
+def test_decode_of_a_large_log_equals_the_arrow_reference(tmp_path, unknown_tag):
+    """``kraft-audit decode`` on a log past COMPILED_MIN_RECORDS: the lines written straight from the decoder
+    (chunk_lines, several blocks) -- or, when a record carries a tag this build does not declare, from the
+    bronze rows -- equal the Arrow reference's line for line, and the unknown tag is printed."""
+    import io
+
+    from controller_core.codec import batch as B
+    from controller_core.codec.bronze import records_table
+    from controller_core.codec.logfile import COMPILED_MIN_RECORDS
+    from controller_core.codec.message import encode_body
+    from controller_core.records import BY_TYPE_NAME
+    from jobs import decode
+
+    rdef = BY_TYPE_NAME["PARTITION_CHANGE_RECORD"]
+    raw, offset = bytearray(), 0
+    for b in range(COMPILED_MIN_RECORDS // 50 + 30):  # batches of 60 records, two batches a second
+        recs = [("PARTITION_CHANGE_RECORD", 0, {"partitionId": i, "topicId": "AAAAAAAAAAAAAAAAAAAAAQ",
+                                                "isr": [i % 5, 7], "leader": b % 9 - 1}) for i in range(59)]
+        recs.append(("TOPIC_RECORD", 0, {"name": f"t-{b}", "topicId": "AAAAAAAAAAAAAAAAAAAAAg"}))
+        raw += encode_batch(offset, recs, leader_epoch=b // 7, timestamp=1_700_000_000_000 + 500 * b)
+        offset += len(recs)
+    if unknown_tag:
+        tagged = encode_body(rdef.fields, 0, {"partitionId": 1, "topicId": "AAAAAAAAAAAAAAAAAAAAAQ"},
+                             extra_tags={9: b"\x05"})
+        raw += B.encode_batch(offset, [B.raw_record(rdef.api_key, 0, tagged)])
+        offset += 1
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(bytes(raw))
+    chunks = list(iter_chunks(str(path)))
+    assert max(len(c) for c in chunks) >= COMPILED_MIN_RECORDS
+    out, err = io.StringIO(), io.StringIO()
+    assert decode.run([str(path)], out=out, err=err) == 0
+    want = "".join(bytes(decode._utf8(decode._lines(records_table(c, "", "f", "segment"), str(path)))).decode()
+                   for c in chunks)
+    assert out.getvalue() == want
+    lines = out.getvalue().splitlines()
+    assert len(lines) == offset and json.loads(lines[-1])["offset"] == offset - 1
+    assert len({json.loads(x)["batchTimestamp"] for x in lines}) > 60  # many batches, each its own fields
+    assert ("unknownTaggedFields" in lines[-1]) == unknown_tag
+    if not unknown_tag:  # a block per line: each line's batch fields rendered anew, the same text
+        assert "".join(b"".join(bytes(s) for s in chunk_lines(c, json.dumps(str(path)), 1)).decode()
+                       for c in chunks) == want

@@ -44,4 +44,8 @@ def test_after_warm_a_wide_replay_of_another_log_compiles_nothing(monkeypatch):
     assert layout.build(records).lists.dtype == "int64"
     replayed = pipeline.run(records)
     assert replayed.history.num_rows > 0
+    from controller_core.codec.jsonwrite import chunk_lines  # kraft-audit decode's lines of a large log
+
+    segment = sorted(other.rglob("*.log"))[0]
+    assert sum(len(s) for c in logfile.iter_chunks(str(segment)) for s in chunk_lines(c, '"x"')) > 0
     assert _compiled() == before
