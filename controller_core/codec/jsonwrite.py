@@ -77,12 +77,16 @@ class _Packed:
             if isinstance(arr, pa.ChunkedArray):
                 arr = arr.combine_chunks()
             k = _kind(arr, f)
+            if f.is_tagged_in(version):
+                shown = np.asarray(jsonout._is_default(arr, f).to_numpy(zero_copy_only=False) == 0, np.uint8)
+                if not shown.any():  # a tagged field no record of the group sets: the writers never visit it
+                    continue
+            else:
+                shown = np.ones(m, np.uint8)
             if k == K_RAW:
                 arr = jsonout.value_json(arr, f, version)
             keys.append(f'"{f.json_name}":'.encode())
-            present.append(np.ones(m, np.uint8) if not f.is_tagged_in(version) else
-                           np.asarray(jsonout._is_default(arr if k != K_RAW else cols[f.json_name], f)
-                                      .to_numpy(zero_copy_only=False) == 0, np.uint8))
+            present.append(shown)
             valid.append(_valid(arr, m))
             ibase.append(n_i)
             sbase.append(n_s)
@@ -94,7 +98,8 @@ class _Packed:
                 ival.append(v)
                 n_i += len(v)
             elif k in (K_STR, K_RAW):
-                plain[-1] = self._add_strings(arr, soff, sdata)
+                # a uuid is written in base64url, never escaped: its bytes are not scanned
+                plain[-1] = self._add_strings(arr, soff, sdata, known_plain=k == K_STR and f.element_type == "uuid")
                 n_s += len(arr) + 1
             else:  # arrays: list offsets into the element block
                 lo = np.asarray(arr.offsets, np.int64)
@@ -120,7 +125,7 @@ class _Packed:
         self.ival, self.soff, self.loff = np.concatenate(ival), np.concatenate(soff), np.concatenate(loff)
         self.sdata = np.concatenate(sdata) if sdata else np.zeros(0, np.uint8)
 
-    def _add_strings(self, arr: pa.Array, soff: list, sdata: list) -> int:
+    def _add_strings(self, arr: pa.Array, soff: list, sdata: list, known_plain: bool = False) -> int:
         """Append a string column's offsets (rebased onto the shared data) and bytes; 1 when not one of
         its bytes needs escaping (the kernel then copies it whole)."""
         off, data = _string_parts(arr)
@@ -128,7 +133,7 @@ class _Packed:
         soff.append(off + (self._n_data - off[0]))
         sdata.append(data)
         self._n_data += len(data)
-        return int(not ((data < 32) | (data == 34) | (data == 92)).any())
+        return int(known_plain or not ((data < 32) | (data == 34) | (data == 92)).any())
 
     def args(self):
         return (self.m, self.kinds, self.plain, self.key_off, self.key_data, self.present, self.valid, self.ibase,
