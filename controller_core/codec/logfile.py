@@ -96,8 +96,19 @@ TYPE_NAMES: dict[int, str] = {k: r.type_name for k, r in BY_API_KEY.items()}
 TYPE_NAMES.update({CONTROL_CODE_BASE + k: r.type_name for k, r in BY_CONTROL_TYPE.items()})
 UNKNOWN_CODE = -1  # an apiKey or control type not declared (its number: DecodedChunk.type_id)
 TYPE_NAMES[UNKNOWN_CODE] = UNKNOWN_RECORD_TYPE
-_API_KEYS = np.array(sorted(BY_API_KEY), np.int64)
-_CONTROL_TYPES = np.array(sorted(BY_CONTROL_TYPE), np.int64)
+# which type numbers are declared, as a table indexed by (control, type number): one gather per record (np.isin
+# sorted both arrays each window)
+_DECLARED = np.zeros((2, max(max(BY_API_KEY), max(BY_CONTROL_TYPE)) + 2), bool)
+_DECLARED[0, sorted(BY_API_KEY)] = True
+_DECLARED[1, sorted(BY_CONTROL_TYPE)] = True
+
+
+def _declared(ctl: np.ndarray, type_id: np.ndarray) -> np.ndarray:
+    """Whether each record's apiKey (a control record's type) is declared; any other number (negative, past the
+    table) reads the table's last column, which is never declared."""
+    last = _DECLARED.shape[1] - 1
+    at = np.where((type_id >= 0) & (type_id < last), type_id, last)
+    return _DECLARED[ctl.astype(np.intp), at]
 
 
 # ------------------------------------------------------------------------------------ batch walk
@@ -599,7 +610,7 @@ def decode_window(buf, a: np.ndarray, batches: list[int], file: str, base: int, 
         r = _record_framing(a, body, rend)
         type_code, version, bstart, unframed = _message_framing(a, ctl, r)
     type_id = np.where(ctl, type_code - CONTROL_CODE_BASE, type_code)
-    known = np.where(ctl, np.isin(type_id, _CONTROL_TYPES), np.isin(type_id, _API_KEYS))
+    known = _declared(ctl, type_id)
     type_code = np.where(known, type_code, UNKNOWN_CODE)
     # a version that does not fit bronze's int16 record_version: left to the scalar reader (quarantined)
     scalar = r.scalar | unframed | (version > 0x7FFF) | (type_id > 0x7FFF)  # (an apiKey is an int16 too)
