@@ -474,33 +474,30 @@ def record_lines(table: pa.Table, file_json: str) -> np.ndarray | None:
 # JSON dump never reads are not built, and the batch fields -- the same for every record of a batch -- are
 # rendered once per batch and copied to its other lines.
 @njit(cache=True)
-def _frame_sizes(sizes, dsize, offset, code, name_len, version, position, bbo, bts, bepoch, bpos, ctl, fixed):
+def _frame_sizes(sizes, dsize, offset, head, head_len, position, bbo, bts, bepoch, bpos, ctl, fixed):
     """Each line's length: ``fixed`` (its literal pieces and the file's name) plus its values and data text."""
     tail = 0
     for i in range(len(sizes)):
         if i == 0 or bpos[i] != bpos[i - 1]:
             tail = _int_size(bbo[i]) + _int_size(bts[i]) + _int_size(bepoch[i])
-        sizes[i] = (fixed + _int_size(offset[i]) + name_len[code[i]] + _int_size(version[i]) + dsize[i]
-                    + _int_size(position[i]) + tail + (4 if ctl[i] else 5))
+        sizes[i] = (fixed + _int_size(offset[i]) + head_len[head[i]] + dsize[i] + _int_size(position[i]) + tail
+                    + (4 if ctl[i] else 5))
 
 
 @njit(cache=True)
-def _put_frames(out, line_at, a, b, data_at, dsize, offset, code, name_at, name_data, version, position, bbo, bts,
-                bepoch, bpos, ctl, file_piece):
+def _put_frames(out, line_at, a, b, data_at, dsize, offset, head, head_at, head_data, position, bbo, bts, bepoch, bpos,
+                ctl, file_piece):
     """Lines a .. b - 1 but their data text, at ``line_at[i] - line_at[a]`` in ``out``; where each one's data text
-    goes is put in ``data_at`` (written afterwards, group by group).  ``file_piece``: the text from ``,"file":`` to
-    ``"position":`` (the same on every line)."""
-    out, name_data, file_piece = borrow(out), borrow(name_data), borrow(file_piece)
+    goes is put in ``data_at`` (written afterwards, group by group).  ``head_data[head_at[h]:head_at[h + 1]]``: the
+    text from ``,"type":`` to ``"data":`` of the lines of group h (its type and version); ``file_piece``: the text
+    from ``,"file":`` to ``"position":`` (the same on every line)."""
+    out, head_data, file_piece = borrow(out), borrow(head_data), borrow(file_piece)
     base = line_at[a]
     t0 = t1 = 0  # where the current batch's rendered fields are, in ``out``
     for i in range(a, b):
         pos = _piece(out, line_at[i] - base, L_OFFSET)
         pos = _put_int(out, pos, offset[i])
-        pos = _piece(out, pos, L_TYPE)
-        pos = _copy(out, pos, name_data, name_at[code[i]], name_at[code[i] + 1])
-        pos = _piece(out, pos, L_VERSION)
-        pos = _put_int(out, pos, version[i])
-        pos = _piece(out, pos, L_DATA)
+        pos = _copy(out, pos, head_data, head_at[head[i]], head_at[head[i] + 1])
         data_at[i] = pos
         pos += dsize[i]
         pos = _copy(out, pos, file_piece, 0, len(file_piece))
@@ -541,39 +538,43 @@ def chunk_lines(chunk, file_json: str, block_bytes: int = BLOCK_BYTES):
     if not n:
         return iter(())
     dsize = np.zeros(n, np.int64)
-    packed = []
+    head = np.full(n, -1, np.int64)  # each line's group: its type and version are the group's
+    heads, packed = [], []
     for g in chunk.groups:
         rows = np.asarray(g.rows, np.int64)
         if len(rows) > 1 and not (rows[1:] > rows[:-1]).all():  # (the decoder's groups are in file order)
             return None
+        if not len(rows):
+            continue
+        code, version = int(chunk.type_code[rows[0]]), int(chunk.version[rows[0]])
+        if not ((chunk.type_code[rows] == code).all() and (chunk.version[rows] == version).all()):
+            return None  # (a group is one type and version)
+        head[rows] = len(heads)
+        heads.append(b"".join((_LINE_PIECES[L_TYPE], TYPE_NAMES[code].encode("utf-8"), _LINE_PIECES[L_VERSION],
+                               str(version).encode(), _LINE_PIECES[L_DATA])))
         p = _Packed(g.columns, g.rdef.fields, g.layout, len(g.rows))
         _sizes(dsize, rows, *p.args())
         packed.append((rows, p))
-    lo = int(chunk.type_code.min())
-    seen = np.bincount(chunk.type_code - lo)  # a few dozen type codes: counted, not hashed
-    present = np.flatnonzero(seen)
-    lookup = np.cumsum(seen > 0) - 1
-    code = lookup[chunk.type_code - lo]
-    names = [TYPE_NAMES[int(c) + lo].encode("utf-8") for c in present]
-    name_at = np.zeros(len(names) + 1, np.int64)
-    np.cumsum([len(t) for t in names], out=name_at[1:])
-    name_data = np.frombuffer(b"".join(names), np.uint8)
-    name_len = np.diff(name_at)
+    if (head < 0).any():  # a record in no group (the decoder puts each in one)
+        return None
+    head_at = np.zeros(len(heads) + 1, np.int64)
+    np.cumsum([len(t) for t in heads], out=head_at[1:])
+    head_data = np.frombuffer(b"".join(heads), np.uint8)
     file_piece = np.frombuffer(b"".join((_LINE_PIECES[L_FILE], file_json.encode("utf-8"),
                                          _LINE_PIECES[L_POSITION])), np.uint8)
-    # every line's literal pieces but the tags' key, and the file's name (in file_piece with its two keys)
-    fixed = int(_LINE_AT[L_END + 1] - _LINE_AT[L_TAGS + 1] + _LINE_AT[L_TAGS] - _LINE_AT[L_POSITION + 1]
-                + _LINE_AT[L_FILE] + len(file_piece))
-    offset, version, position, bbo, bts, bepoch, bpos = (np.asarray(a, np.int64) for a in (
-        chunk.offset, chunk.version, chunk.position, chunk.batch_base_offset, chunk.batch_timestamp,
-        chunk.batch_leader_epoch, chunk.batch_position))
+    # every line's literal pieces but those in its head and file_piece, and the tags' key
+    fixed = int(len(file_piece) + sum(len(_LINE_PIECES[k]) for k in (L_OFFSET, L_BASE, L_BATCH_TS, L_EPOCH, L_CONTROL,
+                                                                      L_END)))
+    offset, position, bbo, bts, bepoch, bpos = (np.asarray(a, np.int64) for a in (
+        chunk.offset, chunk.position, chunk.batch_base_offset, chunk.batch_timestamp, chunk.batch_leader_epoch,
+        chunk.batch_position))
     ctl = np.asarray(chunk.is_control, np.uint8)
     sizes = np.empty(n, np.int64)
-    _frame_sizes(sizes, dsize, offset, code, name_len, version, position, bbo, bts, bepoch, bpos, ctl, fixed)
+    _frame_sizes(sizes, dsize, offset, head, np.diff(head_at), position, bbo, bts, bepoch, bpos, ctl, fixed)
     line_at = np.zeros(n + 1, np.int64)
     np.cumsum(sizes, out=line_at[1:])
-    return _blocks(line_at, block_bytes, packed, (dsize, offset, code, name_at, name_data, version, position, bbo,
-                                                  bts, bepoch, bpos, ctl, file_piece))
+    return _blocks(line_at, block_bytes, packed, (dsize, offset, head, head_at, head_data, position, bbo, bts, bepoch,
+                                                  bpos, ctl, file_piece))
 
 
 def _blocks(line_at: np.ndarray, block_bytes: int, packed: list, frame_args: tuple):
