@@ -207,6 +207,51 @@ def records_table(chunk: DecodedChunk, cluster: str, source_file: str, source_ki
     return pa.Table.from_pydict(columns, schema=SCHEMA)
 
 
+def by_type(records: pa.Table, values: dict, default, dtype) -> np.ndarray:
+    """``values[record_type]`` (``default`` for a type not in it, or a null type) of every row of a bronze table, as
+    ``dtype``.  From the type numbers (record_type_id, is_control) through a table indexed by them -- two integer
+    columns -- when every row has them; from the type names otherwise (a lake written before record_type_id, a
+    table that lacks it): one dictionary of every row's string, which cost more than the rest of a replay's
+    record-kind work.  The one place that reads a record's type off bronze rows as a number."""
+    from controller_core.records import BY_API_KEY, BY_CONTROL_TYPE, BY_TYPE_NAME
+
+    names = records.schema.names
+    if ("record_type_id" in names and "is_control" in names and records.num_rows
+            and not records.column("record_type_id").null_count and not records.column("is_control").null_count
+            and not records.column("record_type").null_count
+            and all(t in BY_TYPE_NAME or t == UNKNOWN_RECORD for t in values)):
+        # a declared number always carries its type's name; any other (the decoder's UNKNOWN_RECORD) the last column
+        width = max(max(BY_API_KEY), max(BY_CONTROL_TYPE)) + 2
+        table = np.full((2, width), values.get(UNKNOWN_RECORD, default), dtype)
+        for side, declared in enumerate((BY_API_KEY, BY_CONTROL_TYPE)):
+            for number, r in declared.items():
+                table[side, number] = values.get(r.type_name, default)
+        type_id = _column_ints(records.column("record_type_id"), np.int64)
+        last = width - 1
+        return table[_column_ints(records.column("is_control"), np.intp),
+                     np.where((type_id >= 0) & (type_id < last), type_id, last)]
+    col = records.column("record_type")
+    chunks = [c for c in (col.chunks if isinstance(col, pa.ChunkedArray) else [col]) if len(c)]
+    if not chunks:
+        return np.zeros(0, dtype)
+    enc = pa.chunked_array([c if pa.types.is_dictionary(c.type) else c.dictionary_encode()
+                            for c in chunks]).unify_dictionaries()
+    lut = np.array([values.get(t, default) for t in enc.chunk(0).dictionary.to_pylist()] + [default], dtype)
+    return np.concatenate([lut[np.asarray(c.indices.fill_null(len(lut) - 1).to_numpy(zero_copy_only=False),
+                                          np.int64)] for c in enc.chunks])
+
+
+def _column_ints(col, dtype) -> np.ndarray:
+    """A column without nulls (integers or booleans) as one NumPy array of ``dtype``, chunk by chunk."""
+    chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
+    out = np.empty(len(col), dtype)
+    at = 0
+    for c in chunks:
+        out[at:at + len(c)] = c.to_numpy(zero_copy_only=False)
+        at += len(c)
+    return out
+
+
 class _Placement:
     """Puts the per-group pieces of a column (``None``: the group has no such field) into file order.
     Most typed columns are held by no group or one group of a chunk (a broker field in a chunk of partition

@@ -24,6 +24,7 @@ from numba import njit
 
 from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip cache across jobs)
 from controller_core.codec.arrowutil import from_numpy, to_numpy
+from controller_core.codec.bronze import by_type
 from controller_core.image import MIGRATING, MIN_ISR, UNCLEAN, min_isr_value
 
 # record kinds the invariant pass dispatches on
@@ -172,36 +173,9 @@ def _fill_refs(chunks: list, lists: np.ndarray, at: int, base: int, tape_parts: 
     return base
 
 
-def _kind_table() -> np.ndarray:
-    """KINDS indexed by (is a control record, apiKey / control type); the last column: any other number."""
-    from controller_core.records import BY_TYPE_NAME
-
-    defs = [BY_TYPE_NAME[t] for t in KINDS]
-    width = max(r.api_key if r.control_type is None else r.control_type for r in defs) + 2
-    table = np.full((2, width), OTHER, np.int8)
-    for t, r in zip(KINDS, defs):
-        if r.control_type is None:
-            table[0, r.api_key] = KINDS[t]
-        else:
-            table[1, r.control_type] = KINDS[t]
-    return table
-
-
-_KIND_TABLE = _kind_table()
-
-
 def _kinds(records: pa.Table) -> np.ndarray:
-    """Each row's record kind: from the type numbers (two integer columns), or -- a lake written before bronze had
-    record_type_id -- from the type names (a dictionary of every row's string: 5 ms of a 230 k-record replay)."""
-    names = records.schema.names
-    if ("record_type_id" in names and "is_control" in names and not records.column("record_type_id").null_count
-            and not records.column("is_control").null_count and not records.column("record_type").null_count):
-        type_id = _ints(records.column("record_type_id"), 0)
-        last = _KIND_TABLE.shape[1] - 1
-        at = np.where((type_id >= 0) & (type_id < last), type_id, last)
-        return _KIND_TABLE[_ints(records.column("is_control"), 0, np.intp), at]
-    codes, types = _dense(records.column("record_type"))
-    return np.array([KINDS.get(t, OTHER) for t in types] + [OTHER], np.int8)[codes]  # code -1 (null): OTHER
+    """Each row's record kind (codec/bronze.by_type: from the type numbers, or the names of an older lake)."""
+    return by_type(records, KINDS, OTHER, np.int8)
 
 
 def _canonical_int(name) -> int:

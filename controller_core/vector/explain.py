@@ -21,6 +21,7 @@ from controller_core.brokers import active_rows
 from controller_core.kernels import recompute_pass
 from controller_core.kernels.layout import CHANGE, Layout
 from controller_core.codec.arrowutil import from_numpy, strings, to_numpy
+from controller_core.codec.bronze import by_type
 from controller_core.vector.fold import _array, _raw, _valid
 from controller_core.replay import SKIP, Rec
 
@@ -48,6 +49,14 @@ def _of_type(col, names: tuple[str, ...]) -> np.ndarray:
         return lut[np.asarray(arr.indices.fill_null(len(lut) - 1), np.int64)]
     hit = pc.equal(col, names[0]) if len(names) == 1 else pc.is_in(col, value_set=strings(list(names)))
     return _bools(pc.fill_null(hit, False))
+
+
+_OTHER, _PART, _SKIP = range(3)
+
+
+def _partition_or_skipped(bronze: pa.Table) -> np.ndarray:
+    """Per bronze row: _PART (a partition record), _SKIP (a type the replay passes over) or _OTHER."""
+    return by_type(bronze, {**dict.fromkeys(_SKIPPED, _SKIP), "PARTITION_RECORD": _PART, PCR: _PART}, _OTHER, np.int8)
 
 
 def _ints_at(col, rows: np.ndarray | None, fill: int, dtype=np.int32) -> np.ndarray:
@@ -107,9 +116,9 @@ def _broker_events(bronze: pa.Table, brokers: pa.Table):
     """(batch, offset, trigger, broker, side, label) of the broker records that trigger partition changes, read
     from the typed bronze columns (``fenced`` / ``in_controlled_shutdown``: the state the record sets,
     null when it leaves it unchanged)."""
-    mask = _of_type(bronze.column("record_type"), (
+    mask = by_type(bronze, dict.fromkeys((
         "BROKER_REGISTRATION_CHANGE_RECORD", "FENCE_BROKER_RECORD", "UNFENCE_BROKER_RECORD",
-        "UNREGISTER_BROKER_RECORD", "REGISTER_BROKER_RECORD"))
+        "UNREGISTER_BROKER_RECORD", "REGISTER_BROKER_RECORD"), True), False, bool)
     rows = bronze.select(["record_type", "offset", "batch_base_offset", "broker_id", "fenced",
                           "in_controlled_shutdown", "incarnation_id"]).filter(from_numpy(mask))
     rtype, off, batch, bid, fenced, cs, inc = (rows.column(c).to_pylist() for c in rows.column_names)
@@ -292,7 +301,7 @@ def _as_written(bronze: pa.Table, offset: np.ndarray) -> tuple[dict, np.ndarray]
     """(the change record of each offset as ``recompute`` takes it, its batch), from the bronze row of
     the same offset."""
     b_off = _ints_at(bronze.column("offset"), None, 0, np.int64)
-    pcr_rows = np.flatnonzero(_of_type(bronze.column("record_type"), (PCR,)))
+    pcr_rows = np.flatnonzero(by_type(bronze, {PCR: True}, False, bool))
     pos = _row_of(b_off[pcr_rows], pcr_rows, offset)
     rec = {"leader": _ints_at(bronze.column("leader"), pos, -2),
            "lrs": _ints_at(bronze.column("leader_recovery_state"), pos, -1)}
@@ -524,9 +533,9 @@ def record_data(row: dict) -> dict:
 def scalar_batches(bronze: pa.Table, partitions: set[tuple[str, int]] | None) -> list[list[Rec]]:
     """The replay batches the scalar reference needs for ``partitions`` (None: all): every
     cluster-level record and the partition records of those partitions, in log order."""
-    rtype = bronze.column("record_type")
-    part = _of_type(rtype, ("PARTITION_RECORD", PCR))
-    keep = ~part & ~_of_type(rtype, _SKIPPED)
+    kind = _partition_or_skipped(bronze)
+    part = kind == _PART
+    keep = kind == _OTHER
     if partitions is None:
         keep |= part
     elif partitions:
@@ -576,7 +585,7 @@ def _epoch_ms(col) -> list[int]:
 
 def cluster_level_recs(bronze: pa.Table) -> list[Rec]:
     """Records the timelines need: everything but partition records, plus partition 0's."""
-    partition = _of_type(bronze.column("record_type"), _SKIPPED + ("PARTITION_RECORD", PCR))
+    partition = _partition_or_skipped(bronze) != _OTHER
     keep = from_numpy(~partition | (_ints_at(bronze.column("partition_id"), None, -1) == 0))
     names = ("offset", "timestamp", "batch_base_offset", "record_type", "record_version", "data_json", "source_file")
     rows = bronze.select(list(names)).filter(keep)  # a filter, not a take: no concatenation of chunks
