@@ -585,13 +585,14 @@ def _blocks(line_at: np.ndarray, block_bytes: int, packed: list, frame_args: tup
     longest = int(np.diff(line_at[cuts]).max(initial=0))
     buf = np.empty(longest, np.uint8)
     data_at = np.empty(n, np.int64)
-    for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+    # each group's records in each block: group rows r_at[g][k] .. r_at[g][k + 1] - 1 are in block k
+    r_at = [(rows, np.searchsorted(rows, cuts).tolist(), p.args()) for rows, p in packed]
+    for k, (a, b) in enumerate(zip(cuts[:-1].tolist(), cuts[1:].tolist())):
         size = int(line_at[b] - line_at[a])
         out = buf[:size]
         end = _put_frames(out, line_at, a, b, data_at, *frame_args)
         assert end == size
-        for rows, p in packed:
-            r0, r1 = np.searchsorted(rows, (a, b))
-            if r1 > r0:
-                _write(out, data_at, rows, int(r0), int(r1), *p.args())
+        for rows, at, args in r_at:
+            if at[k + 1] > at[k]:
+                _write(out, data_at, rows, at[k], at[k + 1], *args)
         yield memoryview(out)
