@@ -211,8 +211,8 @@ def by_type(records: pa.Table, values: dict, default, dtype) -> np.ndarray:
     """``values[record_type]`` (``default`` for a type not in it, or a null type) of every row of a bronze table, as
     ``dtype``.  From the type numbers (record_type_id, is_control) through a table indexed by them -- two integer
     columns -- when every row has them; from the type names otherwise (a lake written before record_type_id, a
-    table that lacks it): one dictionary of every row's string, which cost more than the rest of a replay's
-    record-kind work.  The one place that reads a record's type off bronze rows as a number."""
+    table that lacks it, the seed rows of an incremental replay): one dictionary of every row's string, 5 ms of a
+    230 k-record replay.  The one place that reads a record's type off bronze rows as a number."""
     from controller_core.records import BY_API_KEY, BY_CONTROL_TYPE, BY_TYPE_NAME
 
     names = records.schema.names

@@ -28,10 +28,11 @@ def warm(sample: str | Path | None = None) -> None:
 
 def _warm_on(log_dir: Path) -> None:
     """The loops a large log takes, compiled on a small one: the decoder's framing, flat bodies, column
-    placement and JSON writers (bronze's data_json, decode's lines) run from ``logfile.COMPILED_MIN_RECORDS`` records (lowered to 0 for this call),
-    the copies' header walk, and every kernel a second time with the tape's list positions in int64
-    (``layout.POSITIONS_32`` lowered: the layout of a log past 2^31 list entries).  Otherwise the first
-    replay of a huge log, or the first decode of a large one, compiles them (about a minute here)."""
+    placement and JSON writers (bronze's data_json, decode's lines) run from ``logfile.COMPILED_MIN_RECORDS``
+    records (lowered to 0 for this call), the copies' header walk, and every kernel a second time with the
+    tape's list positions in int64 (``layout.POSITIONS_32`` lowered: the layout of a log past 2^31 list
+    entries).  Otherwise the first replay of a huge log, or the first decode of a large one, compiles them
+    (about a minute here)."""
     from controller_core import copies, pipeline
     from controller_core.codec import bronze, jsonwrite, logfile
     from controller_core.kernels import layout
