@@ -6,8 +6,10 @@ every ISR member (§2.8) and what a new partition's ISR is filtered by (§1.2-5)
 shutdown is still unfenced, but the controller is moving leadership *away* from it, so it may not lead.
 
 Every part of kraft-audit that asks "could broker b lead?" calls :func:`active` (scalars, or NumPy
-boolean arrays for the vectorized replay) or one of the table forms below, so the replay, the audit,
-recovery, plans and what-if cannot disagree about it.
+boolean arrays for the vectorized replay), :func:`rule` (the compiled invariant pass compiles it as it is) or
+one of the table forms below -- per broker state row, at an offset, or per record and replica just before
+each record (the change builders) -- so the replay, the audit, recovery, plans and what-if cannot disagree
+about it.
 """
 from __future__ import annotations
 
@@ -45,6 +47,10 @@ def _column(table: pa.Table, name: str) -> np.ndarray:
     return np.asarray(col.to_numpy(zero_copy_only=False), bool)
 
 
+def _ints(table: pa.Table, name: str) -> np.ndarray:
+    return np.asarray(table.column(name).to_numpy(zero_copy_only=False), np.int64)
+
+
 def active_rows(table: pa.Table) -> np.ndarray:
     """Per row of a table with ``registered``, ``fenced`` and ``in_controlled_shutdown`` columns
     (broker_state_history, or one row per broker at a point): whether that broker state is active."""
@@ -64,8 +70,66 @@ def active_at(history: pa.Table, at_offset: int | None = None) -> set[int]:
         history = history.filter(pc.less_equal(history.column("offset"), at_offset))
     if not history.num_rows:
         return set()
-    ids = history.column("broker_id").to_numpy(zero_copy_only=False).astype(np.int64)
-    offs = history.column("offset").to_numpy(zero_copy_only=False).astype(np.int64)
+    ids = _ints(history, "broker_id")
+    offs = _ints(history, "offset")
     order = np.lexsort((offs, ids))
     last = order[np.r_[ids[order][1:] != ids[order][:-1], True]]  # each broker's latest row
     return active_broker_ids(history.take(pa.array(last)))
+
+
+def active_matrix(history: pa.Table, R: np.ndarray, offset: np.ndarray) -> np.ndarray:
+    """(n x w): replica j of each record's partition belongs to a broker that is registered, unfenced
+    and not in controlled shutdown just before the record.
+
+    The broker timeline is small: a table of every broker's state after each of its rows (one row of
+    the table per broker row, in offset order) is indexed by the number of broker rows before the
+    record and by the replica's broker (:func:`active_table`)."""
+    from controller_core.vector import recompute as V  # (here: vector.recompute imports the image, which imports us)
+
+    n, w = R.shape
+    active = np.zeros((n, w), bool, order="F")
+    if not history.num_rows:
+        return active
+    lookup = active_table(history, offset, int(R.min(initial=-1)), int(R.max(initial=-1)))
+    if lookup is None:  # a huge broker timeline or broker ids too large to index: one search per replica
+        b_id = _ints(history, "broker_id")
+        b_off = _ints(history, "offset")
+        order = np.lexsort((b_off, b_id))
+        keys = b_id[order] * V.BIG + b_off[order]
+        q = np.where(R >= 0, R.astype(np.int64), 0) * V.BIG + offset[:, None]
+        jb = V.lookup(keys, q.ravel()).reshape(q.shape)
+        okb = (jb >= 0) & (b_id[order][np.maximum(jb, 0)] == R)
+        return okb & active_rows(history)[order][np.maximum(jb, 0)] & (R >= 0)
+    table, at, lut, none = lookup
+    for j in range(w):
+        r = R[:, j]
+        active[:, j] = table[at + lut[r]] & (r >= 0)  # r -1 (padding): lut's last entry, the inactive column
+    return active
+
+
+def active_table(history: pa.Table, offset: np.ndarray, r_lo: int, r_hi: int):
+    """(table, at, lut, none): broker b is active just before record i iff ``table[at[i] + lut[b]]`` (a flat
+    (broker rows + 1) x (brokers + 1) table of every broker's state after each broker row, in offset order;
+    ``at[i]``: the table row of record i; ``lut``: broker id -> column, of length > ``r_hi`` + 1 with -1 and
+    unknown ids on ``none``, the always-inactive column).  None when the table would be huge or the replica ids
+    (in [r_lo, r_hi]) cannot index ``lut``."""
+    from controller_core.vector import recompute as V
+
+    b_id = _ints(history, "broker_id")
+    b_off = _ints(history, "offset")
+    alive = active_rows(history)
+    ids, code = np.unique(b_id, return_inverse=True)
+    nb = len(ids) + 1  # the last column: not a broker (always inactive)
+    E = len(b_id)
+    top = max(int(ids[-1]) if len(ids) else -1, r_hi)
+    if (E + 1) * nb > 64_000_000 or (len(ids) and ids[0] < 0) or top >= (1 << 22) or r_lo < -1:
+        return None
+    so = np.argsort(b_off, kind="stable")
+    last = np.full((E + 1, nb), -1, np.int32)  # per table row: each broker's latest row so far
+    last[np.arange(1, E + 1), code[so]] = np.arange(E, dtype=np.int32)
+    np.maximum.accumulate(last, axis=0, out=last)
+    table = (alive[so][np.maximum(last, 0)] & (last >= 0)).ravel() if E else np.zeros(nb, bool)
+    at = V.count_below(b_off[so], offset) * nb
+    lut = np.full(top + 2, nb - 1, np.int32)  # index -1 (padding) and unknown ids: the inactive column
+    lut[ids] = np.arange(len(ids))
+    return table, at, lut, nb - 1

@@ -99,11 +99,6 @@ class Broker:
     # records never said (before RegisterBrokerRecord v4 / BrokerRegistrationChangeRecord v3)
     cordoned_log_dirs: list[str] | None = None
 
-    @property
-    def active(self) -> bool:
-        # a Broker in the image is registered: an UnregisterBrokerRecord removes it
-        return brokers.active(True, self.fenced, self.in_controlled_shutdown)
-
 
 class ReplayError(Exception):
     """A record that cannot be applied to the image (the log is invalid at that point)."""
@@ -153,8 +148,8 @@ class Cluster:
 
     def active(self, b: int) -> bool:
         """``active(b)`` of controller-rules.md (see :mod:`controller_core.brokers`)."""
-        br = self.brokers.get(b)
-        return br is not None and br.active
+        br = self.brokers.get(b)  # a broker in the image is registered: an UnregisterBrokerRecord removes it
+        return br is not None and brokers.active(True, br.fenced, br.in_controlled_shutdown)
 
     def topic_config(self, topic: str, key: str) -> str | None:
         """§1.7 resolution: topic, active controller's node, cluster default (static config: unknown)."""

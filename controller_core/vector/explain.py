@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from controller_core.vector import recompute as V
-from controller_core.brokers import active_rows
+from controller_core.brokers import active_matrix, active_table
 from controller_core.kernels import recompute_pass
 from controller_core.kernels.layout import CHANGE, Layout
 from controller_core.codec.arrowutil import from_numpy, strings, to_numpy
@@ -68,26 +68,6 @@ def _ints_at(col, rows: np.ndarray | None, fill: int, dtype=np.int32) -> np.ndar
         ok = _valid(arr)
         vals = np.where(ok if rows is None else ok[rows], vals, fill)
     return vals.astype(dtype, copy=False)
-
-
-def _count_below(sorted_keys: np.ndarray, q: np.ndarray, upto: bool = False):
-    """Number of keys < q, per query (``searchsorted``; a table over the queries' range when that
-    range is dense: random queries make a binary search mispredict at every step).  ``upto``: also
-    the number of keys <= q."""
-    if not len(q) or not len(sorted_keys):
-        zero = np.zeros(len(q), np.int64)
-        return (zero, zero) if upto else zero
-    lo, hi = int(q.min()), int(q.max())
-    if hi - lo > 4 * len(q) + (1 << 20):
-        below = np.searchsorted(sorted_keys, q, side="left")
-        return (below, np.searchsorted(sorted_keys, q, side="right")) if upto else below
-    base = int(np.searchsorted(sorted_keys, lo, side="left"))
-    inside = sorted_keys[base:np.searchsorted(sorted_keys, hi, side="right")] - lo
-    dt = np.int32 if base + len(inside) < 2**31 else np.int64
-    below = np.full(hi - lo + 2, base, dt)
-    below[1:] += np.cumsum(np.bincount(inside, minlength=hi - lo + 1), dtype=dt)
-    at = q - lo
-    return (below[at], below[at + 1]) if upto else below[at]
 
 
 def _row_of(keys: np.ndarray, rows: np.ndarray, q: np.ndarray) -> np.ndarray:
@@ -213,7 +193,7 @@ def _judge_numpy(bronze, history, brokers, topics, idx, offset, width: int | Non
     trig, chosen_ev, ev = _primary_trigger(bronze, brokers, _padded_members(before), rec, batch, offset)
     mv, elr_on, min_isr = _topic_settings(topics, history, idx, offset)
     ctx = V.Context(trigger=np.maximum(trig, 0), broker=_event_broker(ev, chosen_ev), mv=mv, elr_on=elr_on,
-                    min_isr=min_isr, check_lkl=mv >= 22, active=_active(brokers, before["replicas"], offset))
+                    min_isr=min_isr, check_lkl=mv >= 22, active=active_matrix(brokers, before["replicas"], offset))
     res = V.recompute(before, rec, ctx)
     return trig, chosen_ev, ev, res.matched, res.modelled
 
@@ -249,7 +229,7 @@ def _judge_compiled(bronze, history, brokers, topics, lay: Layout, idx, offset, 
     if width > recompute_pass.MAX_POSITIONS:
         return None
     r_lo, r_hi = int(rep[1].min(initial=0)), int(rep[1].max(initial=0))
-    lookup = _active_lookup(brokers, offset, r_lo, r_hi)
+    lookup = active_table(brokers, offset, r_lo, r_hi)
     if lookup is None:
         return None
     if rows is not None:  # the layout row each change record's history row was folded from
@@ -348,7 +328,7 @@ def _batch_event(ev: np.ndarray, members, batch: np.ndarray, offset: np.ndarray)
     if not len(ev):
         return trig, chosen_ev
     ev_batch = np.ascontiguousarray(ev[:, 0])
-    lo, hi = _count_below(ev_batch, batch, upto=True)
+    lo, hi = V.count_below(ev_batch, batch, upto=True)
     cand = np.flatnonzero(hi > lo)  # records sharing their batch with a broker event
     if not len(cand):
         return trig, chosen_ev
@@ -428,60 +408,6 @@ def _list_lens(col, rows: np.ndarray) -> np.ndarray:
 def _take(col, rows: np.ndarray):
     out = col.take(from_numpy(rows))
     return out.cast(pa.string()) if pa.types.is_dictionary(out.type) else out
-
-
-def _active(brokers: pa.Table, R: np.ndarray, offset: np.ndarray) -> np.ndarray:
-    """(n x w): replica j of each record's partition belongs to a broker that is registered, unfenced
-    and not in controlled shutdown just before the record.
-
-    The broker timeline is small: a table of every broker's state after each of its rows (one row of
-    the table per broker row, in offset order) is indexed by the number of broker rows before the
-    record and by the replica's broker (:func:`_active_lookup`)."""
-    n, w = R.shape
-    active = np.zeros((n, w), bool, order="F")
-    if not brokers.num_rows:
-        return active
-    lookup = _active_lookup(brokers, offset, int(R.min(initial=-1)), int(R.max(initial=-1)))
-    if lookup is None:  # a huge broker timeline or broker ids too large to index: one search per replica
-        b_id = to_numpy(brokers.column("broker_id"), np.int64)
-        b_off = to_numpy(brokers.column("offset"), np.int64)
-        order = np.lexsort((b_off, b_id))
-        keys = b_id[order] * V.BIG + b_off[order]
-        q = np.where(R >= 0, R.astype(np.int64), 0) * V.BIG + offset[:, None]
-        jb = V.lookup(keys, q.ravel()).reshape(q.shape)
-        okb = (jb >= 0) & (b_id[order][np.maximum(jb, 0)] == R)
-        return okb & active_rows(brokers)[order][np.maximum(jb, 0)] & (R >= 0)
-    table, at, lut, none = lookup
-    for j in range(w):
-        r = R[:, j]
-        active[:, j] = table[at + lut[r]] & (r >= 0)  # r -1 (padding): lut's last entry, the inactive column
-    return active
-
-
-def _active_lookup(brokers: pa.Table, offset: np.ndarray, r_lo: int, r_hi: int):
-    """(table, at, lut, none): broker b is active just before record i iff ``table[at[i] + lut[b]]`` (a flat
-    (broker rows + 1) x (brokers + 1) table of every broker's state after each broker row, in offset order;
-    ``at[i]``: the table row of record i; ``lut``: broker id -> column, of length > ``r_hi`` + 1 with -1 and
-    unknown ids on ``none``, the always-inactive column).  None when the table would be huge or the replica ids
-    (in [r_lo, r_hi]) cannot index ``lut``."""
-    b_id = to_numpy(brokers.column("broker_id"), np.int64)
-    b_off = to_numpy(brokers.column("offset"), np.int64)
-    alive = active_rows(brokers)  # the one definition of active(b)
-    ids, code = np.unique(b_id, return_inverse=True)
-    nb = len(ids) + 1  # the last column: not a broker (always inactive)
-    E = len(b_id)
-    top = max(int(ids[-1]) if len(ids) else -1, r_hi)
-    if (E + 1) * nb > 64_000_000 or (len(ids) and ids[0] < 0) or top >= (1 << 22) or r_lo < -1:
-        return None
-    so = np.argsort(b_off, kind="stable")
-    last = np.full((E + 1, nb), -1, np.int32)  # per table row: each broker's latest row so far
-    last[np.arange(1, E + 1), code[so]] = np.arange(E, dtype=np.int32)
-    np.maximum.accumulate(last, axis=0, out=last)
-    table = (alive[so][np.maximum(last, 0)] & (last >= 0)).ravel() if E else np.zeros(nb, bool)
-    at = _count_below(b_off[so], offset) * nb
-    lut = np.full(top + 2, nb - 1, np.int32)  # index -1 (padding) and unknown ids: the inactive column
-    lut[ids] = np.arange(len(ids))
-    return table, at, lut, nb - 1
 
 
 def _labels(trig: np.ndarray, chosen_ev: np.ndarray, ev: np.ndarray) -> pa.Array:

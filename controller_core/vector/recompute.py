@@ -106,6 +106,26 @@ def lookup(keys_sorted: np.ndarray, query: np.ndarray) -> np.ndarray:
     return np.searchsorted(keys_sorted, query, side="left") - 1
 
 
+def count_below(sorted_keys: np.ndarray, q: np.ndarray, upto: bool = False):
+    """Number of keys < q, per query (``searchsorted``; a table over the queries' range when that
+    range is dense: random queries make a binary search mispredict at every step).  ``upto``: also
+    the number of keys <= q."""
+    if not len(q) or not len(sorted_keys):
+        zero = np.zeros(len(q), np.int64)
+        return (zero, zero) if upto else zero
+    lo, hi = int(q.min()), int(q.max())
+    if hi - lo > 4 * len(q) + (1 << 20):
+        below = np.searchsorted(sorted_keys, q, side="left")
+        return (below, np.searchsorted(sorted_keys, q, side="right")) if upto else below
+    base = int(np.searchsorted(sorted_keys, lo, side="left"))
+    inside = sorted_keys[base:np.searchsorted(sorted_keys, hi, side="right")] - lo
+    dt = np.int32 if base + len(inside) < 2**31 else np.int64
+    below = np.full(hi - lo + 2, base, dt)
+    below[1:] += np.cumsum(np.bincount(inside, minlength=hi - lo + 1), dtype=dt)
+    at = q - lo
+    return (below[at], below[at + 1]) if upto else below[at]
+
+
 @dataclass
 class Context:
     """Per change record: what the builder needs besides the partition (all arrays of length n)."""

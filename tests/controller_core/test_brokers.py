@@ -11,11 +11,10 @@ import pytest
 
 from audit.run import state_at, truncate
 from controller_core.brokers import active_broker_ids
-from controller_core.brokers import active, active_at, active_rows
+from controller_core.brokers import active, active_at, active_matrix, active_rows
 from controller_core.image import Cluster, ReplayError
 from controller_core.logdir import SEGMENT
 from controller_core.replay import iter_batches
-from controller_core.vector.explain import _active
 from lake import gold
 from tests.realdata_facts import CLUSTERS, REALDATA
 from lake import catalog
@@ -72,7 +71,7 @@ def test_image_vectorized_history_and_audit_agree_on_who_is_active(name):
     ids = np.unique(hist.column("broker_id").to_numpy()).astype(np.int32)
     # vectorized: state "just before" offset o + 1 is the state after o; one row per point, a column per broker
     R = np.asfortranarray(np.tile(ids, (len(offsets), 1)))
-    vec = _active(hist, R, np.asarray(offsets, np.int64) + 1)
+    vec = active_matrix(hist, R, np.asarray(offsets, np.int64) + 1)
     seen_inactive = False
     for i, o in enumerate(offsets):
         want = scalar[o]
