@@ -17,6 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from controller_core.codec.arrowutil import column_ints
+
 # broker_state_history writes nulls for an unregistered broker's state (no registration to read them
 # from): null registered / fenced / in_controlled_shutdown read as "not registered", "fenced", "not
 # in controlled shutdown", which all make the broker inactive or leave the answer to the others.
@@ -47,10 +49,6 @@ def _column(table: pa.Table, name: str) -> np.ndarray:
     return np.asarray(col.to_numpy(zero_copy_only=False), bool)
 
 
-def _ints(table: pa.Table, name: str) -> np.ndarray:
-    return np.asarray(table.column(name).to_numpy(zero_copy_only=False), np.int64)
-
-
 def active_rows(table: pa.Table) -> np.ndarray:
     """Per row of a table with ``registered``, ``fenced`` and ``in_controlled_shutdown`` columns
     (broker_state_history, or one row per broker at a point): whether that broker state is active."""
@@ -70,8 +68,8 @@ def active_at(history: pa.Table, at_offset: int | None = None) -> set[int]:
         history = history.filter(pc.less_equal(history.column("offset"), at_offset))
     if not history.num_rows:
         return set()
-    ids = _ints(history, "broker_id")
-    offs = _ints(history, "offset")
+    ids = column_ints(history.column("broker_id"))
+    offs = column_ints(history.column("offset"))
     order = np.lexsort((offs, ids))
     last = order[np.r_[ids[order][1:] != ids[order][:-1], True]]  # each broker's latest row
     return active_broker_ids(history.take(pa.array(last)))
@@ -92,8 +90,8 @@ def active_matrix(history: pa.Table, R: np.ndarray, offset: np.ndarray) -> np.nd
         return active
     lookup = active_table(history, offset, int(R.min(initial=-1)), int(R.max(initial=-1)))
     if lookup is None:  # a huge broker timeline or broker ids too large to index: one search per replica
-        b_id = _ints(history, "broker_id")
-        b_off = _ints(history, "offset")
+        b_id = column_ints(history.column("broker_id"))
+        b_off = column_ints(history.column("offset"))
         order = np.lexsort((b_off, b_id))
         keys = b_id[order] * V.BIG + b_off[order]
         q = np.where(R >= 0, R.astype(np.int64), 0) * V.BIG + offset[:, None]
@@ -115,8 +113,8 @@ def active_table(history: pa.Table, offset: np.ndarray, r_lo: int, r_hi: int):
     (in [r_lo, r_hi]) cannot index ``lut``."""
     from controller_core.vector import recompute as V
 
-    b_id = _ints(history, "broker_id")
-    b_off = _ints(history, "offset")
+    b_id = column_ints(history.column("broker_id"))
+    b_off = column_ints(history.column("offset"))
     alive = active_rows(history)
     ids, code = np.unique(b_id, return_inverse=True)
     nb = len(ids) + 1  # the last column: not a broker (always inactive)

@@ -36,6 +36,25 @@ def to_numpy(col, dtype=None) -> np.ndarray:
     return out if dtype is None else out.astype(dtype)
 
 
+def column_ints(col, fill=0, dtype=np.int64) -> np.ndarray:
+    """An integer column as ``dtype``, nulls as ``fill``: chunk by chunk into one array (casting, filling and
+    joining the whole column copied it four times into fresh pages: a third of the layout at 1 M partitions)."""
+    chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
+    out = np.empty(len(col), dtype)
+    at = 0
+    for c in chunks:
+        if not len(c):
+            continue
+        dst = out[at:at + len(c)]
+        if c.null_count:
+            dst[:] = c.fill_null(0).to_numpy(zero_copy_only=False)
+            dst[~c.is_valid().to_numpy(zero_copy_only=False)] = fill
+        else:
+            dst[:] = c.to_numpy(zero_copy_only=False)
+        at += len(c)
+    return out
+
+
 def repeat_str(text: str, n: int) -> pa.Array:
     raw = text.encode("utf-8")
     if len(raw) * n >= 1 << 31:  # past a string array's 32-bit offsets: Arrow splits it into chunks

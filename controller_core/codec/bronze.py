@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from controller_core.codec.arrowutil import NUMPY_TYPES, from_numpy, repeat_str, strings
+from controller_core.codec.arrowutil import NUMPY_TYPES, column_ints, from_numpy, repeat_str, strings
 from controller_core.codec.jsonwrite import chunk_json
 from controller_core.codec.logfile import COMPILED_MIN_RECORDS, TYPE_NAMES, DecodedChunk, Quarantine, distinct
 from controller_core.records import UNKNOWN_RECORD_TYPE as UNKNOWN_RECORD
@@ -226,9 +226,9 @@ def by_type(records: pa.Table, values: dict, default, dtype) -> np.ndarray:
         for side, declared in enumerate((BY_API_KEY, BY_CONTROL_TYPE)):
             for number, r in declared.items():
                 table[side, number] = values.get(r.type_name, default)
-        type_id = _column_ints(records.column("record_type_id"), np.int64)
+        type_id = column_ints(records.column("record_type_id"))
         last = width - 1
-        return table[_column_ints(records.column("is_control"), np.intp),
+        return table[column_ints(records.column("is_control"), 0, np.intp),
                      np.where((type_id >= 0) & (type_id < last), type_id, last)]
     col = records.column("record_type")
     chunks = [c for c in (col.chunks if isinstance(col, pa.ChunkedArray) else [col]) if len(c)]
@@ -239,17 +239,6 @@ def by_type(records: pa.Table, values: dict, default, dtype) -> np.ndarray:
     lut = np.array([values.get(t, default) for t in enc.chunk(0).dictionary.to_pylist()] + [default], dtype)
     return np.concatenate([lut[np.asarray(c.indices.fill_null(len(lut) - 1).to_numpy(zero_copy_only=False),
                                           np.int64)] for c in enc.chunks])
-
-
-def _column_ints(col, dtype) -> np.ndarray:
-    """A column without nulls (integers or booleans) as one NumPy array of ``dtype``, chunk by chunk."""
-    chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
-    out = np.empty(len(col), dtype)
-    at = 0
-    for c in chunks:
-        out[at:at + len(c)] = c.to_numpy(zero_copy_only=False)
-        at += len(c)
-    return out
 
 
 class _Placement:

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from numba import njit
 
 from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip cache across jobs)
-from controller_core.codec.arrowutil import from_numpy, to_numpy
+from controller_core.codec.arrowutil import column_ints, from_numpy, to_numpy
 from controller_core.codec.bronze import by_type
 from controller_core.image import MIGRATING, MIN_ISR, UNCLEAN, min_isr_value
 
@@ -106,28 +106,9 @@ def _dense(col: pa.ChunkedArray, arrow: bool = False):
     return idx, dictionary.to_pylist()
 
 
-def _ints(col, fill, dtype=np.int64) -> np.ndarray:
-    """An integer column as ``dtype``, nulls as ``fill``: chunk by chunk into one array (casting, filling and
-    joining the whole column copied it four times into fresh pages: a third of the layout at 1 M partitions)."""
-    chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
-    out = np.empty(len(col), dtype)
-    at = 0
-    for c in chunks:
-        if not len(c):
-            continue
-        dst = out[at:at + len(c)]
-        if c.null_count:
-            dst[:] = pc.fill_null(c, 0).to_numpy(zero_copy_only=False)
-            dst[~c.is_valid().to_numpy(zero_copy_only=False)] = fill
-        else:
-            dst[:] = c.to_numpy(zero_copy_only=False)
-        at += len(c)
-    return out
-
-
 def _unset(col, is_p: np.ndarray, p_fill: int, fill: int) -> np.ndarray:
     """An int32 field whose null reads ``p_fill`` in a PartitionRecord and ``fill`` elsewhere."""
-    out = _ints(col, fill, np.int32)
+    out = column_ints(col, fill, np.int32)
     if col.null_count:
         out[is_p & ~_valid(col)] = p_fill
     return out
@@ -213,7 +194,7 @@ def build(records: pa.Table, cluster: bool = True) -> Layout:
     kind = _kinds(records)
 
     topic, topic_ids, topic_dict = _dense(records.column("topic_id"), arrow=True)
-    pid = _ints(records.column("partition_id"), -1, np.int32)
+    pid = column_ints(records.column("partition_id"), -1, np.int32)
     is_part = (kind == PARTITION) | (kind == CHANGE)
     has_part = is_part & (topic >= 0) & (pid >= 0)
     uniq, inv = _partitions(topic[has_part], pid[has_part])
@@ -231,7 +212,7 @@ def build(records: pa.Table, cluster: bool = True) -> Layout:
     topic_parts_at = np.cumsum(topic_parts_at)
 
     # topic names: TopicRecord / ClearElr names and topic config resources, one index space
-    cfg_type = _ints(records.column("config_resource_type"), -1)
+    cfg_type = column_ints(records.column("config_resource_type"), -1)
     res_name = records.column("config_resource_name")
     # only the few rows naming a topic are joined (joining both string columns whole was most of this step)
     is_res = cfg_type == TOPIC_RESOURCE
@@ -249,8 +230,8 @@ def build(records: pa.Table, cluster: bool = True) -> Layout:
     ints = np.empty((n, 6), np.int32)
     is_p = kind == PARTITION
     ints[:, 0] = _unset(records.column("leader"), is_p, -1, -2)
-    ints[:, 1] = _ints(records.column("leader_epoch"), -1, np.int32)
-    ints[:, 2] = _ints(records.column("partition_epoch"), -1, np.int32)
+    ints[:, 1] = column_ints(records.column("leader_epoch"), -1, np.int32)
+    ints[:, 2] = column_ints(records.column("partition_epoch"), -1, np.int32)
     ints[:, 3] = _unset(records.column("leader_recovery_state"), is_p, 0, -1)
     wide = sum(c.offsets[-1].as_py() - c.offsets[0].as_py() for col in LISTS + ("directories",)
                for c in _chunks(records.column(col))) >= POSITIONS_32
@@ -266,7 +247,7 @@ def build(records: pa.Table, cluster: bool = True) -> Layout:
         base = _fill_refs(_chunks(records.column(col)), lists, 2 * k, base, tape_parts)
     tape = np.concatenate(tape_parts) if tape_parts else np.zeros(0, np.int32)
 
-    offset = _ints(records.column("offset"), 0)
+    offset = column_ints(records.column("offset"), 0)
     parts = dict(kind=kind, topic=topic, part=part, name=name, ints=ints, lists=lists, tape=tape, part_topic=part_topic,
                  part_id=part_id, topic_p0=topic_p0, topic_parts=order, topic_parts_at=topic_parts_at,
                  topic_ids=topic_ids, names=names, n_names=max(len(names), 1), offset=offset, topic_dict=topic_dict)
@@ -288,7 +269,7 @@ def _cluster(records: pa.Table, kind: np.ndarray, name: np.ndarray, ints: np.nda
     row was 0.9 GB of writes on a 1 M-partition log)."""
     n = records.num_rows
     files, file_names = _dense(records.column("source_file"))
-    bbo = _ints(records.column("batch_base_offset"), -1)
+    bbo = column_ints(records.column("batch_base_offset"), -1)
     new_batch = np.ones(n, bool)
     if n > 1:
         new_batch[1:] = (files[1:] != files[:-1]) | (bbo[1:] != bbo[:-1])
@@ -299,14 +280,14 @@ def _cluster(records: pa.Table, kind: np.ndarray, name: np.ndarray, ints: np.nda
     is_broker = (kind >= REGISTER) & (kind <= UNREGISTER)
     brows = np.flatnonzero(is_broker)
     on_broker = from_numpy(is_broker)  # the rows the broker fields are read from
-    bid = _ints(records.column("broker_id").filter(on_broker), MISSING)
+    bid = column_ints(records.column("broker_id").filter(on_broker), MISSING)
     known = bid != MISSING
     broker_ids = np.unique(bid[known])
     broker = np.full(n, -1, np.int32)
     broker[brows[known]] = np.searchsorted(broker_ids, bid[known])
     bints = np.zeros((n, 5), np.int64)
     bints[brows, 0] = bid
-    bints[brows, 1] = _ints(records.column("broker_epoch").filter(on_broker), MISSING)
+    bints[brows, 1] = column_ints(records.column("broker_epoch").filter(on_broker), MISSING)
     bints[brows, 2] = _dense(records.column("incarnation_id").filter(on_broker))[0]
     # RegisterBrokerRecord: absent fenced means fenced, absent inControlledShutdown means not (image._register)
     bints[brows, 3] = to_numpy(pc.fill_null(records.column("fenced").filter(on_broker), True), bool)
@@ -346,8 +327,8 @@ def _cluster(records: pa.Table, kind: np.ndarray, name: np.ndarray, ints: np.nda
     vidx, values = _dense(records.column("config_value").filter(on_cfg))
     mins = np.array([min_isr_value(t) for t in values] or [1], np.int64)
     value_min = np.where(vidx >= 0, mins[np.maximum(vidx, 0)], MISSING)
-    levels = _ints(records.column("feature_level").filter(on_cfg), 0)
-    leaders = _ints(records.column("leader_id").filter(on_cfg), -1)  # LeaderChange: the new active controller
+    levels = column_ints(records.column("feature_level").filter(on_cfg), 0)
+    leaders = column_ints(records.column("leader_id").filter(on_cfg), -1)  # LeaderChange: the new active controller
     cfg[crows, 3] = np.where(ckind == FEATURE, levels, np.where(ckind == LEADER_CHANGE, leaders, value_min))
     cfg[crows, 4] = vidx
 
