@@ -456,7 +456,7 @@ def test_replayed_state_shows_the_elr_off_story(generated):
     tid = c.topic_ids["payments"]
     p = c.partitions[(tid, 0)]
     assert p.leader == 3 and sorted(p.isr) == [1, 2, 3] and p.elr == []
-    assert c.brokers[3].active
+    assert c.active(3)  # registered, unfenced, not in controlled shutdown
     info = {b: _log_info(d, b)[0] for b in (1, 2, 3)}
     assert {i["CurrentLeaderEpoch"] for i in info.values()} == {p.leader_epoch}
     assert info[3]["LastWrittenLeaderEpoch"] == 0   # its surviving records were written in epoch 0
