@@ -110,16 +110,21 @@ def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool
     brokers, topics = timelines.build(cluster_level_recs(records), image, rejected)
     if rejected is not None:
         _orphans(history, records, rejected)
-    exp = explain(records, history, brokers, topics, lay, folded.rows) if recompute else EXPLAINED_SCHEMA.empty_table()
+    exp = (explain(records, history, brokers, topics, lay, folded.rows, folded.changes) if recompute
+           else EXPLAINED_SCHEMA.empty_table())
     todo, divergences, labels = _scalar_fallback(records, exp, elr_override, snaps)
     found = invariant_pass.check(records, elr_override, lay) if invariants else []
+    fast = folded  # the fold's row arrays describe ``history`` as it is (not after context rows are dropped)
     if context_topics:
         divergences, found, exp, history = _drop_context(context_topics, divergences, found, exp, history)
+        fast = None
 
     triggers = _triggers(exp, labels)
     counts = {item["values"]: item["counts"] for item in pc.value_counts(triggers.column("trigger")).to_pylist()
               if not item["values"].endswith("?")}
-    return Replay(history=date_history(history, records, triggers), brokers=brokers, topics=topics,
+    dated = (date_history(history, records, triggers) if fast is None or fast.rows is None else
+             date_history(history, records, triggers, rows=fast.rows, successor=fast.successor, changes=fast.changes))
+    return Replay(history=dated, brokers=brokers, topics=topics,
                   divergences=divergence_table(divergences), breaches=breach_table(found), image=image, explained=exp,
                   records=total, partition_changes=len(exp), scalar_partitions=len(todo), trigger_counts=counts,
                   fold_fallback_partitions=folded.fallback_partitions)
@@ -214,11 +219,21 @@ def _triggers(exp: pa.Table, scalar: dict) -> pa.Table:
                      "partition_id": exp.column("partition_id"), "trigger": trig})
 
 
-def date_history(history: pa.Table, records: pa.Table, triggers: pa.Table) -> pa.Table:
+def date_history(history: pa.Table, records: pa.Table, triggers: pa.Table, *, rows: np.ndarray | None = None,
+                 successor: np.ndarray | None = None, changes: np.ndarray | None = None) -> pa.Table:
     """History rows with the time they became and stopped being valid (the timestamps of the segment
     records at ``offset`` / ``valid_to_offset``; null for a snapshot's state) and the trigger of
-    each change record (null where there is none)."""
+    each change record (null where there is none).
+
+    The compiled fold's row arrays (:class:`controller_core.kernels.fold_pass.Fold`), when given, say where
+    those records are without a search: ``rows``, the input row of each history row (so the record at its
+    ``offset``), ``successor``, the history row whose offset is its ``valid_to_offset`` (-1: none), and
+    ``changes``, the rows ``triggers`` labels."""
     seg = pc.equal(records.column("source_kind"), SEGMENT)
+    if rows is not None and successor is not None:
+        dated = _date_by_rows(history, records, seg, rows, successor)
+        if dated is not None:
+            return _dated(history, triggers, changes, *dated)
     s_off = np.asarray(records.column("offset").filter(seg), np.int64)
     s_ts = records.column("timestamp").filter(seg).cast(TS)
     order = np.argsort(s_off, kind="stable")
@@ -238,12 +253,44 @@ def date_history(history: pa.Table, records: pa.Table, triggers: pa.Table) -> pa
         valid = j >= 0 if s_known is None else (j >= 0) & s_known[k]
         return from_numpy(s_us[k], valid).view(TS)
 
+    return _dated(history, triggers, None, at(history.column("offset")), at(history.column("valid_to_offset")))
+
+
+def _dated(history: pa.Table, triggers: pa.Table, changes, valid_from: pa.Array, valid_to: pa.Array) -> pa.Table:
     history = history.cast(fold.HISTORY_SCHEMA)
-    trigger = _place_triggers(history, triggers)
-    out = (history.append_column("valid_from_timestamp", at(history.column("offset")))
-           .append_column("valid_to_timestamp", at(history.column("valid_to_offset")))
+    trigger = _place_triggers(history, triggers, changes)
+    out = (history.append_column("valid_from_timestamp", valid_from)
+           .append_column("valid_to_timestamp", valid_to)
            .append_column("trigger", trigger))
     return out.select(HISTORY_DATED_SCHEMA.names).cast(HISTORY_DATED_SCHEMA)
+
+
+def _date_by_rows(history: pa.Table, records: pa.Table, seg, rows: np.ndarray, successor: np.ndarray):
+    """(valid_from, valid_to) timestamps of the history rows whose input row and successor row the fold gave:
+    the timestamp of a row's own record when that is a segment record, the successor's valid_from as its
+    valid_to.  A row folded from a snapshot record takes the segment record at its offset, as the search does
+    (none, on a log whose snapshot ends where its segments start).  None when the segment records' offsets are
+    not strictly increasing (the search decides which of two records with one offset dates a row)."""
+    is_seg = to_numpy(pc.fill_null(seg, False), bool)
+    offsets = to_numpy(pc.fill_null(records.column("offset"), -1), np.int64)
+    s_off = offsets[is_seg]
+    if len(s_off) > 1 and not (s_off[1:] > s_off[:-1]).all():
+        return None
+    ts = records.column("timestamp").cast(TS)
+    us = to_numpy(pc.fill_null(ts.cast(pa.int64()), 0), np.int64)
+    known = is_seg & to_numpy(ts.is_valid(), bool) if ts.null_count else is_seg
+    from_us = us[rows]
+    from_ok = known[rows]
+    other = np.flatnonzero(~is_seg[rows])  # rows from snapshot records: the segment record at the offset
+    if len(other) and len(s_off):
+        j = _offset_finder(s_off)(offsets[rows[other]])
+        s_rows = np.flatnonzero(is_seg)[np.maximum(j, 0)]
+        from_us[other] = us[s_rows]
+        from_ok[other] = (j >= 0) & known[s_rows]
+    has = successor >= 0
+    nxt = np.maximum(successor, 0)
+    return (from_numpy(from_us, from_ok).view(TS),
+            from_numpy(from_us[nxt], has & from_ok[nxt] if len(nxt) else has).view(TS))
 
 
 def _offset_finder(sorted_offsets: np.ndarray):
@@ -272,14 +319,15 @@ def _offset_finder(sorted_offsets: np.ndarray):
     return search
 
 
-def _place_triggers(history: pa.Table, triggers: pa.Table) -> pa.Array:
+def _place_triggers(history: pa.Table, triggers: pa.Table, changes: np.ndarray | None = None) -> pa.Array:
     """The trigger of each history row: the ``triggers`` row with the same (offset, topic_id,
     partition_id), null where there is none.  A change record's offset names one record, so the offsets
     of ``triggers`` are distinct and a sorted search finds the candidate, whose partition is then checked;
-    should they not be distinct, a hash join on the three keys."""
+    should they not be distinct, a hash join on the three keys.  ``changes``: the history rows of the change
+    records that are not orphans, when the fold says which."""
     n = history.num_rows
     t_off = to_numpy(triggers.column("offset"), np.int64) if triggers.num_rows else np.zeros(0, np.int64)
-    placed = _aligned_triggers(history, triggers, t_off)
+    placed = _aligned_triggers(history, triggers, t_off, changes)
     if placed is not None:
         return placed
     triggers = triggers.set_column(triggers.schema.get_field_index("trigger"), "trigger",
@@ -298,14 +346,22 @@ def _place_triggers(history: pa.Table, triggers: pa.Table) -> pa.Array:
     return pc.if_else(pc.fill_null(same, False), triggers.column("trigger").take(at), pa.scalar(None, pa.string()))
 
 
-def _aligned_triggers(history: pa.Table, triggers: pa.Table, t_off: np.ndarray) -> pa.Array | None:
+def _aligned_triggers(history: pa.Table, triggers: pa.Table, t_off: np.ndarray,
+                      changes: np.ndarray | None = None) -> pa.Array | None:
     """The replay's own case, without a search: ``triggers`` has one row per change row of ``history`` (its
-    PartitionChangeRecord rows that are not orphans, in order: what ``explain`` labels), so the labels are
-    scattered onto those rows.  None when the offsets and partition ids say the rows do not line up (a caller's
-    own triggers); an offset names one record, so the topic ids (strings) are not compared as well."""
-    change = np.asarray(pc.fill_null(pc.equal(history.column("record_type"), "PARTITION_CHANGE_RECORD"), False), bool)
-    change &= ~np.asarray(history.column("orphan"), bool)
-    rows = np.flatnonzero(change)
+    PartitionChangeRecord rows that are not orphans, in order: what ``explain`` labels; ``changes`` when the fold
+    gave them), so the labels are scattered onto those rows.  None when the offsets and partition ids say the
+    rows do not line up (a caller's own triggers); an offset names one record, so the topic ids (strings) are not
+    compared as well."""
+    if changes is None:
+        change = np.asarray(pc.fill_null(pc.equal(history.column("record_type"), "PARTITION_CHANGE_RECORD"),
+                                          False), bool)
+        change &= ~np.asarray(history.column("orphan"), bool)
+        rows = np.flatnonzero(change)
+    else:
+        rows = changes
+        change = np.zeros(history.num_rows, bool)
+        change[rows] = True
     if len(rows) != len(t_off) or not np.array_equal(to_numpy(history.column("offset"), np.int64)[rows], t_off):
         return None
     pid = to_numpy(pc.fill_null(history.column("partition_id"), -1), np.int64)[rows]

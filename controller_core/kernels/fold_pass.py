@@ -25,7 +25,8 @@ Two compiled loops, no Python object in either (kernel-design.md):
 2. **Columns** (:func:`_columns`), over the rows in output order (sequential): the integer columns, the
    list columns as int32 offsets + one flat values buffer each (lists copied from the tape), directory
    codes, and ``valid_to_offset`` by a backward scan of each partition's rows (the next non-orphan row's
-   offset; orphans have none).
+   offset; orphans have none) with that row (``Fold.successor``: the pipeline dates the history with it and
+   ``Fold.rows``, no search by offset).
 
 Strings are made once per distinct value: topic ids, record types and directory ids are dictionary codes
 turned into Arrow strings by a ``take`` (the NumPy fold's own helpers).
@@ -62,6 +63,10 @@ class Fold(NamedTuple):
     history: pa.Table  # fold.HISTORY_SCHEMA
     fallback_partitions: int  # partitions folded by the NumPy fold instead (the whole input, when any)
     rows: np.ndarray | None = None  # per history row, the input row it comes from (None: the NumPy fold's table)
+    # with ``rows``: the history rows of the PartitionChangeRecords that are not orphans (what explain judges),
+    # ascending, and per history row the row whose offset is its valid_to_offset (-1: none)
+    changes: np.ndarray | None = None
+    successor: np.ndarray | None = None
 
 
 # A partition's state line (int32): whether it exists, leader, leader recovery state, the two epochs, and
@@ -269,6 +274,7 @@ def _columns(R, offset, tape, dir_codes, mig, part_topic, part_id):
     # valid_to_offset: the offset of the partition's next row that is not an orphan (orphans have none)
     valid_to = np.zeros(m, np.int64)
     has_next = np.zeros(m, np.bool_)
+    succ = np.full(m, -1, np.int64)
     nxt = -1
     for j in range(m - 1, -1, -1):
         if j == m - 1 or R[j, _R_PART] != R[j + 1, _R_PART]:
@@ -278,9 +284,10 @@ def _columns(R, offset, tape, dir_codes, mig, part_topic, part_id):
         if nxt >= 0:
             valid_to[j] = offset[nxt]
             has_next[j] = True
+            succ[j] = nxt
         nxt = j
     return (topic_code, pid, kind, valid, deleted, orphan, leader, lrs, le, pe, off, v_rep, v_isr, v_rm,
-            v_ad, v_elr, v_lke, v_dir, valid_to, has_next, m == len(R))
+            v_ad, v_elr, v_lke, v_dir, valid_to, has_next, succ, m == len(R))
 
 
 # ------------------------------------------------------------------------------------------ Python
@@ -383,7 +390,7 @@ def fold(records: pa.Table, lay: L.Layout | None = None, timings: dict | None = 
     _fold(*args, at, R, O, Src, False)
     clock("fold loop (rows to their output place)")
     (topic_code, pid, kind_o, valid, deleted, orphan, leader, lrs, le, pe, off, v_rep, v_isr, v_rm, v_ad, v_elr,
-     v_lke, v_dir, valid_to, has_next, fits) = _columns(R, O, lay.tape, lay.dir_codes, lay.dir_mig, lay.part_topic,
+     v_lke, v_dir, valid_to, has_next, succ, fits) = _columns(R, O, lay.tape, lay.dir_codes, lay.dir_mig, lay.part_topic,
                                                        lay.part_id)
     del R
     clock("columns loop")
@@ -405,7 +412,8 @@ def fold(records: pa.Table, lay: L.Layout | None = None, timings: dict | None = 
     columns["orphan"] = from_numpy(orphan)
     out = pa.Table.from_pydict(columns, schema=F.HISTORY_SCHEMA)
     clock("Arrow columns (strings by take)")
-    return Fold(out, 0, Src)
+    changes = np.flatnonzero((kind_o == _C) & ~orphan)
+    return Fold(out, 0, Src, changes, succ)
 
 
 def warm() -> None:

@@ -162,7 +162,7 @@ EXPLAINED_SCHEMA = pa.schema([  # what explain returns, one row per PartitionCha
 
 
 def explain(bronze: pa.Table, history: pa.Table, brokers: pa.Table, topics: pa.Table,
-            lay: Layout | None = None, rows: np.ndarray | None = None) -> pa.Table:
+            lay: Layout | None = None, rows: np.ndarray | None = None, changes: np.ndarray | None = None) -> pa.Table:
     """Per PartitionChangeRecord: offset, topic_id, partition_id, trigger, matched, modelled.
 
     With ``lay`` (the dense layout of ``bronze``, :func:`controller_core.kernels.layout.build`) the records are
@@ -170,8 +170,10 @@ def explain(bronze: pa.Table, history: pa.Table, brokers: pa.Table, topics: pa.T
     the layout in place; without it, or for what that loop does not take (more than 64 replica positions, broker
     ids it cannot index), by the NumPy builder (:func:`controller_core.vector.recompute.recompute`, its reference).
     Both give the same table.  ``rows``: the input row of each history row, when the fold says so
-    (:class:`controller_core.kernels.fold_pass.Fold`); else each change record is found by its offset."""
-    idx = np.flatnonzero(_of_type(history.column("record_type"), (PCR,)) & ~_bools(history.column("orphan")))
+    (:class:`controller_core.kernels.fold_pass.Fold`); else each change record is found by its offset.
+    ``changes``: the history rows of the change records that are not orphans, when the fold says which."""
+    idx = changes if changes is not None else np.flatnonzero(
+        _of_type(history.column("record_type"), (PCR,)) & ~_bools(history.column("orphan")))
     if len(idx) == 0:
         return EXPLAINED_SCHEMA.empty_table()
     offset = _ints_at(history.column("offset"), idx, 0, np.int64)
@@ -247,7 +249,7 @@ def _judge_compiled(bronze, history, brokers, topics, lay: Layout, idx, offset, 
     events = _broker_events(bronze, brokers)
     ev = _event_rows(events)
     trig, chosen_ev = _batch_event(ev, members, batch, offset)
-    mv, elr_on, min_isr = _topic_settings(topics, history, idx, offset)
+    mv, elr_on, min_isr = _topic_settings(topics, history, idx, offset, lay, pos)
     add, rm = _flat_list(history.column("adding_replicas")), _flat_list(history.column("removing_replicas"))
     table, at, lut, _ = lookup
     at = at.astype(np.int64, copy=False)  # one machine function for every broker table size (kernels/recompute_pass)
@@ -369,11 +371,19 @@ def _event_broker(ev: np.ndarray, chosen_ev: np.ndarray) -> np.ndarray:
     return np.append(ev[:, 3], -1).astype(np.int32)[chosen_ev]  # chosen_ev -1: the appended -1
 
 
-def _topic_settings(topics: pa.Table, history: pa.Table, idx: np.ndarray, offset: np.ndarray):
-    """(metadata version, ELR in effect, effective min ISR) of each record's topic just before it."""
+def _topic_settings(topics: pa.Table, history: pa.Table, idx: np.ndarray, offset: np.ndarray,
+                    lay: Layout | None = None, pos: np.ndarray | None = None):
+    """(metadata version, ELR in effect, effective min ISR) of each record's topic just before it.  With the
+    layout and each record's layout row ``pos``, the record's topic is the layout's dense topic index (its
+    topic ids made once), not the history's topic id strings read again."""
     t_enc = pc.dictionary_encode(_array(topics.column("topic_id")).cast(pa.string()))
     t_code = np.asarray(t_enc.indices.fill_null(-1), np.int64)
-    r_code = _topic_codes(history.column("topic_id"), idx, t_enc.dictionary)
+    if lay is not None and pos is not None:
+        lut = np.append(to_numpy(pc.fill_null(pc.index_in(lay.topic_dict, value_set=t_enc.dictionary), -1),
+                                 np.int64), -1)
+        r_code = lut[lay.topic[pos]]  # a null topic id (-1) reads the appended -1
+    else:
+        r_code = _topic_codes(history.column("topic_id"), idx, t_enc.dictionary)
     t_off = to_numpy(topics.column("offset"), np.int64)
     t_order = np.lexsort((t_off, t_code))
     t_keys = t_code[t_order] * V.BIG + t_off[t_order]
