@@ -536,6 +536,8 @@ def _newly_inactive(tape, bs, broker_ids, b, a, has_before, rl, x):
 @njit(**_PER_RECORD)
 def _check_isr_expand(out, tape, g, bs, broker_ids, b, a, has_before, rl, row, p, nm):
     ais, ain = _ls(a, LI)
+    if has_before and ais == b[P_LISTS + 2 * LI] and ain == b[P_LISTS + 2 * LI + 1]:
+        return  # the ISR before, unchanged (the same list on the tape): every member was in it, none joins
     count = 0
     for j in range(ain):
         if _newly_inactive(tape, bs, broker_ids, b, a, has_before, rl, tape[ais + j]):
@@ -693,7 +695,9 @@ def _fence_breach(out, tape, ps, ts, g, part_topic, p, x, row, kind):
 @njit(cache=True)
 def _closing_min_isr(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, t, batch_no):
     """m of topic t while batch ``batch_no`` is closed (the image does not change then): computed once
-    per topic, not once per partition -- a min ISR config re-evaluates every partition."""
+    per topic, not once per partition -- a min ISR config re-evaluates every partition, and each batch's end
+    reads m for every partition it wrote (resolving the config and counting partition 0's replicas for each of
+    them was a quarter of the pass)."""
     if ts[t, T_M_STAMP] != batch_no:
         ts[t, T_M] = _min_isr(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, t)
         ts[t, T_M_STAMP] = batch_no
@@ -730,7 +734,8 @@ def _check_windows(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topi
 
 
 @njit(cache=True)
-def _check_elr_below_min_isr(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, tch, tkeys, ntk):
+def _check_elr_below_min_isr(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, tch, tkeys, ntk,
+                             batch_no):
     if not _elr_enabled(g):
         return  # a non-empty ELR is then INV-ELR-DISABLED-EMPTY's business
     for q in range(ntk):
@@ -738,7 +743,7 @@ def _check_elr_below_min_isr(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0,
         if ps[p, P_LIVE] == 0 or ps[p, P_LISTS + 2 * LE + 1] == 0:
             continue
         t = part_topic[p]
-        m = _min_isr(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, t)
+        m = _closing_min_isr(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, t, batch_no)
         i_n = ps[p, P_LISTS + 2 * LI + 1]
         if i_n < m:
             continue
@@ -826,7 +831,7 @@ def _check_fences(out, tape, ps, ts, g, bs, broker_ids, part_topic, tch, nt, fen
 
 @njit(cache=True)
 def _check_unclean_shutdowns(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, broker_ids, tch, nt,
-                             regs, offsets, stamp):
+                             regs, offsets, stamp, batch_no):
     """INV-ELR-UNCLEAN-REMOVED: after a batch that handled an unclean shutdown of B, B is in no ELR and no
     ISR (except as a last known leader elected by that batch).  Returns the next free mark stamp."""
     if len(regs) == 0 or not _elr_enabled(g):
@@ -844,8 +849,8 @@ def _check_unclean_shutdowns(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0,
             elif (_has(tape, tch[j, X_BI_S], tch[j, X_BI_N], bid)
                   and not _has(tape, tch[j, X_AI_S], tch[j, X_AI_N], bid)
                   and not _has(tape, tch[j, X_AE_S], tch[j, X_AE_N], bid)
-                  and tch[j, X_AI_N] < _min_isr(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0,
-                                                part_topic[tch[j, X_PART]])):
+                  and tch[j, X_AI_N] < _closing_min_isr(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0,
+                                                        part_topic[tch[j, X_PART]], batch_no)):
                 unclean = True
         if not unclean:
             continue
@@ -880,7 +885,8 @@ def _after_batch(out, tape, ps, ts, g, bs, broker_ids, tcfg_min, bcfg_min, topic
                  ntk, fences, regs, deleted, pool, offsets, batch_no, reeval_row, stamp, eval_m, sweep_all, rtop, nrt,
                  topic_parts, topic_parts_at):
     """The batch-level rules, in InvariantChecker.after_batch's order.  Returns the next mark stamp."""
-    _check_elr_below_min_isr(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, tch, tkeys, ntk)
+    _check_elr_below_min_isr(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, tch, tkeys, ntk,
+                             batch_no)
     for q in range(len(deleted)):
         p = deleted[q]
         if ps[p, P_LIVE] == 0:
@@ -889,8 +895,18 @@ def _after_batch(out, tape, ps, ts, g, bs, broker_ids, tcfg_min, bcfg_min, topic
     for q in range(ntk):
         p = tkeys[q]
         if ps[p, P_LIVE] == 1:
-            _check_windows(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, p,
-                           tch[ps[p, P_LAST_T], X_ROW], batch_no, eval_m)
+            # most partitions a batch writes neither enter nor leave a window: only the m of this check is noted,
+            # here (a call per partition, its arrays passed by value, cost more than the check)
+            t = part_topic[p]
+            m = ts[t, T_M] if ts[t, T_M_STAMP] == batch_no else _closing_min_isr(
+                tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, t, batch_no)
+            i_n = ps[p, P_LISTS + 2 * LI + 1]
+            offline = ps[p, P_LEADER] == NO_LEADER and i_n == 0 and ps[p, P_LISTS + 2 * LE + 1] == 0
+            if (i_n < m) == (ps[p, P_UNDER] == 1) and offline == (ps[p, P_OFFLINE] == 1):
+                eval_m[p] = m
+            else:
+                _check_windows(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, p,
+                               tch[ps[p, P_LAST_T], X_ROW], batch_no, eval_m)
     if reeval_row >= 0:  # m may have changed for partitions the batch did not write
         if sweep_all:
             for p in range(len(eval_m)):
@@ -905,14 +921,16 @@ def _after_batch(out, tape, ps, ts, g, bs, broker_ids, tcfg_min, bcfg_min, topic
                                reeval_row, batch_no, eval_m)
     _check_fences(out, tape, ps, ts, g, bs, broker_ids, part_topic, tch, nt, fences, pool, batch_no)
     stamp = _check_unclean_shutdowns(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, broker_ids, tch,
-                                     nt, regs, offsets, stamp)
+                                     nt, regs, offsets, stamp, batch_no)
     for q in range(len(deleted)):
         if ps[deleted[q], P_LIVE] == 0:
             ps[deleted[q], P_M_AT] = MISSING
     for q in range(ntk):
         p = tkeys[q]
         if ps[p, P_LIVE] == 1:
-            ps[p, P_M_AT] = _min_isr(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic[p])
+            t = part_topic[p]
+            ps[p, P_M_AT] = ts[t, T_M] if ts[t, T_M_STAMP] == batch_no else _closing_min_isr(
+                tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, t, batch_no)
     return stamp
 
 
