@@ -144,6 +144,15 @@ def image_at(log_dir, at_offset: int | None = None, at_time: int | None = None, 
     """The cluster image at the point (see the module docstring).  Records the image rejects (a change
     for an unknown partition, a topic created twice, ...) are reported on ``err`` and skipped.
     ``quarantine``: if given, receives the spans of the files read that could not be decoded."""
+    image, history, reached = replay_to(log_dir, at_offset, at_time, err, prog, quarantine)
+    return with_partitions(image, history), reached
+
+
+def replay_to(log_dir, at_offset: int | None = None, at_time: int | None = None, err=None,
+              prog: str = "kraft-audit describe", quarantine: list | None = None) -> tuple[Cluster, pa.Table, Reached]:
+    """:func:`image_at`'s replay without making the partitions Python objects: the image (its partitions not
+    filled in), the partition history up to the point, and where the point fell.  ``fold.state_at`` of the
+    history is the partitions' state, which :func:`with_partitions` puts into the image."""
     err = err or sys.stderr
     if at_offset is not None and at_offset < 0:
         raise PointError(f"--at-offset {at_offset}: offsets start at 0")
@@ -162,7 +171,7 @@ def image_at(log_dir, at_offset: int | None = None, at_time: int | None = None, 
         print(f"{prog}: {note}", file=err)
     for label, offset, rtype, why in sorted(rejected, key=lambda r: r[1]):
         print(f"{prog}: {label} offset {offset} ({rtype}): {why}; record skipped", file=err)
-    return with_partitions(rep.image, rep.history), reached
+    return rep.image, rep.history, reached
 
 
 def with_partitions(image: Cluster, history: pa.Table) -> Cluster:

@@ -43,8 +43,14 @@ from __future__ import annotations
 import json
 import sys
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from controller_core.codec.arrowutil import from_numpy, to_numpy
 from controller_core.image import NO_LEADER, TOPIC, Cluster, Partition, replica_dirs
-from controller_core.point import Reached, fmt_ms, fmt_us, image_at
+from controller_core.point import Reached, fmt_ms, fmt_us, replay_to, with_partitions
+from controller_core.vector import fold
 from jobs.common import CannotRun, parse_time, warn_quarantined
 
 PROG = "kraft-audit describe"
@@ -121,10 +127,10 @@ class _IdLists:
         return text
 
 
-def topic_line(c: Cluster, name: str, tid: str, parts: list[Partition]) -> str:
+def topic_line(c: Cluster, name: str, tid: str, count: int, rf: int) -> str:
+    """The topic's line: ``count`` partitions, ``rf`` the replication factor of its first partition (0: none)."""
     configs = c.configs.get((2, name), {})
-    rf = replication_factor(parts[0]) if parts else 0
-    return (f"Topic: {name}\tTopicId: {tid}\tPartitionCount: {len(parts)}\tReplicationFactor: {rf}\t"
+    return (f"Topic: {name}\tTopicId: {tid}\tPartitionCount: {count}\tReplicationFactor: {rf}\t"
             f"Configs: {','.join(f'{k}={configs[k]}' for k in sorted(configs))}")
 
 
@@ -180,9 +186,58 @@ def render(c: Cluster, names: list[str], filters: dict[str, bool], as_json: bool
     ids = _IdLists()
     for name, tid, parts, header in rows:
         if header:
-            lines.append(topic_line(c, name, tid, parts))
+            lines.append(topic_line(c, name, tid, len(parts), replication_factor(parts[0]) if parts else 0))
         lines.extend(partition_line(name, p, ids) for p in parts)
     return "".join(line + "\n" for line in lines)
+
+
+def render_state(c: Cluster, history: pa.Table, names: list[str]) -> str:
+    """:func:`render`'s text without a filter, from the partition history at the point (``point.replay_to``) instead of
+    the image's Partition objects: the partition lines are made a column at a time (Arrow string kernels), the
+    topic lines per topic.  Making a Partition object and formatting a line per partition in Python was half of
+    ``describe``'s time; :func:`render` over ``point.with_partitions`` stays the reference (the tests hold the two
+    to the same text)."""
+    shown = sorted(n for n in c.topic_ids if not names or n in names)  # Kafka's order: topics by name
+    shown_ids = [c.topic_ids[n] for n in shown]
+    state = fold.state_at(history)
+    rank = to_numpy(pc.fill_null(pc.index_in(state.column("topic_id"), value_set=pa.array(shown_ids, pa.string())),
+                                 -1), np.int64)
+    pid = to_numpy(state.column("partition_id"), np.int64)
+    rows = np.flatnonzero(rank >= 0)
+    rows = rows[np.lexsort((pid[rows], rank[rows]))]  # then partitions by id
+    rows_at = from_numpy(rows)
+    part = state.select(["partition_id", "leader", "replicas", "isr", "adding_replicas", "removing_replicas",
+                         "eligible_leader_replicas", "last_known_elr"]).take(rows_at)
+
+    def ids(column: str) -> pa.Array:  # ",".join of each list ("" for an empty or null one)
+        col = part.column(column)
+        return pc.fill_null(pc.binary_join(col.cast(pa.list_(pa.string())), ","), "")
+
+    def length(column: str) -> np.ndarray:
+        return to_numpy(pc.fill_null(pc.list_value_length(part.column(column)), 0), np.int64)
+
+    leader = part.column("leader")
+    leader_text = pc.if_else(pc.equal(leader, NO_LEADER), "none", leader.cast(pa.string()))
+    names_col = pa.array(shown, pa.string()).take(from_numpy(rank[rows]))
+    adding, removing = length("adding_replicas"), length("removing_replicas")
+    moving = (adding > 0) | (removing > 0)
+    reassigning = pc.if_else(from_numpy(moving), pc.binary_join_element_wise(
+        "\tAdding Replicas: ", ids("adding_replicas"), "\tRemoving Replicas: ", ids("removing_replicas"), ""), "")
+    lines = pc.binary_join_element_wise(
+        "\tTopic: ", names_col, "\tPartition: ", part.column("partition_id").cast(pa.string()), "\tLeader: ",
+        leader_text, "\tReplicas: ", ids("replicas"), "\tIsr: ", ids("isr"), reassigning,
+        "\tElr: ", ids("eligible_leader_replicas"), "\tLastKnownElr: ", ids("last_known_elr"), "").to_pylist()
+    # the topic lines: each topic's partition count, and the replication factor of its first partition
+    counts = np.bincount(rank[rows], minlength=len(shown))
+    first = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    replicas = length("replicas")
+    rf = np.where(moving, replicas - adding, replicas)
+    out: list[str] = []
+    for k, (name, tid) in enumerate(zip(shown, shown_ids)):
+        n = int(counts[k])
+        out.append(topic_line(c, name, tid, n, int(rf[first[k]]) if n else 0))
+        out.extend(lines[first[k]:first[k] + n])
+    return "".join(line + "\n" for line in out)
 
 
 # ------------------------------------------------------------------------------------------ silver
@@ -284,12 +339,13 @@ def run(args, out=None, err=None) -> int:
         if not (args.lake and args.cluster):
             raise DescribeError("--lake and --cluster go together")
         cluster, reached = from_silver(args.lake, args.cluster, args.at_offset, at_time)
+        history = None  # the image has its partitions
     elif not args.log_dir:
         raise DescribeError("give --log-dir DIR (a __cluster_metadata-0 folder or the data directory holding it)")
     else:
         spans: list = []
-        cluster, reached = image_at(args.log_dir, at_offset=args.at_offset, at_time=at_time, err=err, prog=PROG,
-                                    quarantine=spans)
+        cluster, history, reached = replay_to(args.log_dir, at_offset=args.at_offset, at_time=at_time, err=err,
+                                              prog=PROG, quarantine=spans)
         warn_quarantined(PROG, args.log_dir, err, spans)  # what this replay could not decode
     if at_time is not None:
         where = (f"offset {reached.offset}, batch written {fmt_ms(reached.timestamp)}" if reached.offset is not None
@@ -305,7 +361,12 @@ def run(args, out=None, err=None) -> int:
     filters = {"under_min_isr": args.under_min_isr_partitions, "at_min_isr": args.at_min_isr_partitions,
                "under_replicated": args.under_replicated_partitions, "unavailable": args.unavailable_partitions,
                "elr": args.elr_partitions}
-    out.write(render(cluster, names, filters, args.json))
+    if history is not None and not args.json and not any(filters.values()):
+        out.write(render_state(cluster, history, names))
+    else:
+        if history is not None:
+            cluster = with_partitions(cluster, history)
+        out.write(render(cluster, names, filters, args.json))
     out.flush()
     return 2 if names and len(missing) == len(names) else 0
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from controller_core.codec.batch import iter_batches_scalar
+from controller_core.point import PointError
 
 from jobs import cli
 from realdata_facts import CLUSTERS, REALDATA
@@ -421,3 +422,68 @@ def test_the_id_lists_remembered_per_rendering_print_what_joining_each_prints(mo
     monkeypatch.setattr(describe, "_IdLists", lambda: describe._ids)
     assert remembered == describe.render(image, [], filters, False)
     assert remembered.count("\tPartition: ") == len(image.partitions) > 0
+
+
+_NO_FILTER = dict.fromkeys(("under_min_isr", "at_min_isr", "under_replicated", "unavailable", "elr"), False)
+
+
+def _both_renderings(log_dir, at_offset=None, names=()):
+    """(describe's text from the state table, the reference text from the image's Partition objects) at a point."""
+    from controller_core.point import replay_to, with_partitions
+    from jobs import describe as d
+
+    image, history, _ = replay_to(log_dir, at_offset=at_offset, err=io.StringIO())
+    return d.render_state(image, history, list(names)), d.render(with_partitions(image, history), list(names),
+                                                                  _NO_FILTER, False)
+
+
+@pytest.mark.parametrize("log_dir", [DEFAULT, ROOT / "data" / "last-replica-standing-elr-off",
+                                     *(REALDATA / rel for rel in CLUSTERS.values())], ids=lambda p: p.parent.name)
+def test_text_from_the_state_table_equals_the_partition_objects_text(log_dir):
+    """describe prints its text (no filter, not --json) a column at a time from the partition state table; the
+    same text as formatting each Partition object of the image, at the end of the log, after the first records,
+    half way, and for the first topic alone."""
+    import pyarrow.compute as pc
+
+    from controller_core.point import replay_to
+
+    last = pc.max(replay_to(log_dir, err=io.StringIO())[1].column("offset")).as_py()
+    for at in (None, 20, last // 2):
+        try:
+            text, ref = _both_renderings(log_dir, at)
+        except PointError:  # a point the log does not reach (before its snapshot)
+            continue
+        assert text == ref, at
+    text, ref = _both_renderings(log_dir)
+    assert text.count("\tPartition: ") > 0
+    first = text.split("\t", 1)[0].removeprefix("Topic: ")
+    one, one_ref = _both_renderings(log_dir, names=[first])
+    assert one == one_ref and one.startswith(f"Topic: {first}\t") and one.count("\nTopic: ") == 0
+
+
+def test_text_from_the_state_table_during_reassignments(tmp_path, capsys):
+    """The same at every offset of a simulated log with two reassignments in flight (Adding / Removing columns,
+    the replication factor without the adding replicas)."""
+    import yaml
+
+    sc = {"description": "reassignments in flight", "metadata_version": "3.9-IV0", "heartbeat_interval_ms": 5000,
+          "brokers": [{"id": b, "rack": r} for b, r in ((1, "a"), (2, "b"), (3, "c"), (4, "a"))],
+          "topics": [{"name": "orders", "partitions": 4, "replication_factor": 3,
+                      "configs": {"min.insync.replicas": 2}},
+                     {"name": "audit", "partitions": 2, "replication_factor": 2}],
+          "timeline": [{"at": 20, "event": "produce", "records": 500},
+                       {"at": 30, "event": "reassignment", "topic": "orders", "partition": 1, "replicas": [4, 2, 3]},
+                       {"at": 31, "event": "reassignment", "topic": "audit", "partition": 0, "replicas": [3, 4]},
+                       {"at": 60, "event": "produce", "records": 300}]}
+    (tmp_path / "sc.yaml").write_text(yaml.safe_dump(sc))
+    assert cli.main(["simulate", str(tmp_path / "sc.yaml"), "-o", str(tmp_path / "re")]) == 0
+    capsys.readouterr()
+    moving = 0
+    for at in range(60):
+        try:
+            text, ref = _both_renderings(tmp_path / "re", at)
+        except PointError:
+            break
+        assert text == ref, at
+        moving += "\tAdding Replicas: " in text
+    assert moving > 0
