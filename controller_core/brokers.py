@@ -6,8 +6,8 @@ every ISR member (§2.8) and what a new partition's ISR is filtered by (§1.2-5)
 shutdown is still unfenced, but the controller is moving leadership *away* from it, so it may not lead.
 
 Every part of kraft-audit that asks "could broker b lead?" calls :func:`active` (scalars, or NumPy
-boolean arrays for the vectorized replay), :func:`rule` (the compiled invariant pass compiles it as it is) or
-one of the table forms below -- per broker state row, at an offset, or per record and replica just before
+boolean arrays for the vectorized replay), :func:`rule` (the compiled invariant pass compiles it as it is),
+:func:`in_image` (the scalar image's ``Cluster.active``) or one of the table forms below -- per broker state row, at an offset, or per record and replica just before
 each record (the change builders) -- so the replay, the audit, recovery, plans and what-if cannot disagree
 about it.
 """
@@ -42,6 +42,13 @@ def rule(registered: bool, fenced: bool, in_controlled_shutdown: bool) -> bool:
     """The rule for one broker, plain enough for the compiled passes to compile as it is
     (``numba.njit(brokers.rule)``)."""
     return bool(registered) and not fenced and not in_controlled_shutdown
+
+
+def in_image(image, b: int) -> bool:
+    """``active(b)`` in a scalar cluster image (:class:`controller_core.image.Cluster`, whose ``active`` method this
+    is): a broker in the image is registered, an UnregisterBrokerRecord removes it."""
+    br = image.brokers.get(b)
+    return br is not None and rule(True, br.fenced, br.in_controlled_shutdown)
 
 
 def _column(table: pa.Table, name: str) -> np.ndarray:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from controller_core import brokers
+from controller_core.brokers import in_image
 
 # reserved directory ids (§1.1)
 MIGRATING = "AAAAAAAAAAAAAAAAAAAAAA"
@@ -146,10 +146,7 @@ class Cluster:
             return self.elr_override
         return self.elr_evidence
 
-    def active(self, b: int) -> bool:
-        """``active(b)`` of controller-rules.md (see :mod:`controller_core.brokers`)."""
-        br = self.brokers.get(b)  # a broker in the image is registered: an UnregisterBrokerRecord removes it
-        return br is not None and brokers.active(True, br.fenced, br.in_controlled_shutdown)
+    active = in_image  # ``active(b)`` of controller-rules.md, read off this image (controller_core/brokers)
 
     def topic_config(self, topic: str, key: str) -> str | None:
         """§1.7 resolution: topic, active controller's node, cluster default (static config: unknown)."""
