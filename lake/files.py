@@ -141,6 +141,44 @@ def _stat_value(v, t: pa.DataType, upper: bool):
     return v
 
 
+def dictionary_columns(schema: pa.Schema) -> list[str]:
+    """The columns (Parquet leaf paths) a data file dictionary-encodes: all but the 64-bit integers and timestamps
+    (offsets, file positions, record times -- nearly one value per row: Parquet's writer hashed each of them into
+    a dictionary it then dropped, a third of a bronze file's write)."""
+    wide = (pa.types.is_int64, pa.types.is_uint64, pa.types.is_timestamp)
+
+    def leaves(path: str, t: pa.DataType):
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            yield from leaves(f"{path}.list.element", t.value_type)
+        elif pa.types.is_struct(t):
+            for f in t:
+                yield from leaves(f"{path}.{f.name}", f.type)
+        elif not any(is_(t) for is_ in wide):
+            yield path
+
+    return [leaf for f in schema for leaf in leaves(f.name, f.type)]
+
+
+def _single_key(batch: pa.Table, parts: list[str]) -> tuple | None:
+    """The partition values of ``batch`` when every row has the same (one min-max per column), else None."""
+    import pyarrow.compute as pc
+
+    values = []
+    for c in parts:
+        col = batch.column(c)
+        if col.null_count == len(col):
+            values.append(None)
+            continue
+        if col.null_count:
+            return None
+        mm = pc.min_max(col)
+        lo, hi = mm["min"].as_py(), mm["max"].as_py()
+        if lo != hi:
+            return None
+        values.append(lo)
+    return tuple(values)
+
+
 def write_task(table_path: str, target: pa.Schema, parts: list[str], tag: str):
     """The ``mapInArrow`` function writing a task's rows into the table at ``table_path``: ``target`` is the
     table's Arrow schema (the rows are cast to it, ``safe=True``: any loss fails the task), ``parts`` its
@@ -160,6 +198,7 @@ def write_task(table_path: str, target: pa.Schema, parts: list[str], tag: str):
         except Exception:  # outside Spark (tests)
             task = 0
         data_schema = pa.schema([f for f in target if f.name not in parts])
+        dictionary = dictionary_columns(data_schema)
         open_files: dict = {}  # partition values -> [relative path, writer, stats]
 
         def sink(values: tuple, batch: pa.RecordBatch) -> None:
@@ -169,7 +208,7 @@ def write_task(table_path: str, target: pa.Schema, parts: list[str], tag: str):
                 rel = f"{folder}/{file_name(task, tag)}" if folder else file_name(task, tag)
                 full = os.path.join(table_path, rel)
                 os.makedirs(os.path.dirname(full), exist_ok=True)
-                writer = pq.ParquetWriter(full, data_schema, compression="snappy")
+                writer = pq.ParquetWriter(full, data_schema, compression="snappy", use_dictionary=dictionary)
                 entry = open_files[values] = [rel, writer, _Stats(data_schema)]
             entry[1].write_batch(batch, row_group_size=ROW_GROUP_ROWS)
             entry[2].add(batch)
@@ -189,6 +228,11 @@ def write_task(table_path: str, target: pa.Schema, parts: list[str], tag: str):
                 if not parts:
                     for b in batch.to_batches():
                         sink((), b)
+                    continue
+                key = _single_key(batch, parts)
+                if key is not None:  # the usual case (one cluster's rows): no filter copying every column
+                    for b in batch.select(data_schema.names).to_batches():
+                        sink(key, b)
                     continue
                 keys = batch.select(parts).group_by(parts).aggregate([]).to_pylist()
                 for key in keys:

@@ -1,0 +1,72 @@
+"""A task's own data files (lake/files.write_task), outside Spark: rows land in the file of their partition values
+whether a batch holds one key (written as it is) or several (split by key), and the files dictionary-encode
+every column but the 64-bit integers and timestamps (offsets, positions, times: one value per row)."""
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timedelta, timezone
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lake import files as LF
+
+SCHEMA = pa.schema([("cluster", pa.string()), ("part", pa.int32()), ("offset", pa.int64()), ("name", pa.string()),
+                    ("ts", pa.timestamp("us", tz="UTC")), ("replicas", pa.list_(pa.int32()))])
+T0 = datetime(2024, 3, 1, 12, 30, tzinfo=timezone.utc)
+
+
+def _batch(cluster, part, offsets) -> pa.RecordBatch:
+    n = len(offsets)
+    return pa.RecordBatch.from_pydict({
+        "cluster": [cluster] * n if not isinstance(cluster, list) else cluster,
+        "part": [part] * n if not isinstance(part, list) else part,
+        "offset": list(offsets), "name": [f"t{o % 3}" for o in offsets],
+        "ts": [T0 + timedelta(seconds=o) for o in offsets], "replicas": [[o % 5, 1] for o in offsets]}, schema=SCHEMA)
+
+
+def _write(tmp_path, batches, parts):
+    out = list(LF.write_task(str(tmp_path), SCHEMA, parts, "tag")(iter(batches)))
+    return pa.Table.from_batches(out).to_pylist()
+
+
+def _read_back(tmp_path, files, parts) -> list[dict]:
+    rows = []
+    for f in files:
+        values = json.loads(f["partition_values"])
+        t = pq.read_table(os.path.join(tmp_path, f["path"]))
+        assert t.num_rows == f["rows"]
+        for r in t.to_pylist():
+            rows.append({**r, **{c: (None if values[c] is None else
+                                     (int(values[c]) if c == "part" else values[c])) for c in parts}})
+    return sorted(rows, key=lambda r: r["offset"])
+
+
+def test_one_key_batches_and_mixed_batches_land_in_their_partitions(tmp_path):
+    batches = [_batch("a", 1, range(0, 50)),  # one key: written as it is
+               _batch(["a"] * 10 + ["b"] * 10, [1] * 5 + [2] * 5 + [2] * 10, range(50, 70)),  # three keys
+               _batch(None, None, range(70, 80)),  # every partition value null: one key, the null partition
+               _batch(["c", None], [3, 3], [80, 81])]  # a null beside a value: split
+    files = _write(tmp_path, batches, ["cluster", "part"])
+    keys = sorted((json.loads(f["partition_values"])["cluster"] or "", json.loads(f["partition_values"])["part"] or "")
+                  for f in files)
+    assert keys == [("", ""), ("", "3"), ("a", "1"), ("a", "2"), ("b", "2"), ("c", "3")]
+    by_key = {tuple(json.loads(f["partition_values"]).values()): f["rows"] for f in files}
+    assert by_key[("a", "1")] == 55 and by_key[("a", "2")] == 5 and by_key[("b", "2")] == 10
+    expected = sorted(pa.Table.from_batches(batches).to_pylist(), key=lambda r: r["offset"])
+    assert _read_back(tmp_path, files, ["cluster", "part"]) == expected
+
+
+def test_offsets_and_times_are_not_dictionary_encoded_the_rest_is(tmp_path):
+    files = _write(tmp_path, [_batch("a", 1, range(0, 1000))], ["cluster"])
+    meta = pq.ParquetFile(os.path.join(tmp_path, files[0]["path"])).metadata
+    encodings = {meta.schema.column(i).path: set(meta.row_group(0).column(i).encodings)
+                 for i in range(meta.num_columns)}
+    dictionary = {"PLAIN_DICTIONARY", "RLE_DICTIONARY"}
+    assert not encodings["offset"] & dictionary and not encodings["ts"] & dictionary
+    assert encodings["name"] & dictionary and encodings["part"] & dictionary
+    assert encodings["replicas.list.element"] & dictionary
+    assert LF.dictionary_columns(SCHEMA) == ["cluster", "part", "name", "replicas.list.element"]
+    nested = pa.schema([("s", pa.struct([("a", pa.int64()), ("b", pa.list_(pa.string()))]))])
+    assert LF.dictionary_columns(nested) == ["s.b.list.element"]
