@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from controller_core.vector import recompute as V
 from controller_core.brokers import active_matrix, active_table
-from controller_core.kernels import recompute_pass
+from controller_core.kernels import context, recompute_pass
 from controller_core.kernels.layout import CHANGE, Layout
 from controller_core.codec.arrowutil import from_numpy, strings, to_numpy
 from controller_core.codec.bronze import by_type
@@ -241,15 +241,9 @@ def _judge_compiled(bronze, history, brokers, topics, lay: Layout, idx, offset, 
         pos = _row_of(lay.offset[pcr_rows], pcr_rows, offset)
     batch = _ints_at(bronze.column("batch_base_offset"), pos, 0, np.int64)
     isr, elr, lke = (_flat_list(history.column(c)) for c in ("isr", "eligible_leader_replicas", "last_known_elr"))
-
-    def members(at):  # the ISR and ELR before the records ``at``, as padded matrices
-        return (V.padded_rows(history.column("isr"), prev[at])[0],
-                V.padded_rows(history.column("eligible_leader_replicas"), prev[at])[0])
-
-    events = _broker_events(bronze, brokers)
-    ev = _event_rows(events)
-    trig, chosen_ev = _batch_event(ev, members, batch, offset)
-    mv, elr_on, min_isr = _topic_settings(topics, history, idx, offset, lay, pos)
+    ev = _event_rows(_broker_events(bronze, brokers))
+    trig, chosen_ev = context.batch_events(ev, batch, offset, prev, isr, elr)
+    mv, elr_on, min_isr = context.topic_settings(topics, lay.topic_dict, lay.topic[pos], offset)
     add, rm = _flat_list(history.column("adding_replicas")), _flat_list(history.column("removing_replicas"))
     table, at, lut, _ = lookup
     at = at.astype(np.int64, copy=False)  # one machine function for every broker table size (kernels/recompute_pass)
@@ -371,19 +365,12 @@ def _event_broker(ev: np.ndarray, chosen_ev: np.ndarray) -> np.ndarray:
     return np.append(ev[:, 3], -1).astype(np.int32)[chosen_ev]  # chosen_ev -1: the appended -1
 
 
-def _topic_settings(topics: pa.Table, history: pa.Table, idx: np.ndarray, offset: np.ndarray,
-                    lay: Layout | None = None, pos: np.ndarray | None = None):
-    """(metadata version, ELR in effect, effective min ISR) of each record's topic just before it.  With the
-    layout and each record's layout row ``pos``, the record's topic is the layout's dense topic index (its
-    topic ids made once), not the history's topic id strings read again."""
+def _topic_settings(topics: pa.Table, history: pa.Table, idx: np.ndarray, offset: np.ndarray):
+    """(metadata version, ELR in effect, effective min ISR) of each record's topic just before it (the NumPy form;
+    with the layout, :func:`controller_core.kernels.context.topic_settings`)."""
     t_enc = pc.dictionary_encode(_array(topics.column("topic_id")).cast(pa.string()))
     t_code = np.asarray(t_enc.indices.fill_null(-1), np.int64)
-    if lay is not None and pos is not None:
-        lut = np.append(to_numpy(pc.fill_null(pc.index_in(lay.topic_dict, value_set=t_enc.dictionary), -1),
-                                 np.int64), -1)
-        r_code = lut[lay.topic[pos]]  # a null topic id (-1) reads the appended -1
-    else:
-        r_code = _topic_codes(history.column("topic_id"), idx, t_enc.dictionary)
+    r_code = _topic_codes(history.column("topic_id"), idx, t_enc.dictionary)
     t_off = to_numpy(topics.column("offset"), np.int64)
     t_order = np.lexsort((t_off, t_code))
     t_keys = t_code[t_order] * V.BIG + t_off[t_order]

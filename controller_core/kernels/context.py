@@ -1,0 +1,184 @@
+"""The cluster context of each change record, for the compiled change builder (:mod:`.recompute_pass`), in two
+compiled loops over the records in history order.
+
+* :func:`topic_settings`: the metadata version, ELR switch and effective min ISR of the record's topic just before
+  it -- the topic timeline's last row for that topic below the record's offset.  The timeline's rows are grouped
+  per topic (the layout's dense topic index), so a record searches its own topic's few rows; the NumPy form
+  (``vector/explain._topic_settings``) searched one sorted key per row of the whole timeline, a cache miss per
+  step on a large log.
+* :func:`batch_events`: the broker event of the record's batch that concerns its partition (``explain``'s B1:
+  on the right side of the record, an unfence, or a broker in the ISR or ELR before it), ALTER without one, -1
+  when two could explain it.  Most batches carry no broker event: a bitmap over the batches' offsets says so
+  with one read; the others search the (few) events.
+
+Both give exactly what the NumPy forms give; ``vector/explain`` keeps those as the reference and for inputs
+without a layout, and the tests compare the two on every real log.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from numba import njit
+
+from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip cache across jobs)
+from controller_core.codec.arrowutil import to_numpy
+from controller_core.vector.recompute import ALTER, UNFENCE
+
+AFTER = 1  # an event's side: its record comes after the changes it triggers (explain._AFTER)
+
+
+def _ro(a, dtype) -> np.ndarray:
+    """``a`` as a contiguous read-only ``dtype`` array: numba compiles one machine function per combination of
+    array flags, and Arrow's buffers arrive read-only -- one combination keeps every call on the cached one."""
+    a = np.ascontiguousarray(a, dtype)
+    if a.flags.writeable:
+        a = a.view()
+        a.flags.writeable = False
+    return a
+
+
+# ------------------------------------------------------------------------------------------ topic settings
+@njit(cache=True)
+def _settings(rtopic, offset, starts, t_off, t_row, mv_v, elr_v, mis_v, mv, elr_on, min_isr):
+    for i in range(len(offset)):
+        mv[i] = 0
+        elr_on[i] = False
+        min_isr[i] = 1
+        t = rtopic[i]
+        if t < 0:
+            continue
+        lo = starts[t]
+        a, b = lo, starts[t + 1]
+        o = offset[i]
+        while a < b:  # the first of the topic's rows at or past the record: the one before it is in effect
+            mid = (a + b) >> 1
+            if t_off[mid] < o:
+                a = mid + 1
+            else:
+                b = mid
+        if a == lo:
+            continue
+        r = t_row[a - 1]
+        mv[i] = mv_v[r]
+        elr_on[i] = elr_v[r]
+        min_isr[i] = mis_v[r]
+
+
+def topic_settings(topics: pa.Table, topic_dict: pa.Array, rtopic: np.ndarray, offset: np.ndarray):
+    """(metadata version int16, ELR in effect bool, effective min ISR int32) of each record's topic just before it
+    (defaults 0, False, 1 where the timeline has no row for it yet).  ``topics``: the topic timeline
+    (``timelines.build``); ``topic_dict``: the layout's topic ids by dense index; ``rtopic``: each record's dense
+    topic index (-1: none); ``offset``: each record's offset."""
+    n = len(offset)
+    mv = np.empty(n, np.int16)
+    elr_on = np.empty(n, np.bool_)
+    min_isr = np.empty(n, np.int32)
+    n_topics = len(topic_dict)
+    if topics.num_rows:
+        ids = topics.column("topic_id")
+        ids = ids.cast(pa.string()) if pa.types.is_dictionary(ids.type) else ids
+        t_lay = to_numpy(pc.fill_null(pc.index_in(ids, value_set=topic_dict), -1), np.int64)
+        t_off = to_numpy(topics.column("offset"), np.int64)
+        order = np.lexsort((t_off, t_lay))  # per topic, by offset (stably: the later of two rows at one offset last)
+        order = order[t_lay[order] >= 0]
+        starts = np.zeros(n_topics + 1, np.int64)
+        np.cumsum(np.bincount(t_lay[order], minlength=n_topics), out=starts[1:])
+        mv_v = to_numpy(pc.fill_null(topics.column("metadata_version"), 0), np.int16)
+        elr_v = to_numpy(pc.fill_null(topics.column("elr_enabled"), False), np.bool_)
+        mis_v = to_numpy(pc.fill_null(topics.column("effective_min_isr"), 1), np.int32)
+    else:
+        order, starts, t_off = np.zeros(0, np.int64), np.zeros(n_topics + 1, np.int64), np.zeros(0, np.int64)
+        mv_v, elr_v, mis_v = np.zeros(0, np.int16), np.zeros(0, np.bool_), np.zeros(0, np.int32)
+    _settings(_ro(rtopic, np.int32), _ro(offset, np.int64), _ro(starts, np.int64), _ro(t_off[order], np.int64),
+              _ro(order, np.int64), _ro(mv_v, np.int16), _ro(elr_v, np.bool_), _ro(mis_v, np.int32), mv, elr_on,
+              min_isr)
+    return mv, elr_on, min_isr
+
+
+# -------------------------------------------------------------------------------------------- batch events
+@njit(cache=True, inline="always")
+def _holds(off, vals, h, b):
+    """History row ``h``'s list (``off``/``vals``) holds broker ``b`` (>= 0)."""
+    if b < 0:
+        return False
+    for q in range(off[h], off[h + 1]):
+        if vals[q] == b:
+            return True
+    return False
+
+
+@njit(cache=True)
+def _events(ev_batch, ev_off, ev_trig, ev_broker, ev_side, base, bits, batch, offset, prev, isr_off, isr_val,
+            elr_off, elr_val, trig, chosen_ev):
+    n_ev = len(ev_batch)
+    span = len(bits) * 64
+    for i in range(len(offset)):
+        trig[i] = ALTER
+        chosen_ev[i] = -1
+        bt = batch[i]
+        if span > 0:  # the bitmap of the batches that carry an event
+            k = bt - base
+            if k < 0 or k >= span or ((bits[k >> 6] >> np.uint64(k & 63)) & np.uint64(1)) == 0:
+                continue
+        a, b = 0, n_ev
+        while a < b:
+            mid = (a + b) >> 1
+            if ev_batch[mid] < bt:
+                a = mid + 1
+            else:
+                b = mid
+        chosen = -1
+        ambiguous = False
+        o = offset[i]
+        h = prev[i]
+        e = a
+        while e < n_ev and ev_batch[e] == bt:
+            side_ok = ev_off[e] > o if ev_side[e] == AFTER else ev_off[e] < o
+            if side_ok and (ev_trig[e] == UNFENCE or _holds(isr_off, isr_val, h, ev_broker[e])
+                            or _holds(elr_off, elr_val, h, ev_broker[e])):
+                if chosen >= 0:
+                    ambiguous = True
+                else:
+                    chosen = e
+            e += 1
+        if chosen >= 0:
+            chosen_ev[i] = chosen
+            trig[i] = -1 if ambiguous else ev_trig[chosen]
+
+
+def batch_events(ev: np.ndarray, batch: np.ndarray, offset: np.ndarray, prev: np.ndarray, isr: tuple, elr: tuple):
+    """(trigger int8, index in ``ev`` int64) per record, as ``explain._batch_event``: ``ev`` the broker events
+    sorted by batch (``explain._event_rows``: batch, offset, trigger, broker, side, label), ``batch`` / ``offset``
+    each record's, ``prev`` the history row before each record, ``isr`` / ``elr`` the history's lists as (offsets,
+    values; Arrow's 32-bit list offsets)."""
+    n = len(offset)
+    trig = np.empty(n, np.int8)
+    chosen = np.empty(n, np.int64)
+    ev_batch = np.ascontiguousarray(ev[:, 0])
+    base, bits = 0, np.zeros(0, np.uint64)
+    if len(ev_batch):
+        base = int(ev_batch[0])
+        span = int(ev_batch[-1]) - base + 1
+        if span <= 64 * (n + len(ev_batch)) + (1 << 20):  # else every record searches the events
+            bits = np.zeros((span + 63) // 64, np.uint64)
+            k = ev_batch - base
+            np.bitwise_or.at(bits, k >> 6, np.left_shift(np.uint64(1), (k & 63).astype(np.uint64)))
+    i64 = np.int64
+    _events(_ro(ev_batch, i64), _ro(ev[:, 1], i64), _ro(ev[:, 2], i64), _ro(ev[:, 3], i64), _ro(ev[:, 4], i64), base,
+            _ro(bits, np.uint64), _ro(batch, i64), _ro(offset, i64), _ro(prev, i64), _ro(isr[0], np.int32),
+            _ro(isr[1], np.int32), _ro(elr[0], np.int32), _ro(elr[1], np.int32), trig, chosen)
+    return trig, chosen
+
+
+def warm() -> None:
+    """Compile the loops (or load them from numba's cache) with the argument types of a real run."""
+    i64 = np.zeros(1, np.int64)
+    off = np.zeros(2, np.int32)
+    i32 = np.zeros(1, np.int32)
+    topic_settings(pa.table({"topic_id": pa.array(["t"]), "offset": pa.array([0], pa.int64()),
+                             "metadata_version": pa.array([1], pa.int16()), "elr_enabled": pa.array([True]),
+                             "effective_min_isr": pa.array([1], pa.int32())}), pa.array(["t"]), i32, i64)
+    for span in (1, 1 << 40):  # with the bitmap, and past its size
+        batch_events(np.array([[0, 1, UNFENCE, 0, AFTER, 0], [span, 1, UNFENCE, 0, AFTER, 0]], np.int64), i64, i64,
+                     i64, (off, i32), (off, i32))

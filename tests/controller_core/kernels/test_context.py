@@ -1,0 +1,70 @@
+"""The change builder's per-record context in compiled loops (controller_core.kernels.context) equals its NumPy
+forms in vector/explain on random inputs: the broker event of each record's batch (with the batches' bitmap, and
+past the size it is built for: every record searching the events), and the topic settings just before each record
+(timelines with several rows at one offset, nulls, topics the records never name, records without a topic).
+Through ``explain`` the two meet on every real log and scenario (tests/controller_core/kernels/test_recompute_pass.py,
+which also runs them with NUMBA_DISABLE_JIT=1)."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from controller_core.kernels import context
+from controller_core.vector import explain as X
+from controller_core.vector import recompute as V
+
+
+def _lists(rng, n, brokers):
+    return [None if rng.random() < 0.05 else rng.sample(brokers, rng.randint(0, 3)) for _ in range(n)]
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("far", [False, True])  # event batches spread past the bitmap's size
+def test_batch_events_equal_the_numpy_form(seed, far):
+    rng = random.Random(seed)
+    n_rows = 400
+    isr = pa.array(_lists(rng, n_rows, list(range(6))), pa.list_(pa.int32()))
+    elr = pa.array(_lists(rng, n_rows, list(range(6))), pa.list_(pa.int32()))
+    batches = [rng.randrange(0, 60) * (10**9 if far else 7) for _ in range(25)]
+    ev = X._event_rows([(rng.choice(batches), rng.randrange(0, 500), rng.choice([V.FENCE, V.UNFENCE, V.UNCLEAN_SHUTDOWN]),
+                         rng.randrange(-1, 6), rng.randrange(2), 0) for _ in range(rng.randrange(0, 40))])
+    n = 1000
+    batch = np.array([rng.choice(batches) if rng.random() < 0.6 else rng.randrange(0, 500) for _ in range(n)], np.int64)
+    offset = np.array([rng.randrange(0, 500) for _ in range(n)], np.int64)
+    prev = np.array([rng.randrange(0, n_rows) for _ in range(n)], np.int64)
+
+    def members(at):
+        return V.padded_rows(isr, prev[at])[0], V.padded_rows(elr, prev[at])[0]
+
+    want_trig, want_ev = X._batch_event(ev, members, batch, offset)
+    trig, chosen = context.batch_events(ev, batch, offset, prev, X._flat_list(isr), X._flat_list(elr))
+    assert (trig == want_trig).all() and (chosen == want_ev).all()
+    assert (trig != V.ALTER).sum() > 0 or not len(ev)  # some records have an event to choose
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_topic_settings_equal_the_numpy_form(seed):
+    rng = random.Random(seed)
+    ids = [f"topic-{k}" for k in range(8)]
+    rows = []
+    for _ in range(rng.randrange(0, 60)):
+        rows.append({"topic_id": rng.choice(ids + [None, "never-named"]), "offset": rng.randrange(0, 300),
+                     "metadata_version": None if rng.random() < 0.1 else rng.randrange(1, 30),
+                     "elr_enabled": None if rng.random() < 0.1 else rng.random() < 0.5,
+                     "effective_min_isr": None if rng.random() < 0.1 else rng.randrange(1, 4)})
+    topics = pa.Table.from_pylist(rows, schema=pa.schema([
+        ("topic_id", pa.string()), ("offset", pa.int64()), ("metadata_version", pa.int16()),
+        ("elr_enabled", pa.bool_()), ("effective_min_isr", pa.int32())]))
+    n = 800
+    rec_topic = [None if rng.random() < 0.05 else rng.choice(ids) for _ in range(n)]
+    offset = np.array([rng.randrange(0, 320) for _ in range(n)], np.int64)
+    history = pa.table({"topic_id": pa.array(rec_topic, pa.string())})
+    want = X._topic_settings(topics, history, np.arange(n), offset)
+    named = sorted({t for t in rec_topic if t is not None})
+    rtopic = np.array([-1 if t is None else named.index(t) for t in rec_topic], np.int32)
+    got = context.topic_settings(topics, pa.array(named, pa.string()), rtopic, offset)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and (g == w).all()
