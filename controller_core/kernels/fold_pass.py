@@ -469,3 +469,5 @@ def warm() -> None:
     # the layout's compiled loop (list references), as it is called: offsets read-only over an Arrow buffer
     L._refs(np.frombuffer(bytes(4), np.int32), np.zeros(0, np.bool_), False, np.zeros((0, 12), np.int32), 0, 0, 0)
     L._refs(np.frombuffer(bytes(4), np.int32), np.zeros(0, np.bool_), False, np.zeros((0, 2), np.int32), 0, 0, 0)
+    offs, none = np.frombuffer(bytes(4), np.int32), np.zeros(0, np.bool_)
+    L._refs_rows(*[offs] * 6, *[none] * 6, np.zeros(6, np.bool_), np.zeros((0, 12), np.int32), 0, np.zeros(6, np.int64))

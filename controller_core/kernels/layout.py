@@ -154,6 +154,68 @@ def _fill_refs(chunks: list, lists: np.ndarray, at: int, base: int, tape_parts: 
     return base
 
 
+@njit(cache=True)
+def _refs_rows(o0, o1, o2, o3, o4, o5, v0, v1, v2, v3, v4, v5, nulls, lists, row0, base):
+    """:func:`_refs` of the six lists of one chunk together: each row of ``lists`` written once (a pass per list
+    wrote every row's line six times over).  Written out, no helper: numba counts the references of every array
+    a helper takes, at every call (kernels/borrow.py)."""
+    n0, n1, n2, n3, n4, n5 = nulls[0], nulls[1], nulls[2], nulls[3], nulls[4], nulls[5]
+    b0 = base[0] - o0[0]
+    b1 = base[1] - o1[0]
+    b2 = base[2] - o2[0]
+    b3 = base[3] - o3[0]
+    b4 = base[4] - o4[0]
+    b5 = base[5] - o5[0]
+    for r in range(len(o0) - 1):
+        row = row0 + r
+        lists[row, 0] = b0 + o0[r]
+        lists[row, 1] = o0[r + 1] - o0[r] if not n0 or v0[r] else -1
+        lists[row, 2] = b1 + o1[r]
+        lists[row, 3] = o1[r + 1] - o1[r] if not n1 or v1[r] else -1
+        lists[row, 4] = b2 + o2[r]
+        lists[row, 5] = o2[r + 1] - o2[r] if not n2 or v2[r] else -1
+        lists[row, 6] = b3 + o3[r]
+        lists[row, 7] = o3[r + 1] - o3[r] if not n3 or v3[r] else -1
+        lists[row, 8] = b4 + o4[r]
+        lists[row, 9] = o4[r + 1] - o4[r] if not n4 or v4[r] else -1
+        lists[row, 10] = b5 + o5[r]
+        lists[row, 11] = o5[r + 1] - o5[r] if not n5 or v5[r] else -1
+
+
+def _offsets(c) -> np.ndarray:
+    """A list chunk's int32 offsets, read-only (one compiled signature, whatever the buffer allows)."""
+    offs = np.frombuffer(c.buffers()[1], np.int32, count=len(c) + 1, offset=4 * c.offset)
+    offs.flags.writeable = False
+    return offs
+
+
+def _fill_list_refs(columns: list, lists: np.ndarray, tape_parts: list) -> None:
+    """(start, length or -1) of every row's six lists (``LISTS``) into ``lists``, their values appended to
+    ``tape_parts`` list after list, as :func:`_fill_refs` column by column does -- in one pass over the rows
+    when the six columns are chunked alike (a replay's input is: one table's chunks), else column by column."""
+    chunked = [_chunks(col) for col in columns]
+    if any([len(c) for c in cs] != [len(c) for c in chunked[0]] for cs in chunked):
+        base = 0
+        for k, cs in enumerate(chunked):
+            base = _fill_refs(cs, lists, 2 * k, base, tape_parts)
+        return
+    sizes = np.array([[int(c.offsets[-1].as_py()) - int(c.offsets[0].as_py()) for c in cs] for cs in chunked], np.int64)
+    starts = (np.cumsum(sizes.ravel()) - sizes.ravel()).reshape(sizes.shape)  # list after list, chunk after chunk
+    none = np.zeros(0, np.bool_)
+    row0 = 0
+    for j in range(len(chunked[0])):
+        chunk = [cs[j] for cs in chunked]
+        offs = [_offsets(c) for c in chunk]
+        nulls = np.array([c.null_count > 0 for c in chunk], np.bool_)
+        valid = [c.is_valid().to_numpy(zero_copy_only=False) if c.null_count else none for c in chunk]
+        _refs_rows(*offs, *valid, nulls, lists, row0, np.ascontiguousarray(starts[:, j]))
+        row0 += len(chunk[0])
+    for k, cs in enumerate(chunked):
+        for c in cs:
+            lo, hi = int(c.offsets[0].as_py()), int(c.offsets[-1].as_py())
+            tape_parts.append(np.asarray(c.values.slice(lo, hi - lo).to_numpy(zero_copy_only=False), np.int32))
+
+
 def _kinds(records: pa.Table) -> np.ndarray:
     """Each row's record kind (codec/bronze.by_type: from the type numbers, or the names of an older lake)."""
     return by_type(records, KINDS, OTHER, np.int8)
@@ -242,9 +304,8 @@ def build(records: pa.Table, cluster: bool = True) -> Layout:
     ints[:, 5] = 0
 
     lists = np.empty((n, 12), pos)
-    tape_parts, base = [], 0
-    for k, col in enumerate(LISTS):
-        base = _fill_refs(_chunks(records.column(col)), lists, 2 * k, base, tape_parts)
+    tape_parts: list = []
+    _fill_list_refs([records.column(col) for col in LISTS], lists, tape_parts)
     tape = np.concatenate(tape_parts) if tape_parts else np.zeros(0, np.int32)
 
     offset = column_ints(records.column("offset"), 0)

@@ -45,3 +45,29 @@ def test_a_lake_without_type_numbers_and_numbers_no_kind_has(tmp_path):
                .set_column(records.schema.get_field_index("record_type"), "record_type", pa.array(names)))
     got = layout._kinds(unknown)
     assert (got[:3] == layout.OTHER).all() and (got[3:] == want[3:]).all()
+
+
+def _rechunked(records: pa.Table, column: str, sizes: list[int]) -> pa.Table:
+    whole = records.column(column).combine_chunks()
+    pieces, at = [], 0
+    for n in sizes:
+        pieces.append(whole.slice(at, n))
+        at += n
+    return records.set_column(records.schema.get_field_index(column), column, pa.chunked_array(pieces, whole.type))
+
+
+def test_list_references_the_same_however_the_columns_are_chunked(tmp_path):
+    """The six lists' (start, length) and the tape: written in one pass over the rows when the list columns are
+    chunked alike, column by column when not -- the same arrays either way, and the same as one chunk each."""
+    simulate(load("fleet-large", params={"partitions": 120, "events": 4}), tmp_path, seed=3)
+    records, _ = read_log_dir(tmp_path)
+    n = records.num_rows
+    alike = pa.Table.from_batches(records.combine_chunks().to_batches(max_chunksize=n // 3 + 1))
+    assert alike.column("isr").num_chunks >= 3 and alike.column("isr").null_count  # nulls: unchanged lists
+    one = records.combine_chunks()
+    apart = _rechunked(alike, "replicas", [n // 2, n - n // 2])  # one column chunked otherwise: column by column
+    want = layout.build(one, cluster=False)
+    for table in (alike, apart):
+        got = layout.build(table, cluster=False)
+        assert (got.lists == want.lists).all() and (got.tape == want.tape).all()
+        assert (got.lists[:, 1::2] == -1).any() and (got.lists[:, 1::2] > 0).any()
