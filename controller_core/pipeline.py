@@ -39,9 +39,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from controller_core import timelines
-from controller_core.codec.arrowutil import from_numpy, to_numpy
+from controller_core.codec.arrowutil import column_ints, from_numpy, to_numpy
 from controller_core.image import Cluster
-from controller_core.kernels import fold_pass, layout
+from controller_core.kernels import dating, fold_pass, layout
 from controller_core.kernels import invariants as invariant_pass
 from controller_core.replay import nothing_to_replay, read_log_dir
 from controller_core.vector import fold
@@ -272,25 +272,24 @@ def _date_by_rows(history: pa.Table, records: pa.Table, seg, rows: np.ndarray, s
     (none, on a log whose snapshot ends where its segments start).  None when the segment records' offsets are
     not strictly increasing (the search decides which of two records with one offset dates a row)."""
     is_seg = to_numpy(pc.fill_null(seg, False), bool)
-    offsets = to_numpy(pc.fill_null(records.column("offset"), -1), np.int64)
-    s_off = offsets[is_seg]
-    if len(s_off) > 1 and not (s_off[1:] > s_off[:-1]).all():
+    offsets = column_ints(records.column("offset"), -1)
+    if not dating.segments_increasing(is_seg, offsets):
         return None
     ts = records.column("timestamp").cast(TS)
-    us = to_numpy(pc.fill_null(ts.cast(pa.int64()), 0), np.int64)
+    us = column_ints(ts.cast(pa.int64()), 0)
     known = is_seg & to_numpy(ts.is_valid(), bool) if ts.null_count else is_seg
-    from_us = us[rows]
-    from_ok = known[rows]
-    other = np.flatnonzero(~is_seg[rows])  # rows from snapshot records: the segment record at the offset
-    if len(other) and len(s_off):
-        j = _offset_finder(s_off)(offsets[rows[other]])
-        s_rows = np.flatnonzero(is_seg)[np.maximum(j, 0)]
+    m = len(rows)
+    from_us, from_ok = np.empty(m, np.int64), np.empty(m, np.bool_)
+    if dating.own_times(rows, is_seg, us, known, from_us, from_ok) and is_seg.any():
+        other = np.flatnonzero(~is_seg[rows])  # rows from snapshot records: the segment record at the offset
+        s_rows = np.flatnonzero(is_seg)
+        j = _offset_finder(offsets[s_rows])(offsets[rows[other]])
+        s_rows = s_rows[np.maximum(j, 0)]
         from_us[other] = us[s_rows]
         from_ok[other] = (j >= 0) & known[s_rows]
-    has = successor >= 0
-    nxt = np.maximum(successor, 0)
-    return (from_numpy(from_us, from_ok).view(TS),
-            from_numpy(from_us[nxt], has & from_ok[nxt] if len(nxt) else has).view(TS))
+    to_us, to_ok = np.empty(m, np.int64), np.empty(m, np.bool_)
+    dating.successor_times(successor, from_us, from_ok, to_us, to_ok)
+    return from_numpy(from_us, from_ok).view(TS), from_numpy(to_us, to_ok).view(TS)
 
 
 def _offset_finder(sorted_offsets: np.ndarray):

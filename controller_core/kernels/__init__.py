@@ -14,12 +14,13 @@ def warm(sample: str | Path | None = None) -> None:
 
     from controller_core.codec import walk
     from controller_core.codec.batch import encode_batch
-    from controller_core.kernels import context, fold_pass, invariants, recompute_pass
+    from controller_core.kernels import context, dating, fold_pass, invariants, recompute_pass
 
     invariants.warm()
     fold_pass.warm()
     recompute_pass.warm()
     context.warm()
+    dating.warm()
     segment = encode_batch(0, [("NO_OP_RECORD", 0, {})])
     walk.walk(segment, records=True)
     walk.SummaryWalk()(np.frombuffer(segment, np.uint8), True, None)
