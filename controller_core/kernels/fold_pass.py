@@ -24,9 +24,9 @@ Two compiled loops, no Python object in either (kernel-design.md):
    PartitionChangeRecord, or, when the log has RemoveTopic or ClearElr records, counted by a first run of
    the same loop that writes nothing.  (Writing each row straight to its place was a random write of the
    whole row: 139 of the loop's 158 ms on a 1.15 M-record log, against 47 ms with the writes in order.)
-2. **Columns** (:func:`_columns`), over the rows in output order, each read from where it was made (fetched
-   some rows ahead): the integer columns, the list columns as int32 offsets + one flat values buffer each
-   (lists copied from the tape), directory
+2. **Columns** (:func:`_columns`: three loops into columns NumPy allocates), over the rows in output order, each
+   read from where it was made (fetched some rows ahead): the integer columns, the list columns as int32 offsets
+   + one flat values buffer each (lists copied from the tape), directory
    codes, and ``valid_to_offset`` by a backward scan of each partition's rows (the next non-orphan row's
    offset; orphans have none) with that row (``Fold.successor``: the pipeline dates the history with it and
    ``Fold.rows``, no search by offset).
@@ -215,36 +215,26 @@ def _copy(out, w, n, src, a):
 
 
 @njit(cache=True)
-def _order_rows(Dest, m):
+def _order_rows(Dest, rowof):
     """Per output position, the row of ``R`` that goes there (``Dest`` inverted)."""
-    rowof = np.empty(m, np.int64)
-    for c in range(m):
+    for c in range(len(rowof)):
         rowof[Dest[c]] = c
-    return rowof
 
 
+# The columns are allocated by NumPy, not inside the loops: NumPy asks the kernel for huge pages on large arrays,
+# and the pages an array inside a compiled loop got were faulted in 4 kB at a time (2.7x the time for the same
+# bytes; the columns are ~150 bytes per history row).
 @njit(cache=True)
-def _columns(R, O, rowof, tape, dir_codes, mig, part_topic, part_id):
-    """Pass 2: the columns of the rows ``R`` in output order (row ``rowof[j]`` of ``R`` is output row ``j``: a read
-    from where the row was made, fetched some rows ahead).  List columns as offsets [7, m + 1] and one values
-    array per list (the directories as codes); valid_to_offset from a backward scan of each partition's rows."""
+def _row_columns(R, O, rowof, part_topic, part_id, topic_code, pid, part, kind, valid, deleted, orphan, leader, lrs, le,
+                 pe, offset, src, off):
+    """Pass 2a: the integer columns of the rows ``R`` in output order (row ``rowof[j]`` of ``R`` is output row ``j``:
+    a read from where the row was made, fetched some rows ahead), each list's tape start (``src``, the directories'
+    -1 for MIGRATING per replica) and the list columns' offsets [7, m + 1].  Returns the lists' totals."""
     m = len(rowof)
-    topic_code = np.empty(m, np.int32)
-    pid = np.empty(m, np.int32)
-    part = np.empty(m, np.int32)
-    kind = np.empty(m, np.int8)
-    valid = np.empty(m, np.bool_)
-    deleted = np.empty(m, np.bool_)
-    orphan = np.empty(m, np.bool_)
-    leader = np.zeros(m, np.int32)
-    lrs = np.zeros(m, np.int8)
-    le = np.zeros(m, np.int32)
-    pe = np.zeros(m, np.int32)
-    offset = np.empty(m, np.int64)
-    src = np.empty((m, 7), np.int32)  # the tape start of each list, then of the directories (-1: MIGRATING)
-    off = np.empty((7, m + 1), np.int32)
-    total = np.zeros(7, np.int64)  # int32 list offsets: the caller checks that no total reaches 2**31
     L0 = _R_STATE + _S_LISTS - 1
+    # the seven running totals in locals, not an array: the compiler cannot tell an array apart from the columns
+    # written beside it, and reloaded it after every write
+    t0 = t1 = t2 = t3 = t4 = t5 = t6 = np.int64(0)
     for f in range(7):
         off[f, 0] = 0
     for j in range(m):
@@ -261,35 +251,50 @@ def _columns(R, O, rowof, tape, dir_codes, mig, part_topic, part_id):
         pid[j] = part_id[p]
         kind[j] = R[r, _R_KIND]
         fl = R[r, _R_FLAG]
-        valid[j] = fl == _LIVE
+        live = fl == _LIVE
+        valid[j] = live
         deleted[j] = fl == _DELETED
         orphan[j] = fl == _ORPHAN
-        if fl == _LIVE:
+        if live:
             leader[j] = R[r, _R_STATE + _S_LEADER - 1]
             lrs[j] = R[r, _R_STATE + _S_LRS - 1]
             le[j] = R[r, _R_STATE + _S_LE - 1]
             pe[j] = R[r, _R_STATE + _S_PE - 1]
             for f in range(6):
-                total[f] += R[r, L0 + 2 * f + 1]
                 src[j, f] = R[r, L0 + 2 * f]
+            t0 += R[r, L0 + 1]
+            t1 += R[r, L0 + 3]
+            t2 += R[r, L0 + 5]
+            t3 += R[r, L0 + 7]
+            t4 += R[r, L0 + 9]
+            t5 += R[r, L0 + 11]
             d = R[r, L0 + 12]
             src[j, _DIRS] = d
-            total[_DIRS] += R[r, L0 + 13] if d >= 0 else R[r, L0 + 1]  # MIGRATING per replica
-        for f in range(7):
-            off[f, j + 1] = total[f]
-    if total.max() >= 2**31:
-        m = 0  # nothing copied: the caller sees the totals and folds with the NumPy fold
-        for f in range(7):
-            total[f] = 0
-    v_rep = np.empty(total[0], np.int32)
-    v_isr = np.empty(total[1], np.int32)
-    v_rm = np.empty(total[2], np.int32)
-    v_ad = np.empty(total[3], np.int32)
-    v_elr = np.empty(total[4], np.int32)
-    v_lke = np.empty(total[5], np.int32)
-    v_dir = np.empty(total[_DIRS], np.int32)
+            t6 += R[r, L0 + 13] if d >= 0 else R[r, L0 + 1]  # MIGRATING per replica
+        else:
+            leader[j] = 0
+            lrs[j] = 0
+            le[j] = 0
+            pe[j] = 0
+        off[0, j + 1] = t0
+        off[1, j + 1] = t1
+        off[2, j + 1] = t2
+        off[3, j + 1] = t3
+        off[4, j + 1] = t4
+        off[5, j + 1] = t5
+        off[6, j + 1] = t6
+    total = np.empty(7, np.int64)  # int32 list offsets: the caller checks that no total reaches 2**31
+    total[0], total[1], total[2], total[3], total[4], total[5], total[6] = t0, t1, t2, t3, t4, t5, t6
+    return total
+
+
+@njit(cache=True)
+def _list_values(src, off, valid, tape, dir_codes, mig, v_rep, v_isr, v_rm, v_ad, v_elr, v_lke, v_dir):
+    """Pass 2b: each list column's values, copied from the tape (fetched some rows ahead: a partition's lists
+    were written by records scattered over the log)."""
+    m = len(valid)
     for j in range(m):
-        if j + _AHEAD < m and valid[j + _AHEAD]:  # the row's lists are scattered over the tape (log order)
+        if j + _AHEAD < m and valid[j + _AHEAD]:
             for f in range(6):
                 prefetch(tape, src[j + _AHEAD, f])
         if not valid[j]:
@@ -307,14 +312,20 @@ def _columns(R, O, rowof, tape, dir_codes, mig, part_topic, part_id):
         else:
             for q in range(n):
                 v_dir[w + q] = mig
-    # valid_to_offset: the offset of the partition's next row that is not an orphan (orphans have none)
-    valid_to = np.zeros(m, np.int64)
-    has_next = np.zeros(m, np.bool_)
-    succ = np.full(m, -1, np.int64)
+
+
+@njit(cache=True)
+def _valid_to(part, orphan, offset, valid_to, has_next, succ):
+    """Pass 2c: valid_to_offset, the offset of the partition's next row that is not an orphan (orphans have none),
+    and that row, by a backward scan of each partition's rows."""
+    m = len(part)
     nxt = -1
     for j in range(m - 1, -1, -1):
         if j == m - 1 or part[j] != part[j + 1]:
             nxt = -1
+        valid_to[j] = 0
+        has_next[j] = False
+        succ[j] = -1
         if orphan[j]:
             continue
         if nxt >= 0:
@@ -322,8 +333,28 @@ def _columns(R, O, rowof, tape, dir_codes, mig, part_topic, part_id):
             has_next[j] = True
             succ[j] = nxt
         nxt = j
-    return (topic_code, pid, kind, valid, deleted, orphan, leader, lrs, le, pe, offset, off, v_rep, v_isr, v_rm,
-            v_ad, v_elr, v_lke, v_dir, valid_to, has_next, succ, m == len(rowof))
+
+
+def _columns(R: np.ndarray, O: np.ndarray, rowof: np.ndarray, lay: L.Layout):
+    """Pass 2 (2a, 2b, 2c) into NumPy-allocated columns; None when a list column's values reach 2**31 (int32
+    offsets: the caller folds with the NumPy fold)."""
+    m = len(rowof)
+    e = np.empty
+    topic_code, pid, part = e(m, np.int32), e(m, np.int32), e(m, np.int32)
+    kind, valid, deleted, orphan = e(m, np.int8), e(m, np.bool_), e(m, np.bool_), e(m, np.bool_)
+    leader, lrs, le, pe, offset = e(m, np.int32), e(m, np.int8), e(m, np.int32), e(m, np.int32), e(m, np.int64)
+    src, off = e((m, 7), np.int32), e((7, m + 1), np.int32)
+    total = _row_columns(R, O, rowof, lay.part_topic, lay.part_id, topic_code, pid, part, kind, valid, deleted, orphan,
+                         leader, lrs, le, pe, offset, src, off)
+    if total.max(initial=0) >= 2**31:
+        return None
+    values = [e(int(t), np.int32) for t in total]
+    _list_values(src, off, valid, lay.tape, lay.dir_codes, lay.dir_mig, *values)
+    del src
+    valid_to, has_next, succ = e(m, np.int64), e(m, np.bool_), e(m, np.int64)
+    _valid_to(part, orphan, offset, valid_to, has_next, succ)
+    return (topic_code, pid, kind, valid, deleted, orphan, leader, lrs, le, pe, offset, off, *values, valid_to,
+            has_next, succ)
 
 
 # ------------------------------------------------------------------------------------------ Python
@@ -427,16 +458,17 @@ def fold(records: pa.Table, lay: L.Layout | None = None, timings: dict | None = 
     Dest = np.empty(m + 1, np.int64)
     Dest[m] = 0
     _fold(*args, at, R, O, Src, Dest, False)
-    rowof = _order_rows(Dest, m)
+    rowof = np.empty(m, np.int64)
+    _order_rows(Dest, rowof)
     clock("fold loop (rows in the order made, then their output places)")
-    (topic_code, pid, kind_o, valid, deleted, orphan, leader, lrs, le, pe, O, off, v_rep, v_isr, v_rm, v_ad, v_elr,
-     v_lke, v_dir, valid_to, has_next, succ, fits) = _columns(R, O, rowof, lay.tape, lay.dir_codes, lay.dir_mig,
-                                                              lay.part_topic, lay.part_id)
+    cols = _columns(R, O, rowof, lay)
     del R
-    Src = Src[rowof]
-    clock("columns loop (output order)")
-    if not fits:  # beyond int32 list offsets: the NumPy fold (which chunks strings)
+    if cols is None:  # beyond int32 list offsets: the NumPy fold (which chunks strings)
         return Fold(F.fold_partitions(records), n_parts)
+    (topic_code, pid, kind_o, valid, deleted, orphan, leader, lrs, le, pe, O, off, v_rep, v_isr, v_rm, v_ad, v_elr,
+     v_lke, v_dir, valid_to, has_next, succ) = cols
+    Src = Src[rowof]
+    clock("columns loops (output order)")
     columns = {"topic_id": F._strings(lay.topic_dict, topic_code, False),
                "partition_id": from_numpy(pid),
                "offset": from_numpy(O),
@@ -464,8 +496,10 @@ def warm() -> None:
     for count in (True, False):
         _fold(i64, i8, i32, i32, i32, np.zeros((0, 6), np.int32), np.zeros((0, 12), np.int32), i64, i64, i32, 0,
               i32, np.zeros(1, np.int64), 1, i64, R, i64, i64, np.zeros(1, np.int64), count)
-    _order_rows(np.zeros(1, np.int64), 0)
-    _columns(R, i64, i64, i32, i32, 0, i32, i32)
+    _order_rows(np.zeros(1, np.int64), i64)
+    lay = L.Layout(**dict.fromkeys(L.Layout.__dataclass_fields__))
+    lay.part_topic, lay.part_id, lay.tape, lay.dir_codes, lay.dir_mig = i32, i32, i32, i32, 0
+    _columns(R, i64, i64, lay)
     # the layout's compiled loop (list references), as it is called: offsets read-only over an Arrow buffer
     L._refs(np.frombuffer(bytes(4), np.int32), np.zeros(0, np.bool_), False, np.zeros((0, 12), np.int32), 0, 0, 0)
     L._refs(np.frombuffer(bytes(4), np.int32), np.zeros(0, np.bool_), False, np.zeros((0, 2), np.int32), 0, 0, 0)
