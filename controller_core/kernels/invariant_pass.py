@@ -1315,8 +1315,11 @@ def _close_batch(out, inp, img, bat, cur):
 
 
 @njit(cache=True)
-def _new_image(n_parts, n_topics, n_brokers, n_names, n_bslots, broker_slot_ids, default_slot, override):
-    ps = np.zeros((n_parts, P_FIELDS), np.int64)
+def _new_image(ps, n_topics, n_brokers, n_names, n_bslots, broker_slot_ids, default_slot, override):
+    """The image's arrays; ``ps`` (the partitions' state lines, zeros) comes from the caller: NumPy asks the kernel
+    for huge pages on large arrays, and an array made here faults its pages in 4 kB at a time (184 bytes a
+    partition: 184 MB on a 1 M-partition log)."""
+    n_parts = ps.shape[0]
     ps[:, P_M_AT] = MISSING
     ps[:, P_TSTAMP] = -1
     ps[:, P_MARK] = -1
@@ -1344,10 +1347,11 @@ def _new_image(n_parts, n_topics, n_brokers, n_names, n_bslots, broker_slot_ids,
 @njit(cache=True)
 def check(kind, batch, snapshot, topic, part, name, ints, lists, tape, broker, bints, cfg, offsets, part_topic,
           part_id, topic_p0, topic_parts, topic_parts_at, broker_ids, broker_slot_ids, default_slot, unclean_true,
-          n_names, n_bslots, override, capacity):
+          n_names, n_bslots, override, capacity, ps):
     """The pass: every record checked against the state before it, applied, and every batch closed by the
     batch-level rules.  Returns (the breach stream (see the module docstring), the words it needed): a stream
-    longer than ``capacity`` words is cut there, and its caller runs the pass again with room for all of it."""
+    longer than ``capacity`` words is cut there, and its caller runs the pass again with room for all of it.
+    ``ps``: zeros of shape (partitions, P_FIELDS), the partitions' state lines (:func:`new_state_lines`)."""
     # The bundles hold borrowed views (kernels/borrow.py): the handlers below receive them once per record,
     # and counting references to their 40 arrays was most of the pass's time.  The inputs are held by the
     # caller, the arrays made here by ``owned`` and ``tch``, read again after the loop.
@@ -1356,7 +1360,7 @@ def check(kind, batch, snapshot, topic, part, name, ints, lists, tape, broker, b
            borrow(part_topic), borrow(part_id), borrow(topic_p0), borrow(topic_parts), borrow(topic_parts_at),
            borrow(broker_ids), borrow(broker_slot_ids), borrow(unclean_true))
     n_parts = len(part_topic)
-    owned = _new_image(n_parts, len(topic_p0), len(broker_ids), n_names, n_bslots, broker_slot_ids, default_slot,
+    owned = _new_image(ps, len(topic_p0), len(broker_ids), n_names, n_bslots, broker_slot_ids, default_slot,
                        override) + (np.empty(max(n_parts, 1), np.int64), np.zeros(C_FIELDS, np.int64),
                                     np.zeros(P_FIELDS, np.int64), np.zeros(P_FIELDS, np.int64))
     img = (borrow(owned[0]), borrow(owned[1]), borrow(owned[2]), borrow(owned[3]), borrow(owned[4]), borrow(owned[5]),
@@ -1418,3 +1422,8 @@ def check(kind, batch, snapshot, topic, part, name, ints, lists, tape, broker, b
     _finish(out, tape, img[0], img[1], img[3], img[2], broker_ids, part_topic, pool)
     keep(owned, tch, stream, words)
     return stream[:min(words[0], capacity)].copy(), words[0]
+
+
+def new_state_lines(n_parts: int) -> np.ndarray:
+    """The zeroed state lines :func:`check` takes (allocated by NumPy: see :func:`_new_image`)."""
+    return np.zeros((n_parts, P_FIELDS), np.int64)

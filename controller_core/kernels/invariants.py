@@ -37,9 +37,11 @@ def check(records: pa.Table, elr_override: bool | None = None, lay: layout.Layou
             lay.n_bslots, -1 if elr_override is None else int(elr_override))
     # room for a breach every other record or so (pages never written are never touched, but a host that does not
     # overcommit memory counts them); a log breaching more runs the pass once more with room for all it wrote
-    stream, words = K.check(*args, STREAM_WORDS_PER_RECORD * len(lay.kind) + STREAM_WORDS_MIN)
+    n_parts = len(lay.part_topic)
+    stream, words = K.check(*args, STREAM_WORDS_PER_RECORD * len(lay.kind) + STREAM_WORDS_MIN,
+                            K.new_state_lines(n_parts))
     if words > len(stream):
-        stream, words = K.check(*args, int(words))
+        stream, words = K.check(*args, int(words), K.new_state_lines(n_parts))
     return _Report(records, lay, offsets).read(stream)
 
 
