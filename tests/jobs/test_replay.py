@@ -162,3 +162,24 @@ def test_describe_text_from_the_lake_equals_the_log_configs_and_directories_incl
                 in outs["--lake", False])
         rows = json.loads(outs["--lake", True])
         assert rows and all(r["directories"] == ["AAAAAAAAAAAAAAAAAAAAAA"] * len(r["replicas"]) for r in rows)
+
+
+@pytest.mark.parametrize("cluster", ["induswargods", "vasifvortex"])
+def test_plan_and_log_end_from_the_files_equal_the_spark_reads(silver, cluster):
+    """A replay on a lake this machine sees reads its plan (the files' labels) and the last segment record from
+    bronze's data files; the same as the Spark reads that a remote lake takes."""
+    import datetime as dt
+
+    from jobs.replay import _log_end, plan_from_files, replay_plan
+
+    lake, _ = silver
+    version = lake.version(catalog.METADATA_RECORDS.name)
+    records = lake.read(catalog.METADATA_RECORDS.name, version=version).where(F.col("cluster") == cluster)
+    want = replay_plan(records)
+    want_end, want_ts = _log_end(records, want)
+    plan, end, ts = plan_from_files(lake.data_files(catalog.METADATA_RECORDS.name, version, {"cluster": cluster}))
+    assert [f.label for f in plan.files] == [f.label for f in want.files] and plan.files
+    assert (plan.snapshot and plan.snapshot.label) == (want.snapshot and want.snapshot.label)
+    assert plan.start_offset == want.start_offset
+    assert end == want_end > 0
+    assert ts == want_ts.replace(tzinfo=dt.timezone.utc)  # Spark's naive datetime is UTC (session time zone)
