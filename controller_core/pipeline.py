@@ -273,22 +273,24 @@ def _date_by_rows(history: pa.Table, records: pa.Table, seg, rows: np.ndarray, s
     not strictly increasing (the search decides which of two records with one offset dates a row)."""
     is_seg = to_numpy(pc.fill_null(seg, False), bool)
     offsets = column_ints(records.column("offset"), -1)
-    if not dating.segments_increasing(is_seg, offsets):
+    s_rows = np.flatnonzero(is_seg)
+    s_off = offsets[s_rows]
+    if len(s_off) > 1 and not (s_off[1:] > s_off[:-1]).all():
         return None
     ts = records.column("timestamp").cast(TS)
     us = column_ints(ts.cast(pa.int64()), 0)
     known = is_seg & to_numpy(ts.is_valid(), bool) if ts.null_count else is_seg
+    other = np.flatnonzero(~is_seg)  # records of a snapshot (or bootstrap): the segment record at their offset
+    if len(other) and len(s_rows):
+        j = _offset_finder(s_off)(offsets[other])
+        at = s_rows[np.maximum(j, 0)]
+        us[other] = us[at]
+        known = known.copy()
+        known[other] = (j >= 0) & known[at]
     m = len(rows)
-    from_us, from_ok = np.empty(m, np.int64), np.empty(m, np.bool_)
-    if dating.own_times(rows, is_seg, us, known, from_us, from_ok) and is_seg.any():
-        other = np.flatnonzero(~is_seg[rows])  # rows from snapshot records: the segment record at the offset
-        s_rows = np.flatnonzero(is_seg)
-        j = _offset_finder(offsets[s_rows])(offsets[rows[other]])
-        s_rows = s_rows[np.maximum(j, 0)]
-        from_us[other] = us[s_rows]
-        from_ok[other] = (j >= 0) & known[s_rows]
-    to_us, to_ok = np.empty(m, np.int64), np.empty(m, np.bool_)
-    dating.successor_times(successor, from_us, from_ok, to_us, to_ok)
+    from_us, from_ok, to_us, to_ok = np.empty(m, np.int64), np.empty(m, np.bool_), np.empty(m, np.int64), np.empty(
+        m, np.bool_)
+    dating.times(rows, successor, us, known, from_us, from_ok, to_us, to_ok)
     return from_numpy(from_us, from_ok).view(TS), from_numpy(to_us, to_ok).view(TS)
 
 

@@ -214,23 +214,19 @@ def _copy(out, w, n, src, a):
         out[w + q] = src[a + q]
 
 
-@njit(cache=True)
-def _order_rows(Dest, rowof):
-    """Per output position, the row of ``R`` that goes there (``Dest`` inverted)."""
-    for c in range(len(rowof)):
-        rowof[Dest[c]] = c
-
-
 # The columns are allocated by NumPy, not inside the loops: NumPy asks the kernel for huge pages on large arrays,
 # and the pages an array inside a compiled loop got were faulted in 4 kB at a time (2.7x the time for the same
 # bytes; the columns are ~150 bytes per history row).
 @njit(cache=True)
-def _row_columns(R, O, rowof, part_topic, part_id, topic_code, pid, part, kind, valid, deleted, orphan, leader, lrs, le,
-                 pe, offset, src, off):
-    """Pass 2a: the integer columns of the rows ``R`` in output order (row ``rowof[j]`` of ``R`` is output row ``j``:
-    a read from where the row was made, fetched some rows ahead), each list's tape start (``src``, the directories'
-    -1 for MIGRATING per replica) and the list columns' offsets [7, m + 1].  Returns the lists' totals."""
+def _row_columns(R, O, Dest, rowof, part_topic, part_id, topic_code, pid, part, kind, valid, deleted, orphan, leader,
+                 lrs, le, pe, offset, src, off):
+    """Pass 2a: ``rowof``, per output row the row of ``R`` that goes there (``Dest`` inverted); the integer columns of
+    the rows in output order (a read from where each row was made, fetched some rows ahead), each list's tape start
+    (``src``, the directories' -1 for MIGRATING per replica) and the list columns' offsets [7, m + 1].  Returns the
+    lists' totals."""
     m = len(rowof)
+    for c in range(m):
+        rowof[Dest[c]] = c
     L0 = _R_STATE + _S_LISTS - 1
     # the seven running totals in locals, not an array: the compiler cannot tell an array apart from the columns
     # written beside it, and reloaded it after every write
@@ -289,9 +285,10 @@ def _row_columns(R, O, rowof, part_topic, part_id, topic_code, pid, part, kind, 
 
 
 @njit(cache=True)
-def _list_values(src, off, valid, tape, dir_codes, mig, v_rep, v_isr, v_rm, v_ad, v_elr, v_lke, v_dir):
+def _list_values(src, off, valid, tape, dir_codes, mig, v_rep, v_isr, v_rm, v_ad, v_elr, v_lke, v_dir, part, orphan,
+                 offset, valid_to, has_next, succ):
     """Pass 2b: each list column's values, copied from the tape (fetched some rows ahead: a partition's lists
-    were written by records scattered over the log)."""
+    were written by records scattered over the log); then :func:`_valid_to`."""
     m = len(valid)
     for j in range(m):
         if j + _AHEAD < m and valid[j + _AHEAD]:
@@ -312,9 +309,10 @@ def _list_values(src, off, valid, tape, dir_codes, mig, v_rep, v_isr, v_rm, v_ad
         else:
             for q in range(n):
                 v_dir[w + q] = mig
+    _valid_to(part, orphan, offset, valid_to, has_next, succ)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _valid_to(part, orphan, offset, valid_to, has_next, succ):
     """Pass 2c: valid_to_offset, the offset of the partition's next row that is not an orphan (orphans have none),
     and that row, by a backward scan of each partition's rows."""
@@ -335,24 +333,23 @@ def _valid_to(part, orphan, offset, valid_to, has_next, succ):
         nxt = j
 
 
-def _columns(R: np.ndarray, O: np.ndarray, rowof: np.ndarray, lay: L.Layout):
-    """Pass 2 (2a, 2b, 2c) into NumPy-allocated columns; None when a list column's values reach 2**31 (int32
-    offsets: the caller folds with the NumPy fold)."""
+def _columns(R: np.ndarray, O: np.ndarray, Dest: np.ndarray, rowof: np.ndarray, lay: L.Layout):
+    """Pass 2 (2a, 2b, 2c) into NumPy-allocated columns (``rowof`` too); None when a list column's values reach
+    2**31 (int32 offsets: the caller folds with the NumPy fold)."""
     m = len(rowof)
     e = np.empty
     topic_code, pid, part = e(m, np.int32), e(m, np.int32), e(m, np.int32)
     kind, valid, deleted, orphan = e(m, np.int8), e(m, np.bool_), e(m, np.bool_), e(m, np.bool_)
     leader, lrs, le, pe, offset = e(m, np.int32), e(m, np.int8), e(m, np.int32), e(m, np.int32), e(m, np.int64)
     src, off = e((m, 7), np.int32), e((7, m + 1), np.int32)
-    total = _row_columns(R, O, rowof, lay.part_topic, lay.part_id, topic_code, pid, part, kind, valid, deleted, orphan,
-                         leader, lrs, le, pe, offset, src, off)
+    total = _row_columns(R, O, Dest, rowof, lay.part_topic, lay.part_id, topic_code, pid, part, kind, valid, deleted,
+                         orphan, leader, lrs, le, pe, offset, src, off)
     if total.max(initial=0) >= 2**31:
         return None
     values = [e(int(t), np.int32) for t in total]
-    _list_values(src, off, valid, lay.tape, lay.dir_codes, lay.dir_mig, *values)
-    del src
     valid_to, has_next, succ = e(m, np.int64), e(m, np.bool_), e(m, np.int64)
-    _valid_to(part, orphan, offset, valid_to, has_next, succ)
+    _list_values(src, off, valid, lay.tape, lay.dir_codes, lay.dir_mig, *values, part, orphan, offset, valid_to,
+                 has_next, succ)
     return (topic_code, pid, kind, valid, deleted, orphan, leader, lrs, le, pe, offset, off, *values, valid_to,
             has_next, succ)
 
@@ -459,9 +456,8 @@ def fold(records: pa.Table, lay: L.Layout | None = None, timings: dict | None = 
     Dest[m] = 0
     _fold(*args, at, R, O, Src, Dest, False)
     rowof = np.empty(m, np.int64)
-    _order_rows(Dest, rowof)
-    clock("fold loop (rows in the order made, then their output places)")
-    cols = _columns(R, O, rowof, lay)
+    clock("fold loop (rows in the order made)")
+    cols = _columns(R, O, Dest, rowof, lay)
     del R
     if cols is None:  # beyond int32 list offsets: the NumPy fold (which chunks strings)
         return Fold(F.fold_partitions(records), n_parts)
@@ -496,10 +492,9 @@ def warm() -> None:
     for count in (True, False):
         _fold(i64, i8, i32, i32, i32, np.zeros((0, 6), np.int32), np.zeros((0, 12), np.int32), i64, i64, i32, 0,
               i32, np.zeros(1, np.int64), 1, i64, R, i64, i64, np.zeros(1, np.int64), count)
-    _order_rows(np.zeros(1, np.int64), i64)
     lay = L.Layout(**dict.fromkeys(L.Layout.__dataclass_fields__))
     lay.part_topic, lay.part_id, lay.tape, lay.dir_codes, lay.dir_mig = i32, i32, i32, i32, 0
-    _columns(R, i64, i64, lay)
+    _columns(R, i64, np.zeros(1, np.int64), i64, lay)
     # the layout's compiled loop (list references), as it is called: offsets read-only over an Arrow buffer
     L._refs(np.frombuffer(bytes(4), np.int32), np.zeros(0, np.bool_), False, np.zeros((0, 12), np.int32), 0, 0, 0)
     L._refs(np.frombuffer(bytes(4), np.int32), np.zeros(0, np.bool_), False, np.zeros((0, 2), np.int32), 0, 0, 0)
