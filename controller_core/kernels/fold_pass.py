@@ -24,7 +24,7 @@ Two compiled loops, no Python object in either (kernel-design.md):
    PartitionChangeRecord, or, when the log has RemoveTopic or ClearElr records, counted by a first run of
    the same loop that writes nothing.  (Writing each row straight to its place was a random write of the
    whole row: 139 of the loop's 158 ms on a 1.15 M-record log, against 47 ms with the writes in order.)
-2. **Columns** (:func:`_columns`: three loops into columns NumPy allocates), over the rows in output order, each
+2. **Columns** (:func:`_columns`: two loops into columns NumPy allocates), over the rows in output order, each
    read from where it was made (fetched some rows ahead): the integer columns, the list columns as int32 offsets
    + one flat values buffer each (lists copied from the tape), directory
    codes, and ``valid_to_offset`` by a backward scan of each partition's rows (the next non-orphan row's
