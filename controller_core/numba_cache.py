@@ -20,6 +20,16 @@ from pathlib import PurePosixPath
 SHIPPED_ZIP = "kraft_audit.zip"  # lake.spark.code_zip's file name
 
 
+def read_only(a):
+    """A NumPy array as a read-only view (itself if it is one).  numba compiles, and caches, one machine function
+    per combination of its arguments' array flags, and Arrow's buffers arrive read-only while arrays made in
+    Python are not: a kernel handed every input read-only keeps one signature, the one its ``warm`` put on disk."""
+    if a.flags.writeable:
+        a = a.view()
+        a.flags.writeable = False
+    return a
+
+
 def _locator_class():
     from numba.core import caching
 

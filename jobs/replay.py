@@ -58,8 +58,12 @@ CHECKPOINT_SCHEMA = CHECKPOINTS.schema
 def replay_plan(records):
     """The files a replay of the bronze rows reads (same rule as a log directory: complete log from
     offset 0, else the newest snapshot covering the missing start)."""
-    labels = [r.source_file for r in records.select("source_file").distinct().collect()]
-    files = [lf for lf in (classify(Path(label), Path(".")) for label in labels) if lf is not None]
+    return _plan_of({r.source_file for r in records.select("source_file").distinct().collect()})
+
+
+def _plan_of(labels: set[str]):
+    """The replay plan over bronze's file labels (those a log directory would hold)."""
+    files = [lf for lf in (classify(Path(label), Path(".")) for label in sorted(labels)) if lf is not None]
     return choose(files, "the bronze rows")
 
 
@@ -75,8 +79,7 @@ def plan_from_files(files: list[str]):
     for chunk in names.column("source_file").chunks:  # the values used (a dictionary may hold others)
         used = chunk.unique()
         labels.update(v for v in used.dictionary.take(used.indices).to_pylist() if v is not None)
-    listed = [lf for lf in (classify(Path(label), Path(".")) for label in sorted(labels)) if lf is not None]
-    plan = choose(listed, "the bronze rows")
+    plan = _plan_of(labels)
     seg = LF.scan_task(files, ["offset", "timestamp"],
                        lambda f: (f("source_kind") == "segment") & (f("offset") >= plan.start_offset))()
     if not seg.num_rows:

@@ -23,19 +23,15 @@ from numba import njit
 
 from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip cache across jobs)
 from controller_core.codec.arrowutil import to_numpy
+from controller_core.numba_cache import read_only
 from controller_core.vector.recompute import ALTER, UNFENCE
 
 AFTER = 1  # an event's side: its record comes after the changes it triggers (explain._AFTER)
 
 
 def _ro(a, dtype) -> np.ndarray:
-    """``a`` as a contiguous read-only ``dtype`` array: numba compiles one machine function per combination of
-    array flags, and Arrow's buffers arrive read-only -- one combination keeps every call on the cached one."""
-    a = np.ascontiguousarray(a, dtype)
-    if a.flags.writeable:
-        a = a.view()
-        a.flags.writeable = False
-    return a
+    """``a`` as a contiguous read-only ``dtype`` array (one compiled signature: ``numba_cache.read_only``)."""
+    return read_only(np.ascontiguousarray(a, dtype))
 
 
 # ------------------------------------------------------------------------------------------ topic settings
@@ -75,21 +71,17 @@ def topic_settings(topics: pa.Table, topic_dict: pa.Array, rtopic: np.ndarray, o
     elr_on = np.empty(n, np.bool_)
     min_isr = np.empty(n, np.int32)
     n_topics = len(topic_dict)
-    if topics.num_rows:
-        ids = topics.column("topic_id")
-        ids = ids.cast(pa.string()) if pa.types.is_dictionary(ids.type) else ids
-        t_lay = to_numpy(pc.fill_null(pc.index_in(ids, value_set=topic_dict), -1), np.int64)
-        t_off = to_numpy(topics.column("offset"), np.int64)
-        order = np.lexsort((t_off, t_lay))  # per topic, by offset (stably: the later of two rows at one offset last)
-        order = order[t_lay[order] >= 0]
-        starts = np.zeros(n_topics + 1, np.int64)
-        np.cumsum(np.bincount(t_lay[order], minlength=n_topics), out=starts[1:])
-        mv_v = to_numpy(pc.fill_null(topics.column("metadata_version"), 0), np.int16)
-        elr_v = to_numpy(pc.fill_null(topics.column("elr_enabled"), False), np.bool_)
-        mis_v = to_numpy(pc.fill_null(topics.column("effective_min_isr"), 1), np.int32)
-    else:
-        order, starts, t_off = np.zeros(0, np.int64), np.zeros(n_topics + 1, np.int64), np.zeros(0, np.int64)
-        mv_v, elr_v, mis_v = np.zeros(0, np.int16), np.zeros(0, np.bool_), np.zeros(0, np.int32)
+    ids = topics.column("topic_id")
+    ids = ids.cast(pa.string()) if pa.types.is_dictionary(ids.type) else ids
+    t_lay = to_numpy(pc.fill_null(pc.index_in(ids, value_set=topic_dict), -1), np.int64)
+    t_off = to_numpy(topics.column("offset"), np.int64)
+    order = np.lexsort((t_off, t_lay))  # per topic, by offset (stably: the later of two rows at one offset last)
+    order = order[t_lay[order] >= 0]
+    starts = np.zeros(n_topics + 1, np.int64)
+    np.cumsum(np.bincount(t_lay[order], minlength=n_topics), out=starts[1:])
+    mv_v = to_numpy(pc.fill_null(topics.column("metadata_version"), 0), np.int16)
+    elr_v = to_numpy(pc.fill_null(topics.column("elr_enabled"), False), np.bool_)
+    mis_v = to_numpy(pc.fill_null(topics.column("effective_min_isr"), 1), np.int32)
     _settings(_ro(rtopic, np.int32), _ro(offset, np.int64), _ro(starts, np.int64), _ro(t_off[order], np.int64),
               _ro(order, np.int64), _ro(mv_v, np.int16), _ro(elr_v, np.bool_), _ro(mis_v, np.int32), mv, elr_on,
               min_isr)

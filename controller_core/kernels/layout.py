@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 from numba import njit
 
 from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip cache across jobs)
+from controller_core.numba_cache import read_only
 from controller_core.codec.arrowutil import column_ints, from_numpy, to_numpy
 from controller_core.codec.bronze import by_type
 from controller_core.image import MIGRATING, MIN_ISR, UNCLEAN, min_isr_value
@@ -141,8 +142,7 @@ def _fill_refs(chunks: list, lists: np.ndarray, at: int, base: int, tape_parts: 
     row0 = 0
     none = np.zeros(0, np.bool_)
     for c in chunks:
-        offs = np.frombuffer(c.buffers()[1], np.int32, count=len(c) + 1, offset=4 * c.offset)
-        offs.flags.writeable = False  # always read-only: one compiled signature, whatever the buffer allows
+        offs = _offsets(c)
         has_nulls = c.null_count > 0
         valid = c.is_valid().to_numpy(zero_copy_only=False) if has_nulls else none
         _refs(offs, valid, has_nulls, lists, row0, at, base)
@@ -184,9 +184,7 @@ def _refs_rows(o0, o1, o2, o3, o4, o5, v0, v1, v2, v3, v4, v5, nulls, lists, row
 
 def _offsets(c) -> np.ndarray:
     """A list chunk's int32 offsets, read-only (one compiled signature, whatever the buffer allows)."""
-    offs = np.frombuffer(c.buffers()[1], np.int32, count=len(c) + 1, offset=4 * c.offset)
-    offs.flags.writeable = False
-    return offs
+    return read_only(np.frombuffer(c.buffers()[1], np.int32, count=len(c) + 1, offset=4 * c.offset))
 
 
 def _fill_list_refs(columns: list, lists: np.ndarray, tape_parts: list) -> None:

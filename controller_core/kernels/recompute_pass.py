@@ -37,6 +37,7 @@ import numpy as np
 from numba import njit
 
 from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip cache across jobs)
+from controller_core.numba_cache import read_only
 from controller_core.image import MV_3_2_IV0, MV_3_6_IV0, NO_LEADER, RECOVERING
 from controller_core.kernels.borrow import borrow
 from controller_core.kernels.borrow import keep as hold  # (``keep`` is the election's name for the leader staying)
@@ -102,12 +103,7 @@ def recompute(prev, pos, width, *arrays):
     compiles one machine function per combination of array flags, and Arrow's buffers arrive read-only while
     arrays made here are not -- one combination keeps the first call of a command on numba's disk cache
     (:func:`warm`) instead of compiling a new one."""
-    fixed = []
-    for k, a in enumerate(arrays):
-        if k != _TRIG and isinstance(a, np.ndarray) and a.flags.writeable:
-            a = a.view()
-            a.flags.writeable = False
-        fixed.append(a)
+    fixed = [read_only(a) if k != _TRIG and isinstance(a, np.ndarray) else a for k, a in enumerate(arrays)]
     return _recompute(prev, pos, width, *fixed)
 
 
