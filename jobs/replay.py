@@ -221,32 +221,46 @@ class _BronzeFiles:
 
 
 def _history_by_tasks(lake: Lake, cluster: str, core):
-    """A full replay whose core tasks write partition_state_history's files themselves (the history rows never
-    go back through the JVM): one commit adds them and removes the cluster's previous files.  ``core(write)``
-    is the core's frame given the tasks' writer.  Returns the core's persisted output (its findings and file
-    rows) and the history rows written.  A task that cannot read the lake's files fails the job with that."""
+    """A full replay whose core tasks write the files of partition_state_history and of partition_state (each
+    bucket's latest states, :func:`transforms.silver.latest_state_rows`) themselves: the rows never go back
+    through the JVM, nor does Spark read the history again for the latest states; one commit per table adds
+    its files and removes the cluster's previous ones.  ``core(write)`` is the core's frame given the tasks'
+    writer.  Returns the core's persisted output (its findings and file rows) and {table: rows written}.  A
+    task that cannot read the lake's files fails the job with that."""
     from pyspark.errors import PythonException
     from pyspark.sql import Row
 
     from controller_core import pipeline
     from lake import files as LF
 
-    def run(path, target, parts, tag):
-        write = LF.write_table(path, target, parts, tag, {"cluster": cluster})
+    names = (HISTORY.name, STATE.name)
+
+    def run(targets):
+        writers = [LF.write_table(path, target, parts, tag, {"cluster": cluster})
+                   for path, target, parts, tag in targets]
+
+        def write(history: pa.Table) -> list[dict]:  # in a task: each file row names its table
+            rows = (history, S.latest_state_rows(history))
+            return [dict(f, table=name) for name, w, t in zip(names, writers, rows) for f in w(t)]
+
         out = core(write).persist()
         try:
-            files = [Row(**json.loads(r.body)) for r in S.files_of(out).collect()]
+            files = [json.loads(r.body) for r in S.files_of(out).collect()]
         except PythonException as exc:
             m = re.search(re.escape(LF.READ_ERROR) + r"(.*)", str(exc))
             if m:
                 raise FileNotFoundError(m.group(1).strip()) from None
             raise
-        return files, (out, sum(int(f.rows) for f in files))
+        written = [[Row(**{k: v for k, v in f.items() if k != "table"}) for f in files if f["table"] == name]
+                   for name in names]
+        return written, (out, {name: sum(int(f.rows) for f in w) for name, w in zip(names, written)})
 
     # the rows as the frame path writes them: the core's columns (nullable), then the cluster
     source = pa.schema([f.with_nullable(True) for f in pipeline.HISTORY_DATED_SCHEMA]
                        + [pa.field("cluster", pa.string())])
-    _, (out, rows) = lake.overwrite_written(HISTORY.name, source, HISTORY.partition_by, {"cluster": cluster}, run)
+    _, (out, rows) = lake.overwrite_written_tables([(HISTORY.name, source, HISTORY.partition_by),
+                                                    (STATE.name, source, STATE.partition_by)],
+                                                   {"cluster": cluster}, run)
     return out, rows
 
 
@@ -359,18 +373,20 @@ def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = Tru
             return S.core_from_files(spark, direct.read, direct.shared, buckets, snapshot_start, invariants,
                                      write=write)
         out, computed = _history_by_tasks(lake, cluster, core)
+        computed, live = computed[HISTORY.name], computed[STATE.name]
         new = None
     else:
         out = S.core(bucketed, snapshot_start, invariants).persist()
         history = S.history_of(out).withColumn("cluster", F.lit(cluster))
         computed = history.count() if since is None else None
         new = _write_history(lake, cluster, history, since)
+        hist = lake.read(HISTORY.name).where(F.col("cluster") == cluster)
+        lake.overwrite(STATE.name, S.latest_state(hist), partition_by=STATE.partition_by, where={"cluster": cluster})
+        live = None
     found = S.findings_of(out).withColumn("cluster", F.lit(cluster))
     found = (found if since is None else found.where(F.col("offset") > since)).persist()
     if new is not None:
         counts[f"{HISTORY.name}_new"] = new
-    hist = lake.read(HISTORY.name).where(F.col("cluster") == cluster)
-    lake.overwrite(STATE.name, S.latest_state(hist), partition_by=STATE.partition_by, where={"cluster": cluster})
     written = _write_findings(lake, cluster, found, since)
     found.unpersist()
     out.unpersist()
@@ -383,8 +399,9 @@ def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = Tru
                int(ckpt.records) + new)
     for t in (DIVERGENCES, BREACHES):
         _check(t.name, "rows past the checkpoint", counts.pop(f"{t.name}_past"), written[t.name])
-    _check(STATE.name, "live partitions", counts[STATE.name],
-           lake.read(HISTORY.name).where(F.col("cluster") == cluster).transform(S.latest_state).count())
+    if live is None:  # written by Spark from the history table: counted there again
+        live = lake.read(HISTORY.name).where(F.col("cluster") == cluster).transform(S.latest_state).count()
+    _check(STATE.name, "live partitions", counts[STATE.name], live)
     progress("checking what was committed; writing the checkpoint")
     versions = {t: lake.version(t) for t in SILVER}
     versions[RECORDS.name] = bronze_version

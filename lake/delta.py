@@ -436,7 +436,8 @@ class Lake:
         :func:`lake.files.write_task` under ``tag`` -- and returns (their file rows, anything else the job's
         tasks reported).  ``commit_if(that)`` decides whether they are committed (one add commit, checked as
         every executor write is); files not committed are removed.  Returns (the new version or None, that)."""
-        return self._tasks_commit(table, source, partition_by, run, commit_if, None)
+        versions, extra = self._tasks_commit([(table, source, partition_by)], _one_table(run), commit_if, None)
+        return (versions[0] if versions else None), extra
 
     def overwrite_written(self, table: str, source: pa.Schema, partition_by: str | Sequence[str] | None,
                           where: dict[str, str], run: Callable[[str, pa.Schema, list[str], str], tuple[list, Any]]
@@ -445,25 +446,47 @@ class Lake:
         job's own Spark tasks write into the table (only when :meth:`tasks_write_files`): ``run`` as for
         :meth:`append_written`; one commit adds their files and removes the partition's old ones.  Returns (the
         new version, what the tasks reported besides their files)."""
-        return self._tasks_commit(table, source, partition_by, run, lambda extra: True, where)
+        versions, extra = self.overwrite_written_tables([(table, source, partition_by)], where, _one_table(run))
+        return versions[0], extra
 
-    def _tasks_commit(self, table, source, partition_by, run, commit_if, where: dict[str, str] | None):
-        """:meth:`append_written` (``where`` None) and :meth:`overwrite_written`: plan, run the tasks under a job
-        tag, commit their files (and, with ``where``, remove the partition's old ones) or drop them."""
+    def overwrite_written_tables(self, tables: Sequence[tuple[str, pa.Schema, str | Sequence[str] | None]],
+                                 where: dict[str, str], run: Callable[[list], tuple[list, Any]]
+                                 ) -> tuple[list[int], Any]:
+        """:meth:`overwrite_written` of several tables whose rows one Spark job's tasks write together (e.g. the
+        replay's history and the latest state, both from the core's tasks): ``tables`` as (name, source schema,
+        partition columns); ``run([(table path, target schema, partition columns, tag) per table])`` returns
+        ([file rows per table], anything else).  One commit per table, in the order given (Delta commits one
+        table at a time); a failure before a table's commit leaves that table as it was and removes its files.
+        Returns ([the new versions], that)."""
+        return self._tasks_commit(tables, run, lambda extra: True, where)
+
+    def _tasks_commit(self, tables, run, commit_if, where: dict[str, str] | None):
+        """:meth:`append_written` (``where`` None) and :meth:`overwrite_written_tables`: plan each table, run the
+        tasks under a job tag per table, commit their files (and, with ``where``, remove the partition's old
+        ones) or drop them."""
         self._require_spark()
-        target, parts, is_new = self._plan(table, source, _as_list(partition_by))
-        if where and any(k not in parts for k in where):
-            raise ValueError(f"table {table}: {sorted(where)} must be partition columns to be replaced by files")
-        path = self.path(table)
-        job = _Job(Path(self.root), table, -1 if is_new else DeltaTable(path).version())
+        plans, jobs = [], []
         try:
-            written, extra = run(path, target, parts, job.tag)
+            for table, source, partition_by in tables:
+                target, parts, is_new = self._plan(table, source, _as_list(partition_by))
+                if where and any(k not in parts for k in where):
+                    raise ValueError(f"table {table}: {sorted(where)} must be partition columns to be replaced "
+                                     "by files")
+                path = self.path(table)
+                jobs.append(_Job(Path(self.root), table, -1 if is_new else DeltaTable(path).version()))
+                plans.append((table, path, target, parts, is_new))
+            written, extra = run([(path, target, parts, job.tag)
+                                  for (_, path, target, parts, _), job in zip(plans, jobs)])
             if not commit_if(extra):
                 return None, extra
-            removes = _replaced_files(DeltaTable(path), where, {})[0] if where and not is_new else []
-            return self._commit_written(table, path, written, target, parts, is_new, False, removes), extra
+            versions = []
+            for (table, path, target, parts, is_new), files in zip(plans, written):
+                removes = _replaced_files(DeltaTable(path), where, {})[0] if where and not is_new else []
+                versions.append(self._commit_written(table, path, files, target, parts, is_new, False, removes))
+            return versions, extra
         finally:
-            job.close()
+            for job in jobs:
+                job.close()
 
     def append_arrow(
         self,
@@ -875,6 +898,15 @@ def _replaced_files(dt: DeltaTable, where: dict, above: dict) -> tuple[list[dict
         elif verdict == "some":
             mixed.append(f)
     return gone + mixed, mixed
+
+
+def _one_table(run):
+    """A one-table ``run`` (path, target, partition columns, tag) as :meth:`Lake._tasks_commit`'s of a list."""
+    def tables(targets):
+        written, extra = run(*targets[0])
+        return [written], extra
+
+    return tables
 
 
 class _Job:

@@ -351,8 +351,18 @@ def files_of(out: DataFrame) -> DataFrame:
 
 # ------------------------------------------------------------------------------ partition history
 def latest_state(history: DataFrame) -> DataFrame:
-    """The current state of every live partition: its history row that nothing follows."""
+    """The current state of every live partition: its history row that nothing follows (not a deletion).
+    :func:`latest_state_rows` is the same choice of a bucket's Arrow rows."""
     live = history.where(F.col("valid_to_offset").isNull())
     if "deleted" in history.columns:
         live = live.where(~F.col("deleted"))
     return live
+
+
+def latest_state_rows(history: pa.Table) -> pa.Table:
+    """:func:`latest_state` of history rows in Arrow: those of a replay that saw every record of their
+    partitions (a bucket's, in a full replay's core task)."""
+    import pyarrow.compute as pc
+
+    return history.filter(pc.and_(pc.is_null(history.column("valid_to_offset")),
+                                  pc.invert(history.column("deleted"))))

@@ -43,6 +43,23 @@ def test_partition_state_equals_describe_at_the_end_of_the_log(silver, capsys):
         assert got == want
 
 
+def test_partition_state_is_the_historys_latest_rows_whole(silver):
+    """A full replay's core tasks write partition_state themselves (each bucket's latest states): every
+    column equals what Spark chooses from the committed history (transforms.silver.latest_state)."""
+    from transforms.silver import latest_state
+
+    lake, _ = silver
+    live = {}
+    for cluster in ("induswargods", "vasifvortex"):
+        want = lake.read(catalog.PARTITION_STATE_HISTORY.name).where(F.col("cluster") == cluster) \
+            .transform(latest_state).collect()
+        got = _rows(lake, catalog.PARTITION_STATE.name, cluster)
+        assert not any(r.deleted or r.valid_to_offset is not None for r in got)
+        assert sorted(map(tuple, got)) == sorted(map(tuple, want))
+        live[cluster] = len(got)
+    assert live["induswargods"] == 1 and live["vasifvortex"] > 10  # its deleted topics' partitions are not
+
+
 def test_findings_equal_verify_on_the_log_directory(silver):
     lake, counts = silver
     for cluster in ("induswargods", "vasifvortex"):
