@@ -33,8 +33,8 @@ import sys
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import functions as F
-from pyspark.sql.pandas.types import from_arrow_schema
 
 from controller_core import timelines
 from controller_core.logdir import classify
@@ -84,7 +84,6 @@ def plan_from_files(files: list[str]):
                        lambda f: (f("source_kind") == "segment") & (f("offset") >= plan.start_offset))()
     if not seg.num_rows:
         return plan, plan.start_offset - 1, None
-    import pyarrow.compute as pc
 
     last = pc.index(seg.column("offset"), pc.max(seg.column("offset"))).as_py()
     return plan, seg.column("offset")[last].as_py(), seg.column("timestamp")[last].as_py()
@@ -99,9 +98,8 @@ def _cluster_level_recs(rows) -> list[Rec]:
                 json.loads(r.data_json), r.source_file) for r in small]
 
 
-def _with_cluster(spark, table: pa.Table, cluster: str):
-    df = spark.createDataFrame(table) if table.num_rows else spark.createDataFrame([], from_arrow_schema(table.schema))
-    return df.withColumn("cluster", F.lit(cluster))
+def _with_cluster(table: pa.Table, cluster: str) -> pa.Table:
+    return table.append_column("cluster", pa.array([cluster] * table.num_rows, pa.string()))
 
 
 def _checkpoint(lake: Lake, cluster: str):
@@ -132,24 +130,28 @@ def _resume_from(ckpt, plan, snapshot, end_offset: int):
     return ckpt
 
 
-def _write_timelines(spark, lake: Lake, cluster: str, recs: list[Rec]) -> dict:
+def _write_timelines(lake: Lake, cluster: str, recs: list[Rec]) -> dict:
     """broker_state_history and topic_config_history, rebuilt every run on the driver by the scalar image from
     the cluster-level records and partition 0's, in replay order (they are few); {table: rows written}."""
     brokers, topics = timelines.build(r for r in recs
                                       if r.type not in S.PARTITION_TYPES or r.data.get("partitionId") == 0)
     counts = {}
     for t, table in ((BROKERS, brokers), (TOPICS, topics)):
-        lake.overwrite(t.name, _with_cluster(spark, table, cluster), partition_by=t.partition_by,
-                       where={"cluster": cluster})
+        lake.overwrite_rows(t.name, _with_cluster(table, cluster), partition_by=t.partition_by,
+                            where={"cluster": cluster})
         counts[t.name] = table.num_rows
     return counts
 
 
-def _write_quorum(spark, lake: Lake, cluster: str, records, plan) -> int:
-    """quorum_history, rebuilt every run from the few quorum records of the replay plan's files
-    (controller_core/quorum.py) and, for each LeaderChange, the record before it (how long the log was silent
-    before the election).  The plan's rows as a log directory replay reads them (``replay.read_plan``):
-    segments from its start offset, the starting snapshot's rows dated at its end offset - 1."""
+# what quorum_history reads of the quorum records and of the record before each LeaderChange
+QUORUM_COLUMNS = ["offset", "timestamp", "source_kind", "record_type", "batch_leader_epoch", "data_json"]
+
+
+def _quorum_rows(records, plan) -> pa.Table:
+    """The rows :func:`_write_quorum` builds quorum_history from, through Spark: the few quorum records of the
+    replay plan's files and, for each LeaderChange, the record before it (how long the log was silent before
+    the election).  The plan's rows as a log directory replay reads them (``replay.read_plan``): segments from
+    its start offset, the starting snapshot's rows dated at its end offset - 1."""
     from controller_core import quorum
 
     start = plan.start_offset
@@ -161,11 +163,19 @@ def _write_quorum(spark, lake: Lake, cluster: str, records, plan) -> int:
     q = records.where(F.col("record_type").isin(list(quorum.EVENTS)))
     changes = [r.offset for r in q.where((F.col("record_type") == "LEADER_CHANGE")
                                          & (F.col("source_kind") == "segment")).select("offset").collect()]
-    before = records.where((F.col("source_kind") == "segment") & F.col("offset").isin([o - 1 for o in changes]))
-    cols = ["offset", "timestamp", "source_kind", "record_type", "batch_leader_epoch", "data_json"]
-    table = quorum.quorum_history(q.select(*cols).unionByName(before.select(*cols)).toArrow())
-    lake.overwrite(QUORUM.name, _with_cluster(spark, table, cluster), partition_by=QUORUM.partition_by,
-                   where={"cluster": cluster})
+    # a quorum record before another is in ``q`` already: not twice
+    before = records.where((F.col("source_kind") == "segment") & F.col("offset").isin([o - 1 for o in changes])
+                           & ~F.col("record_type").isin(list(quorum.EVENTS)))
+    return q.select(*QUORUM_COLUMNS).unionByName(before.select(*QUORUM_COLUMNS)).toArrow()
+
+
+def _write_quorum(lake: Lake, cluster: str, rows: pa.Table) -> int:
+    """quorum_history, rebuilt every run from :func:`_quorum_rows` (controller_core/quorum.py)."""
+    from controller_core import quorum
+
+    table = quorum.quorum_history(rows)
+    lake.overwrite_rows(QUORUM.name, _with_cluster(table, cluster), partition_by=QUORUM.partition_by,
+                        where={"cluster": cluster})
     return table.num_rows
 
 
@@ -191,23 +201,49 @@ def _write_history(lake: Lake, cluster: str, history, since: int | None) -> int 
 class _BronzeFiles:
     """A full replay's own reads of the cluster's bronze files (a lake the executors see): ``read``, the core
     tasks' reader of their partition records (:func:`transforms.silver.core_from_files`); ``shared``, the
-    cluster-level rows with their ``data_json`` and ``first``, every partition 0's records -- the rows the
-    driver needs itself, each read once here instead of through Spark."""
+    cluster-level rows with their ``data_json``, ``first``, every partition 0's records and ``quorum``, the
+    quorum's records -- the rows the driver needs itself, read here instead of through Spark (the quorum's
+    records in the same pass as the cluster-level ones)."""
 
     def __init__(self, lake: Lake, cluster: str, version: int, plan):
+        from controller_core import quorum
         from lake import files as LF
 
-        files = lake.data_files(RECORDS.name, version, {"cluster": cluster})
-        labels = [(f.label, f.kind) for f in plan.files]
-        self.read = LF.scan_task(files, S.READ_COLUMNS, S.replay_filter(labels, plan.start_offset, True),
+        self._files = lake.data_files(RECORDS.name, version, {"cluster": cluster})
+        self._labels = [(f.label, f.kind) for f in plan.files]
+        self._start = plan.start_offset
+        self.read = LF.scan_task(self._files, S.READ_COLUMNS, S.replay_filter(self._labels, self._start, True),
                                  S.READ_DICTIONARY)
         try:
-            self.shared = LF.scan_task(files, S.READ_COLUMNS + ["data_json"],
-                                       S.replay_filter(labels, plan.start_offset, False))()
-            self.first = LF.scan_task(files, S.READ_COLUMNS,
-                                      S.replay_filter(labels, plan.start_offset, True, first_partition=True))()
+            rows = LF.scan_task(self._files, S.READ_COLUMNS + ["data_json", "batch_leader_epoch"],
+                                S.replay_filter(self._labels, self._start, False, also=quorum.EVENTS))()
+            self.first = LF.scan_task(self._files, S.READ_COLUMNS,
+                                      S.replay_filter(self._labels, self._start, True, first_partition=True))()
+            self.quorum = self._quorum_rows(rows.filter(pc.is_in(rows.column("record_type"),
+                                                                 pa.array(list(quorum.EVENTS)))))
         except FileNotFoundError as exc:  # here on the driver: the tasks' wording without their prefix
             raise FileNotFoundError(str(exc).replace(LF.READ_ERROR, "")) from None
+        kept = pc.invert(pc.is_in(rows.column("record_type"), pa.array(sorted(S.SKIP))))
+        self.shared = rows.filter(kept).select(S.READ_COLUMNS + ["data_json"])
+
+    def _quorum_rows(self, q: pa.Table) -> pa.Table:
+        """:func:`_quorum_rows` from the quorum records read: the records before the LeaderChanges read here too
+        (a few offsets: the files' statistics skip the rest)."""
+        from controller_core import quorum
+        from lake import files as LF
+
+        snapshot = pc.equal(q.column("source_kind"), "snapshot")
+        q = q.set_column(q.schema.get_field_index("offset"), "offset",
+                         pc.if_else(snapshot, pa.scalar(self._start - 1, pa.int64()), q.column("offset")))
+        seg_changes = pc.and_(pc.equal(q.column("record_type"), "LEADER_CHANGE"), pc.invert(snapshot))
+        before = [o - 1 for o in q.column("offset").filter(seg_changes).to_pylist()]
+        rows = [q.select(QUORUM_COLUMNS)]
+        if before:
+            rows.append(LF.scan_task(self._files, QUORUM_COLUMNS, lambda f: (
+                f("source_file").isin([label for label, _ in self._labels]) & (f("source_kind") == "segment")
+                & (f("offset") >= self._start) & f("offset").isin(before)
+                & ~f("record_type").isin(list(quorum.EVENTS))))())
+        return pa.concat_tables(rows)
 
     def cluster_level_recs(self) -> list[Rec]:
         """What :func:`_cluster_level_recs` collects through Spark: the cluster-level records and partition 0's,
@@ -356,9 +392,10 @@ def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = Tru
     progress(f"{counts['mode']} replay through offset {end_offset}: broker, topic and quorum timelines")
     # a full replay on a lake the executors see reads bronze's files itself, the driver's few rows once
     direct = _BronzeFiles(lake, cluster, bronze_version, plan) if since is None and lake.tasks_write_files() else None
-    counts.update(_write_timelines(spark, lake, cluster, direct.cluster_level_recs() if direct is not None
+    counts.update(_write_timelines(lake, cluster, direct.cluster_level_recs() if direct is not None
                                    else _cluster_level_recs(rows)))
-    counts[QUORUM.name] = _write_quorum(spark, lake, cluster, records, plan)
+    counts[QUORUM.name] = _write_quorum(lake, cluster, direct.quorum if direct is not None
+                                        else _quorum_rows(records, plan))
 
     if since is not None:  # fold only the new partition records, from every partition's state at the checkpoint
         rows = S.after_checkpoint(rows, since)

@@ -333,6 +333,21 @@ class Lake:
         batches = data.to_batches(max_chunksize=_STREAM_BATCH_ROWS)
         return self._commit(table, target, parts, is_new, batches, "overwrite", None if is_new else predicate)
 
+    def overwrite_rows(self, table: str, data: pa.Table, partition_by: str | Sequence[str] | None = None,
+                       where: dict[str, str] | None = None) -> int:
+        """:meth:`overwrite` of a few rows the driver holds (e.g. a replay's broker and quorum timelines), typed as a
+        Spark frame of them is: committed here through delta-rs when this lake's Spark writes are anyway
+        (:meth:`tasks_write_files`; no Spark job for a few hundred rows), else written through Spark.  The table
+        is the same either way."""
+        from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+
+        typed = from_arrow_schema(data.schema)
+        if self.tasks_write_files():
+            return self.overwrite_arrow(table, data.cast(to_arrow_schema(typed, timezone="UTC")), partition_by, where)
+        spark = self._require_spark()
+        df = spark.createDataFrame(data) if data.num_rows else spark.createDataFrame([], typed)
+        return self.overwrite(table, df, partition_by, where)
+
     def replace_schema(self, table: str, data: pa.Table) -> int:
         """Rewrite a whole table with ``data`` under ``data``'s schema (a catalog change to an existing table:
         new columns).  Keeps the table's partitioning."""

@@ -228,11 +228,11 @@ READ_DICTIONARY = ("source_file", "source_kind", "record_type")
 
 
 def replay_filter(files: list[tuple[str, str]], start_offset: int, partition_records: bool,
-                  first_partition: bool = False):
+                  first_partition: bool = False, also: tuple[str, ...] = ()):
     """``where(field)`` (a pyarrow.dataset expression) of the bronze rows a replay reads, as
     :func:`replay_rows` chooses them: the plan's files, segment records from ``start_offset``; the partition
     records (``partition_records``; only partition 0's with ``first_partition``) or the others (NoOps and
-    markers left out)."""
+    markers left out, except the record types ``also`` names: e.g. the quorum's, read in the same pass)."""
     labels = [f for f, _ in files]
 
     def where(field):
@@ -241,7 +241,8 @@ def replay_filter(files: list[tuple[str, str]], start_offset: int, partition_rec
         if partition_records:
             chosen = chosen & field("record_type").isin(list(PARTITION_TYPES))
             return chosen & (field("partition_id") == 0) if first_partition else chosen
-        return chosen & ~field("record_type").isin(list(PARTITION_TYPES) + sorted(SKIP))
+        skipped = sorted(set(PARTITION_TYPES) | (set(SKIP) - set(also)))
+        return chosen & ~field("record_type").isin(skipped)
     return where
 
 

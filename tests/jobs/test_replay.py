@@ -4,13 +4,18 @@ from __future__ import annotations
 import io
 import json
 
+import pyarrow.compute as pc
 import pytest
 from pyspark.sql import functions as F
 
 from jobs import cli
-from jobs.replay import replay
+from jobs.replay import SILVER, replay
 from lake import catalog
 from realdata_facts import CLUSTERS, REALDATA
+
+
+def _json_rows(table):
+    return sorted(json.dumps(r, default=str, sort_keys=True) for r in table.to_pylist())
 
 
 def _rows(lake, table, cluster):
@@ -200,3 +205,24 @@ def test_plan_and_log_end_from_the_files_equal_the_spark_reads(silver, cluster):
     assert plan.start_offset == want.start_offset
     assert end == want_end > 0
     assert ts == want_ts.replace(tzinfo=dt.timezone.utc)  # Spark's naive datetime is UTC (session time zone)
+
+
+def test_a_replay_whose_spark_writes_go_through_the_driver_equals_the_tasks_written_one(spark, silver, tmp_path):
+    """``delta.spark_writes: driver`` replays through Spark frames (bronze read by Spark, the timelines and the
+    quorum written from Spark frames); the default lets the core tasks read bronze and write silver's files and
+    the driver commit the timelines itself.  Same tables: rows, column names and types."""
+    from jobs.ingest import ingest
+    from lake.delta import Lake
+
+    lake, _ = silver
+    other = Lake(tmp_path / "lake", spark, backend="delta-rs", spark_writes="driver")
+    assert not other.tasks_write_files() and lake.tasks_write_files()
+    ingest(spark, other, "vasifvortex", str(REALDATA / CLUSTERS["vasifvortex"]), 64 << 20)
+    replay(spark, other, "vasifvortex", buckets=3)
+    for name in SILVER:
+        got, want = other.read_arrow(name), lake.read_arrow(name)
+        want = want.filter(pc.equal(want.column("cluster"), "vasifvortex"))
+        # names and types (a Spark frame's cluster literal is declared not null, the tasks' column nullable)
+        assert [(f.name, f.type) for f in got.schema] == [(f.name, f.type) for f in want.schema], name
+        assert _json_rows(got) == _json_rows(want), name
+    assert other.read_arrow(catalog.QUORUM_HISTORY.name).num_rows > 0
