@@ -300,30 +300,36 @@ def _history_by_tasks(lake: Lake, cluster: str, core):
     return out, rows
 
 
+# findings a full replay commits from the driver (Lake.overwrite_rows) rather than through a Spark write job
+FEW_FINDINGS = 100_000
+
+
 def _write_findings(lake: Lake, cluster: str, found, since: int | None) -> dict:
     """divergences and invariant_breaches: the cluster's rows replaced by a full replay, its rows past ``since``
-    by an incremental one; {table: rows written}."""
+    by an incremental one; {table: rows written}.  A full replay's few findings (the usual case: a healthy
+    log has none) are committed by the driver, many by Spark's tasks."""
     written = {}
     for t, df in ((DIVERGENCES, S.divergences_of(found)), (BREACHES, S.breaches_of(found))):
-        above = None if since is None else {"offset": since}
-        lake.overwrite(t.name, df, partition_by=t.partition_by, where={"cluster": cluster}, above=above)
-        written[t.name] = df.count()
+        n = df.count()
+        if since is None and n <= FEW_FINDINGS:
+            lake.overwrite_rows(t.name, df.toArrow(), partition_by=t.partition_by, where={"cluster": cluster})
+        else:
+            above = None if since is None else {"offset": since}
+            lake.overwrite(t.name, df, partition_by=t.partition_by, where={"cluster": cluster}, above=above)
+        written[t.name] = n
     return written
 
 
 def _silver_counts(lake: Lake, cluster: str, since: int | None) -> dict:
     """The cluster's rows in the findings and history tables after the run, from the Delta log's per-file row
     counts (no data read); of the findings also the ERROR breaches and the rows past ``since`` (all rows past
-    offset -1 for a full replay), in one Spark aggregation per table."""
+    offset -1 for a full replay), counted over the tables' files (:meth:`lake.delta.Lake.count_matching`)."""
     where = {"cluster": cluster}
     counts = {t.name: lake.count(t.name, where=where) for t in (DIVERGENCES, BREACHES, HISTORY, STATE)}
-    past = F.col("offset") > (since if since is not None else -1)
-    for t, extra in ((DIVERGENCES, []), (BREACHES, [F.count(F.when(F.col("severity") == "ERROR", 1)).alias("error")])):
-        row = lake.read(t.name).where(F.col("cluster") == cluster).agg(F.count(F.when(past, 1)).alias("past"),
-                                                                       *extra).first()
-        counts[f"{t.name}_past"] = row["past"]
-        if extra:
-            counts[f"{t.name}_error"] = row["error"]
+    after = since if since is not None else -1
+    for t in (DIVERGENCES, BREACHES):
+        counts[f"{t.name}_past"] = lake.count_matching(t.name, where, lambda c: c("offset") > after)
+    counts[f"{BREACHES.name}_error"] = lake.count_matching(BREACHES.name, where, lambda c: c("severity") == "ERROR")
     return counts
 
 

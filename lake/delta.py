@@ -234,6 +234,24 @@ class Lake:
             return dt.to_pyarrow_table(columns=cols, filters=flt).num_rows
         return n
 
+    def count_matching(self, table: str, where: dict[str, str], condition: Callable[[Callable], Any]) -> int:
+        """Rows of the ``where`` partition ({partition column: value}) matching ``condition(column)``, an expression
+        built from ``column(name)`` alone (e.g. ``lambda c: c("severity") == "ERROR"``): counted by Arrow over the
+        table's files, streamed, when this process sees them (:meth:`tasks_write_files`), else by a Spark job."""
+        if self.tasks_write_files():
+            import pyarrow.dataset as ds
+
+            files = self.data_files(table, None, where)
+            if not files:
+                return 0
+            return ds.dataset(files, format="parquet").count_rows(filter=condition(ds.field))
+        from pyspark.sql import functions as F
+
+        df = self.read(table)
+        for k, v in where.items():
+            df = df.where(F.col(k) == v)
+        return df.where(condition(F.col)).count()
+
     def partitions(self, table: str) -> list[dict[str, str]]:
         """Partition values of the table's current files, e.g. ``[{"cluster": "c1"}, ...]``: read from the
         Delta log alone (delta-rs), so it costs no data file and no Spark."""

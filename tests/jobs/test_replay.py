@@ -226,3 +226,21 @@ def test_a_replay_whose_spark_writes_go_through_the_driver_equals_the_tasks_writ
         assert [(f.name, f.type) for f in got.schema] == [(f.name, f.type) for f in want.schema], name
         assert _json_rows(got) == _json_rows(want), name
     assert other.read_arrow(catalog.QUORUM_HISTORY.name).num_rows > 0
+
+
+def test_a_full_replays_many_findings_are_written_by_spark_the_same(spark, silver, monkeypatch):
+    """A full replay commits its few findings from the driver; past FEW_FINDINGS Spark's tasks write them: the
+    same rows, and the counts the run checks its commits by agree."""
+    from jobs import replay as R
+
+    lake, counts = silver
+    before = {t: _json_rows(lake.read_arrow(t).filter(pc.equal(lake.read_arrow(t).column("cluster"), "induswargods")))
+              for t in (catalog.INVARIANT_BREACHES.name, catalog.DIVERGENCES.name)}
+    assert len(before[catalog.INVARIANT_BREACHES.name]) == 4
+    monkeypatch.setattr(R, "FEW_FINDINGS", 0)
+    again = replay(spark, lake, "induswargods", buckets=3, full=True)
+    assert again[catalog.INVARIANT_BREACHES.name] == 4 and again[f"{catalog.INVARIANT_BREACHES.name}_error"] \
+        == counts["induswargods"][f"{catalog.INVARIANT_BREACHES.name}_error"]
+    for t, rows in before.items():
+        table = lake.read_arrow(t)
+        assert _json_rows(table.filter(pc.equal(table.column("cluster"), "induswargods"))) == rows, t
