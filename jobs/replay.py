@@ -307,16 +307,22 @@ FEW_FINDINGS = 100_000
 def _write_findings(lake: Lake, cluster: str, found, since: int | None) -> dict:
     """divergences and invariant_breaches: the cluster's rows replaced by a full replay, its rows past ``since``
     by an incremental one; {table: rows written}.  A full replay's few findings (the usual case: a healthy
-    log has none) are committed by the driver, many by Spark's tasks."""
+    log has none) are collected once and committed by the driver, many are written by Spark's tasks."""
+    tables = ((DIVERGENCES, "divergence", S.divergences_of), (BREACHES, "breach", S.breaches_of))
+    if since is None and found.count() <= FEW_FINDINGS:
+        rows = found.toArrow()
+        written = {}
+        for t, kind, _ in tables:
+            table = S.findings_table(rows, kind)
+            lake.overwrite_rows(t.name, table, partition_by=t.partition_by, where={"cluster": cluster})
+            written[t.name] = table.num_rows
+        return written
     written = {}
-    for t, df in ((DIVERGENCES, S.divergences_of(found)), (BREACHES, S.breaches_of(found))):
-        n = df.count()
-        if since is None and n <= FEW_FINDINGS:
-            lake.overwrite_rows(t.name, df.toArrow(), partition_by=t.partition_by, where={"cluster": cluster})
-        else:
-            above = None if since is None else {"offset": since}
-            lake.overwrite(t.name, df, partition_by=t.partition_by, where={"cluster": cluster}, above=above)
-        written[t.name] = n
+    for t, _, of in tables:
+        df = of(found)
+        above = None if since is None else {"offset": since}
+        lake.overwrite(t.name, df, partition_by=t.partition_by, where={"cluster": cluster}, above=above)
+        written[t.name] = df.count()
     return written
 
 

@@ -330,14 +330,26 @@ def findings_of(out: DataFrame) -> DataFrame:
             .dropDuplicates(["kind", "offset", "rule", "topic", "partition", "field"]))
 
 
+# each findings table: its kind of finding and the FINDING columns it leaves out
+FINDING_TABLES = {"divergence": ("kind", "message"), "breach": ("kind", "field", "trigger")}
+
+
 def divergences_of(findings: DataFrame) -> DataFrame:
     """The divergences of :func:`findings_of` (recorded vs recomputed decisions), in their table's columns."""
-    return findings.where(F.col("kind") == "divergence").drop("kind", "message")
+    return findings.where(F.col("kind") == "divergence").drop(*FINDING_TABLES["divergence"])
 
 
 def breaches_of(findings: DataFrame) -> DataFrame:
     """The invariant breaches of :func:`findings_of`, in their table's columns."""
-    return findings.where(F.col("kind") == "breach").drop("kind", "field", "trigger")
+    return findings.where(F.col("kind") == "breach").drop(*FINDING_TABLES["breach"])
+
+
+def findings_table(findings: pa.Table, kind: str) -> pa.Table:
+    """:func:`divergences_of` (``kind`` "divergence") or :func:`breaches_of` ("breach") of findings collected
+    to Arrow."""
+    import pyarrow.compute as pc
+
+    return findings.filter(pc.equal(findings.column("kind"), kind)).drop_columns(list(FINDING_TABLES[kind]))
 
 
 def history_of(out: DataFrame) -> DataFrame:
