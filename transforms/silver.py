@@ -221,10 +221,11 @@ def _core_output(rep, write) -> pa.Table:
 
 
 # ---------------------------------------------------------------- a full replay's tasks read bronze themselves
-# what the tasks read of bronze: the core's columns, lists as lists (nothing goes through the JVM); the
-# few-valued strings dictionary-encoded while a task holds its buckets' rows (strings again per bucket)
+# what the tasks read of bronze: the core's columns, lists as lists (nothing goes through the JVM); the strings
+# repeated row after row (a file, a record type, a topic id) dictionary-encoded while a task holds its buckets'
+# rows (strings again per bucket): the topic ids' dictionaries are also what bucket_of hashes, once per id
 READ_COLUMNS = [c for c in CORE_COLUMNS if c != "data_json"] + list(LIST_COLUMNS)
-READ_DICTIONARY = ("source_file", "source_kind", "record_type")
+READ_DICTIONARY = ("source_file", "source_kind", "record_type", "topic_id")
 
 
 def replay_filter(files: list[tuple[str, str]], start_offset: int, partition_records: bool,
@@ -249,16 +250,24 @@ def replay_filter(files: list[tuple[str, str]], start_offset: int, partition_rec
 def bucket_of(topic_ids, partitions: np.ndarray, buckets: int) -> np.ndarray:
     """The bucket of each (topic id, partition) when the tasks read their own rows: the CRC-32 of the id
     plus the partition, modulo ``buckets`` (a topic's partitions go round the buckets).  The one definition
-    for a task's own rows and for the owner of each partition 0."""
+    for a task's own rows and for the owner of each partition 0.  ``topic_ids`` plain or dictionary-encoded
+    (as a task reads them), chunk by chunk: a null id counts as ""."""
+    chunks = topic_ids.chunks if isinstance(topic_ids, pa.ChunkedArray) else [topic_ids]
+    crc = np.concatenate([_topic_crcs(c) for c in chunks]) if chunks else np.zeros(0, np.int64)
+    return (crc + partitions) % buckets
+
+
+def _topic_crcs(ids: pa.Array) -> np.ndarray:
+    """zlib's CRC-32 of each id's UTF-8 (0, that of "", for a null), once per distinct id."""
     import zlib
 
     import pyarrow.compute as pc
 
-    if isinstance(topic_ids, pa.ChunkedArray):
-        topic_ids = topic_ids.combine_chunks()
-    enc = pc.fill_null(topic_ids, "").dictionary_encode()
-    crc = np.array([zlib.crc32(t.encode()) for t in enc.dictionary.to_pylist()] or [0], np.int64)
-    return (crc[np.asarray(enc.indices.to_numpy(zero_copy_only=False), np.int64)] + partitions) % buckets
+    enc = ids if pa.types.is_dictionary(ids.type) else ids.dictionary_encode()
+    values = enc.dictionary.to_pylist()
+    crc = np.array([zlib.crc32(t.encode()) if t is not None else 0 for t in values] + [0], np.int64)
+    index = pc.fill_null(enc.indices, len(values))  # a null row: the last entry, 0
+    return crc[np.asarray(index.to_numpy(zero_copy_only=False), np.int64)]
 
 
 def core_from_files(spark, read, shared: pa.Table, buckets: int, snapshot_start: int | None = None,

@@ -50,3 +50,13 @@ def test_bucket_of_is_a_function_of_the_partition_alone():
     alone = np.array([S.bucket_of(pa.array([t]), np.array([p]), 8)[0] for t, p in zip(ids.to_pylist()[:40], parts[:40])])
     assert (alone == whole[:40]).all()
     assert len(set(whole.tolist())) == 8  # the partitions spread over every bucket
+
+
+def test_bucket_of_dictionary_encoded_ids_as_a_task_reads_them_equals_plain_ids():
+    ids = pa.array([f"topic-{i % 11}" if i % 17 else None for i in range(400)])
+    parts = np.arange(400, dtype=np.int64) % 5
+    plain = S.bucket_of(ids, parts, 6)
+    assert (plain == S.bucket_of(pa.array([t or "" for t in ids.to_pylist()]), parts, 6)).all()  # null: ""
+    encoded = pa.chunked_array([ids.slice(0, 150).dictionary_encode(), ids.slice(150).dictionary_encode()])
+    assert (S.bucket_of(encoded, parts, 6) == plain).all()
+    assert S.bucket_of(pa.chunked_array([], pa.string()), np.zeros(0, np.int64), 6).shape == (0,)
