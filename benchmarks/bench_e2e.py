@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import resource
 import shutil
 import sys
@@ -82,6 +83,33 @@ def main(argv=None) -> int:
     return 0
 
 
+def ingest_in_process(data: Path) -> None:
+    """The Spark ingest's work without Spark: every split of the log directory (its plan, ingest.split_bytes)
+    decoded into bronze rows and written as data files by the very function a Spark task runs, one after the
+    other in this process; the baseline of the Spark ingest (the same files, nothing committed)."""
+    import pyarrow as pa
+
+    from jobs.ingest import plan_splits
+    from lake import files as LF
+    from lake.config import load_config
+    from transforms import bronze as T
+
+    names = [c.split()[0] for c in T.SPLIT_DDL.split(",")]
+    splits = plan_splits(str(data), "fleet", int(load_config()["ingest"]["split_bytes"]))
+    out = Path(tempfile.mkdtemp(prefix="kraft-e2e-ingest-"))
+    target = T.records_schema()
+    t0 = time.perf_counter()
+    rows = 0
+    for split in splits:
+        run = T._decode_and_write(LF.write_task(str(out), target, ["cluster"], "inproc"))
+        for batch in run(iter([pa.RecordBatch.from_pylist([dict(zip(names, split))])])):
+            rows += sum(int(json.loads(b)["rows"]) for k, b in zip(*(batch.column(i).to_pylist() for i in (0, 1)))
+                        if k == "split")
+    line(f"ingest in process (the Spark tasks' decode + write of {len(splits)} splits, one after the other, 1 core)",
+         time.perf_counter() - t0, rows)
+    shutil.rmtree(out, ignore_errors=True)
+
+
 def in_process(data: Path, n: int) -> None:
     from controller_core.codec.logfile import iter_chunks
     from controller_core.logdir import discover
@@ -93,6 +121,7 @@ def in_process(data: Path, n: int) -> None:
             for chunk in iter_chunks(str(lf.path), lf.label, first_offset=lf.first_offset):
                 decoded += len(chunk)
     line("decode segments (vectorized, 1 core)", time.perf_counter() - t0, decoded)
+    ingest_in_process(data)
 
     from controller_core import pipeline
 

@@ -711,6 +711,7 @@ def m_e2e(cfg: dict) -> list[dict]:
             local_proc = script("bench_e2e.py", ["--partitions", str(parts), "--no-spark"], cfg["timeout"])
             local_stages = e2e_stages(local_proc["stdout"])
             decode = _stage(local_stages, "decode segments")
+            inproc_ingest = _stage(local_stages, "ingest in process")
             local = _stage(local_stages, "silver tables in process") + _stage(local_stages, "audit (violations")
             cached = stats.is_file()
             proc = script("bench_e2e.py", ["--partitions", str(parts), "--spark-only"], cfg["timeout"], sample=True)
@@ -742,11 +743,14 @@ def m_e2e(cfg: dict) -> list[dict]:
                              "Spark session start and stop)"))
         if parts == ingest_scale:
             rows.append(row("spark-ingest", "Spark ingest job, local[2] (bench_e2e.py)", records=n, partitions=parts,
-                            seconds=ingest, rate=n / ingest, base_what="in process: decode the segments, 1 core",
-                            base_records=n, base_seconds=decode, base_rate=n / decode, versus=speed(ingest, decode),
-                            target="<= 2x in-process", met=ingest / decode <= 2.0, rss_driver_mb=driver,
-                            rss_exec_mb=proc.get("exec_mb"),
-                            note=f"measured in the {name} runs; the ingest also writes the bronze Delta table"))
+                            seconds=ingest, rate=n / ingest,
+                            base_what="in process: the tasks' decode + write of every split, 1 core",
+                            base_records=n, base_seconds=inproc_ingest, base_rate=n / inproc_ingest,
+                            versus=speed(ingest, inproc_ingest), target="<= 2x in-process",
+                            met=ingest / inproc_ingest <= 2.0, rss_driver_mb=driver, rss_exec_mb=proc.get("exec_mb"),
+                            note=f"measured in the {name} runs; the job also commits the bronze Delta table; "
+                                 f"decoding the segments alone (no bronze rows, no files) takes {fmt_secs(decode)} "
+                                 f"in process, 1 core ({speed(ingest, decode)})"))
             if _replay_in_e2e(cfg):
                 try:
                     base, _ = _spark_inproc(parts, cfg["timeout"])

@@ -114,16 +114,17 @@ def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool
            else EXPLAINED_SCHEMA.empty_table())
     todo, divergences, labels = _scalar_fallback(records, exp, elr_override, snaps)
     found = invariant_pass.check(records, elr_override, lay) if invariants else []
-    fast = folded  # the fold's row arrays describe ``history`` as it is (not after context rows are dropped)
-    if context_topics:
-        divergences, found, exp, history = _drop_context(context_topics, divergences, found, exp, history)
-        fast = None
-
     triggers = _triggers(exp, labels)
+    # dated before the context rows go: the fold's row arrays describe the history as it is (each row's dates
+    # and trigger are its own partition's, so dropping rows after changes no other row)
+    dated = (date_history(history, records, triggers) if folded.rows is None else
+             date_history(history, records, triggers, rows=folded.rows, successor=folded.successor,
+                          changes=folded.changes))
+    if context_topics:
+        divergences, found, (exp, dated, triggers) = _drop_context(context_topics, divergences, found,
+                                                                   (exp, dated, triggers))
     counts = {item["values"]: item["counts"] for item in pc.value_counts(triggers.column("trigger")).to_pylist()
               if not item["values"].endswith("?")}
-    dated = (date_history(history, records, triggers) if fast is None or fast.rows is None else
-             date_history(history, records, triggers, rows=fast.rows, successor=fast.successor, changes=fast.changes))
     return Replay(history=dated, brokers=brokers, topics=topics,
                   divergences=divergence_table(divergences), breaches=breach_table(found), image=image, explained=exp,
                   records=total, partition_changes=len(exp), scalar_partitions=len(todo), trigger_counts=counts,
@@ -173,16 +174,18 @@ def _scalar_fallback(records: pa.Table, exp: pa.Table, elr_override, snaps) -> t
     return todo, rep.divergences, {(o, t, p): name for o, t, p, name in rep.explained}
 
 
-def _drop_context(topics: frozenset[str], divergences: list, found: list, exp: pa.Table, history: pa.Table):
-    """Partition 0 of ``topics`` is only context here (another Spark bucket owns it): not reported."""
+def _drop_context(topics: frozenset[str], divergences: list, found: list, tables: tuple[pa.Table, ...]):
+    """Partition 0 of ``topics`` is only context here (another Spark bucket owns it): not reported, in the
+    findings nor in ``tables`` (each with topic_id and partition_id columns)."""
     divergences = [d for d in divergences if not (d.partition == 0 and d.topic_id in topics)]
     found = [b for b in found if not (b.partition == 0 and b.topic_id in topics)]
     ctx = pa.array(sorted(topics), pa.string())
 
-    def mine(t: pa.Table) -> pa.Array:
-        return pc.invert(pc.and_(pc.equal(t.column("partition_id"), 0), pc.is_in(t.column("topic_id"), ctx)))
+    def mine(t: pa.Table) -> pa.Table:
+        theirs = pc.and_(pc.equal(t.column("partition_id"), 0), pc.is_in(t.column("topic_id"), ctx))
+        return t.filter(pc.invert(theirs)) if pc.any(theirs).as_py() else t
 
-    return divergences, found, exp.filter(mine(exp)), history.filter(mine(history))
+    return divergences, found, tuple(mine(t) for t in tables)
 
 
 def _orphans(history: pa.Table, records: pa.Table, rejected: list) -> None:
