@@ -388,14 +388,15 @@ def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = Tru
     progress = progress or (lambda message: None)
     bronze_version = lake.version(RECORDS.name)  # one version of bronze for the whole run
     progress(f"reading {RECORDS.name} version {bronze_version}")
-    records = lake.read(RECORDS.name, version=bronze_version).where(F.col("cluster") == cluster)
-    if lake.tasks_write_files():  # the lake is on this machine's disk: its files read here, not through Spark
+    local = lake.tasks_write_files()  # the lake is on this machine's disk: its files read here, not through Spark
+    # bronze as a Spark frame, made only for the steps that read it through Spark (planning it costs a second)
+    records = None if local else lake.read(RECORDS.name, version=bronze_version).where(F.col("cluster") == cluster)
+    if local:
         plan, end_offset, end_ts = plan_from_files(lake.data_files(RECORDS.name, bronze_version, {"cluster": cluster}))
     else:
         plan = replay_plan(records)
         end_offset, end_ts = _log_end(records, plan)
     snapshot = plan.snapshot.label if plan.snapshot else None
-    rows = S.replay_rows(records, [(f.label, f.kind) for f in plan.files], plan.start_offset)
     ckpt = None if full else _resume_from(_checkpoint(lake, cluster), plan, snapshot, end_offset)
     if ckpt is not None and ckpt.last_offset == end_offset:
         return {"mode": "up-to-date", "last_offset": end_offset}
@@ -403,7 +404,11 @@ def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = Tru
     counts: dict = {"mode": "incremental" if ckpt is not None else "full", "last_offset": end_offset}
     progress(f"{counts['mode']} replay through offset {end_offset}: broker, topic and quorum timelines")
     # a full replay on a lake the executors see reads bronze's files itself, the driver's few rows once
-    direct = _BronzeFiles(lake, cluster, bronze_version, plan) if since is None and lake.tasks_write_files() else None
+    direct = _BronzeFiles(lake, cluster, bronze_version, plan) if since is None and local else None
+    if direct is None:
+        if records is None:
+            records = lake.read(RECORDS.name, version=bronze_version).where(F.col("cluster") == cluster)
+        rows = S.replay_rows(records, [(f.label, f.kind) for f in plan.files], plan.start_offset)
     counts.update(_write_timelines(lake, cluster, direct.cluster_level_recs() if direct is not None
                                    else _cluster_level_recs(rows)))
     counts[QUORUM.name] = _write_quorum(lake, cluster, direct.quorum if direct is not None
@@ -413,7 +418,6 @@ def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = Tru
         rows = S.after_checkpoint(rows, since)
         rows = rows.unionByName(S.seeds(_seed_states(lake, cluster, since), since, ckpt.last_timestamp, rows))
     progress(f"folding and recomputing every partition change in {buckets} buckets, then writing silver")
-    bucketed = S.bucketize(rows, buckets)  # read once, by the core below (whose output is persisted)
     snapshot_start = plan.start_offset if plan.snapshot else None
     if direct is not None:
         # a full replay: the core's tasks read bronze's files and write the history files themselves, one
@@ -425,7 +429,8 @@ def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = Tru
         computed, live = computed[HISTORY.name], computed[STATE.name]
         new = None
     else:
-        out = S.core(bucketed, snapshot_start, invariants).persist()
+        # bronze read once, by the core (whose output is persisted)
+        out = S.core(S.bucketize(rows, buckets), snapshot_start, invariants).persist()
         history = S.history_of(out).withColumn("cluster", F.lit(cluster))
         computed = history.count() if since is None else None
         new = _write_history(lake, cluster, history, since)
