@@ -106,8 +106,12 @@ def cannot_run(exc: BaseException) -> bool:
 
 def error_line(command: str, exc: BaseException) -> str:
     """The one line for a cannot-run error: ``kraft-audit <command>: <what> (<where>)``."""
+    from lake.files import MissingDataFile
+
     missing = _lake_file_missing(exc)
-    if missing is None and isinstance(exc, FileNotFoundError):  # delta-rs: "Object at location P not found ..."
+    if missing is None and isinstance(exc, MissingDataFile):  # read by this process from the table's files
+        missing = exc.path
+    elif missing is None and isinstance(exc, FileNotFoundError):  # delta-rs: "Object at location P not found ..."
         found = re.search(r"Object at location (\S+) not found", str(exc))
         missing = found.group(1) if found else None
     if missing is not None:

@@ -214,15 +214,13 @@ class _BronzeFiles:
         self._start = plan.start_offset
         self.read = LF.scan_task(self._files, S.READ_COLUMNS, S.replay_filter(self._labels, self._start, True),
                                  S.READ_DICTIONARY)
-        try:
-            rows = LF.scan_task(self._files, S.READ_COLUMNS + ["data_json", "batch_leader_epoch"],
-                                S.replay_filter(self._labels, self._start, False, also=quorum.EVENTS))()
-            self.first = LF.scan_task(self._files, S.READ_COLUMNS,
-                                      S.replay_filter(self._labels, self._start, True, first_partition=True))()
-            self.quorum = self._quorum_rows(rows.filter(pc.is_in(rows.column("record_type"),
-                                                                 pa.array(list(quorum.EVENTS)))))
-        except FileNotFoundError as exc:  # here on the driver: the tasks' wording without their prefix
-            raise FileNotFoundError(str(exc).replace(LF.READ_ERROR, "")) from None
+        # a file missing here raises lake.files.MissingDataFile: the commands name it as any missing file
+        rows = LF.scan_task(self._files, S.READ_COLUMNS + ["data_json", "batch_leader_epoch"],
+                            S.replay_filter(self._labels, self._start, False, also=quorum.EVENTS))()
+        self.first = LF.scan_task(self._files, S.READ_COLUMNS,
+                                  S.replay_filter(self._labels, self._start, True, first_partition=True))()
+        self.quorum = self._quorum_rows(rows.filter(pc.is_in(rows.column("record_type"),
+                                                             pa.array(list(quorum.EVENTS)))))
         kept = pc.invert(pc.is_in(rows.column("record_type"), pa.array(sorted(S.SKIP))))
         self.shared = rows.filter(kept).select(S.READ_COLUMNS + ["data_json"])
 

@@ -45,6 +45,16 @@ ROW_ERROR = "kraft-audit write task: "
 READ_ERROR = "kraft-audit read task: "  # a task's reader cannot open the lake's files (the job re-raises the rest)
 
 
+class MissingDataFile(FileNotFoundError):
+    """A data file a table's Delta log lists is not on this machine's disk (``path``: the first one).  In a
+    Spark task its message says every executor must see the lake; read by the driver itself, the commands
+    report it as any missing file of the lake (``jobs.common.error_line``)."""
+
+    def __init__(self, message: str, path: str):
+        super().__init__(message)
+        self.path = path  # not OSError's filename: that would replace the message in str()
+
+
 def file_name(task: int, tag: str) -> str:
     return f"part-{task:05d}-{tag}-{uuid.uuid4().hex}.c000.snappy.parquet"
 
@@ -313,9 +323,9 @@ def scan_task(files: list[str], columns: list[str], where, dictionary: tuple[str
         return_freed_memory()  # the task then replays what it read: the scan's freed pages go back
         missing = [f for f in files if not os.path.exists(f)]
         if missing:
-            raise FileNotFoundError(f"{READ_ERROR}data file {missing[0]} is listed by the table's Delta log but not "
-                                    f"on this machine's disk ({len(missing)} of {len(files)} files): every executor "
-                                    f"must see the lake, and nothing but Delta may remove its files")
+            raise MissingDataFile(f"{READ_ERROR}data file {missing[0]} is listed by the table's Delta log but not on "
+                                  f"this machine's disk ({len(missing)} of {len(files)} files): every executor must "
+                                  f"see the lake, and nothing but Delta may remove its files", missing[0])
         fmt = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(dictionary_columns=list(dictionary)))
         data = ds.dataset(files, format=fmt)
         have = [c for c in columns if c in data.schema.names]

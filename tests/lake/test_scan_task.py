@@ -38,6 +38,7 @@ def test_a_file_the_task_cannot_see_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"part-1\.parquet is listed by the table's Delta log") as e:
         LF.scan_task(files, ["offset"], lambda f: f("offset") >= 0)()
     assert str(e.value).startswith(LF.READ_ERROR)
+    assert isinstance(e.value, LF.MissingDataFile) and e.value.path == str(tmp_path / "part-1.parquet")
 
 
 def test_bucket_of_is_a_function_of_the_partition_alone():
