@@ -313,9 +313,10 @@ def scan_task(files: list[str], columns: list[str], where, dictionary: tuple[str
     ``read(keep)`` scans ``files`` for ``columns`` (those the files have; the others come back null), the rows
     matching ``where(pyarrow.dataset.field)`` (an expression, evaluated per batch by Arrow) and, of those,
     the rows ``keep(batch)`` marks (a NumPy mask over all of a batch's rows, ``where``'s or not, e.g. the task's
-    own buckets): one pass, batch by batch, so a task holds its own rows only.  The ``dictionary`` columns come back dictionary-encoded (a file name or a
-    record type per row is most of a task's strings).  A file it cannot open raises FileNotFoundError naming
-    it: a worker that cannot see the lake fails loudly, never replays nothing."""
+    own buckets): one pass, batch by batch, so a task holds its own rows only.  The ``dictionary`` columns come
+    back dictionary-encoded (a file name or a record type per row is most of a task's strings).  A file it
+    cannot open raises :class:`MissingDataFile` naming it: a worker that cannot see the lake fails loudly,
+    never replays nothing."""
 
     def read(keep=None) -> pa.Table:
         import pyarrow.dataset as ds
