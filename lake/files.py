@@ -357,7 +357,10 @@ def scan_task(files: list[str], columns: list[str], where, dictionary: tuple[str
             elif mask.any():
                 out.append(batch.filter(pa.array(mask)))
         schema = pa.schema([data.schema.field(c) for c in have])
-        table = pa.Table.from_batches(out, schema=schema)
+        # every column nullable, as Spark reads them: the callers join these rows with rows they make (nulls, an
+        # if_else), and a bronze whose files declare columns not null (appended from Arrow rather than written by
+        # Spark) would not concatenate with them
+        table = pa.Table.from_batches(out, schema=schema).cast(pa.schema([f.with_nullable(True) for f in schema]))
         for c in columns:  # a column an older bronze table lacks: null (as Spark's read of it is)
             if c not in have:
                 table = table.append_column(c, pa.nulls(table.num_rows, pa.string()))
