@@ -27,6 +27,7 @@ MV_NAMES = {
     "4.2-IV1": 29,
 }
 MV_3_2_IV0, MV_3_3_IV2, MV_3_3_IV3, MV_3_6_IV0, MV_3_7_IV2, MV_4_0_IV1 = 3, 6, 7, 12, 17, 23
+MV_4_1_IV0 = 26  # only a 4.1+ controller can write it: unclean-shutdown handling only for unclean restarts (§1.6-3)
 
 TOPIC, BROKER = 2, 4  # ConfigResource types in ConfigRecord.resourceType
 MIN_ISR = "min.insync.replicas"

@@ -18,7 +18,7 @@ RECOVERED, RECOVERING = 0, 1
 ONLINE, PREFERRED, UNCLEAN = "online", "preferred", "unclean"
 
 # metadata.version feature levels that switch behaviour (§1.8)
-LV_3_2_IV0, LV_3_3_IV2, LV_3_3_IV3, LV_3_6_IV0, LV_3_7_IV2, LV_4_0_IV1 = 3, 6, 7, 12, 17, 23
+LV_3_2_IV0, LV_3_3_IV2, LV_3_3_IV3, LV_3_6_IV0, LV_3_7_IV2, LV_4_0_IV1, LV_4_1_IV0 = 3, 6, 7, 12, 17, 23, 26
 
 MV_LEVELS = {
     "3.0-IV1": 1, "3.1-IV0": 2, "3.2-IV0": 3, "3.3-IV0": 4, "3.3-IV1": 5, "3.3-IV2": 6, "3.3-IV3": 7,

@@ -738,8 +738,11 @@ class Simulator:
                                        unclean_brokers=u)
         elif br.registered and self.mv >= C.LV_4_0_IV1:
             # a clean restart keeps ELR membership (Kafka 4.1+); the pinned 4.0 controller would have run
-            # the unclean-shutdown handling for any new incarnation: INV-REGISTER-UNCLEAN-BATCH (W)
-            for key in self.keys_with(lambda r: br.id in r.elr or br.id in r.isr):
+            # the unclean-shutdown handling for any new incarnation: INV-REGISTER-UNCLEAN-BATCH (W) -- for ELR
+            # membership only below 4.1-IV0 or without a controlled shutdown before (what the checker can see of
+            # a clean shutdown, rules/invariants._clean_restart)
+            elr_kept = self.mv >= C.LV_4_1_IV0 and br.cs
+            for key in self.keys_with(lambda r: (br.id in r.elr and not elr_kept) or br.id in r.isr):
                 self.truth.point(self.idx, "INV-REGISTER-UNCLEAN-BATCH", "WARN", self.names[key[0]], key[1])
         br.incarnation = random_uuid(self.rng)
         br.epoch = self.writer.next_offset + len(changes)

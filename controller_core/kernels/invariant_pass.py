@@ -27,6 +27,7 @@ from numba.typed import List
 
 from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip cache across jobs)
 from controller_core import brokers
+from controller_core.image import MV_4_1_IV0
 from controller_core.kernels.borrow import borrow, keep
 from controller_core.kernels.prefetch import prefetch
 from controller_core.kernels.layout import (
@@ -665,8 +666,9 @@ def _member_breach(out, tape, ps, ts, part_topic, rule, row, p, x, first, second
 
 
 @njit(cache=True)
-def _register_unclean_batch(out, tape, ps, ts, g, tch, nt, part_topic, x, row, stamp):
-    """INV-REGISTER-UNCLEAN-BATCH: a new incarnation registering while still in an ISR / ELR."""
+def _register_unclean_batch(out, tape, ps, ts, g, tch, nt, part_topic, x, row, stamp, clean):
+    """INV-REGISTER-UNCLEAN-BATCH: a new incarnation registering while still in an ISR / ELR (in an ELR only if
+    not ``clean``: a 4.1+ controller keeps it there after a clean shutdown, rules/invariants._clean_restart)."""
     elr_on = _elr_enabled(g)
     _mark_last_known_leader(tape, ps, tch, nt, x, stamp)
     for p in range(ps.shape[0]):
@@ -675,7 +677,7 @@ def _register_unclean_batch(out, tape, ps, ts, g, tch, nt, part_topic, x, row, s
         i_s, i_n = ps[p, P_LISTS + 2 * LI], ps[p, P_LISTS + 2 * LI + 1]
         in_isr = (_has(tape, i_s, i_n, x) and ps[p, P_MARK] != stamp
                   and not (not elr_on and i_n == 1 and ps[p, P_LEADER] == NO_LEADER))
-        in_elr = _has(tape, ps[p, P_LISTS + 2 * LE], ps[p, P_LISTS + 2 * LE + 1], x)
+        in_elr = not clean and _has(tape, ps[p, P_LISTS + 2 * LE], ps[p, P_LISTS + 2 * LE + 1], x)
         if in_isr or in_elr:
             _member_breach(out, tape, ps, ts, part_topic, REGISTER_UNCLEAN, row, p, x, in_isr, in_elr)
 
@@ -1260,8 +1262,9 @@ def _on_register(out, inp, img, bat, cur, i):
         bat[3].append(i)
         if g[G_MV] >= MV_4_0_IV1:
             cur[C_STAMP] += 1
+            clean = g[G_MV] >= MV_4_1_IV0 and bs[x, B_REG] == 1 and bs[x, B_CS] == 1
             _register_unclean_batch(out, tape, ps, ts, g, bat[0], cur[C_NT], part_topic, bints[i, 0], i,
-                                    cur[C_STAMP])
+                                    cur[C_STAMP], clean)
     bs[x, B_REG] = 1
     bs[x, B_EPOCH] = bints[i, 1]
     bs[x, B_INC] = bints[i, 2]

@@ -266,7 +266,8 @@ def registered_while_member(bid, I, E, in_isr: bool, in_elr: bool):
     return ({"isr": I, "elr": E}, {"isr": [x for x in I if x != bid], "elr": [x for x in E if x != bid]},
             f"broker {bid} registers a new incarnation while still in the {where}; at metadata.version >= "
             "4.0-IV1 its batch should first remove it (unclean-shutdown handling"
-            + ("; Kafka 4.1+ keeps ELR membership on a clean restart)" if in_elr and not in_isr else ")"))
+            + ("; a 4.1+ controller keeps ELR membership after a clean shutdown, which this log shows only as a "
+               "controlled shutdown before the restart)" if in_elr and not in_isr else ")"))
 
 
 # ------------------------------------------------------------------------------------------ after a batch

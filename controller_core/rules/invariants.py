@@ -35,7 +35,7 @@ from controller_core import codes
 from controller_core.rules import breaches as say
 from controller_core.codes import ERROR, INFO, WARN
 from controller_core.image import (
-    ELR_FEATURE, LEADER_UNCHANGED, METADATA_VERSION, MIN_ISR, MV_3_2_IV0, MV_3_6_IV0, MV_4_0_IV1, NO_LEADER,
+    ELR_FEATURE, LEADER_UNCHANGED, METADATA_VERSION, MIN_ISR, MV_3_2_IV0, MV_3_6_IV0, MV_4_0_IV1, MV_4_1_IV0, NO_LEADER,
     RECOVERED, RECOVERING, Cluster, Partition, merge,
 )
 
@@ -125,6 +125,16 @@ def _elected_last_known_leader(before: Partition, d: dict) -> bool:
     """§2.3 step 3: the single LastKnownElr member elected (unclean) while ISR and ELR are empty."""
     leader = d.get("leader", LEADER_UNCHANGED)
     return leader >= 0 and leader != before.leader and before.last_known_elr == [leader] and d.get("isr") == [leader]
+
+
+def _clean_restart(c: Cluster, previous) -> bool:
+    """A re-registration a Kafka 4.1+ controller treats as a clean restart, keeping the broker's ELR membership
+    (§1.6-3): it runs the unclean-shutdown handling only when the broker's previous broker epoch does not match,
+    and a broker sends its epoch only after a clean shutdown.  The epoch is not in the log; the controlled
+    shutdown is (the previous incarnation still in controlled shutdown when it registers again).  Only MV >=
+    4.1-IV0 proves a 4.1+ controller; at a lower level the 4.0 controller's rule stands (every new incarnation is
+    unclean)."""
+    return c.metadata_version >= MV_4_1_IV0 and previous is not None and previous.in_controlled_shutdown
 
 
 def is_unclean_election(before: Partition, change: dict) -> bool:
@@ -558,9 +568,10 @@ class InvariantChecker:
         # INV-REGISTER-UNCLEAN-BATCH: the unclean-shutdown records must precede the registration (§1.6)
         elr_on = c.elr_enabled
         lkl = self._lkl_elected(bid)
+        clean = _clean_restart(c, cur)
         for key, p in c.partitions.items():
             in_isr = bid in p.isr and key not in lkl and not (not elr_on and p.isr == [bid] and p.leader == NO_LEADER)
-            in_elr = bid in p.elr
+            in_elr = bid in p.elr and not clean
             if in_isr or in_elr:
                 out.append(self._breach(c, rec.offset, "INV-REGISTER-UNCLEAN-BATCH", None, key,
                                         say.registered_while_member(bid, p.isr, p.elr, in_isr, in_elr)))

@@ -689,6 +689,26 @@ def test_register_unclean_batch(tmp_path):
     assert hits(run(before_4_0, tmp_path), "INV-REGISTER-UNCLEAN-BATCH") == []
 
 
+@pytest.mark.parametrize("mv,controlled,breach", [(26, True, False), (25, True, True), (26, False, True)])
+def test_register_unclean_batch_clean_restart_keeps_elr(tmp_path, mv, controlled, breach):
+    """A 4.1+ controller (only it writes MV >= 4.1-IV0) keeps a broker's ELR membership when it restarts after a
+    clean shutdown, which the log shows as a controlled shutdown (real Kafka 4.1 / 4.2 logs); the 4.0 controller,
+    and any controller after a crash, removes it in the registration's batch first (§1.6)."""
+    log = base(mv, elr=True, min_isr=3)
+    if controlled:
+        log.add(log.shutdown(3))
+    log.add(log.change("t", 0, isr=[1, 2], elr=[3]))  # 3 leaves the ISR below min ISR: it is eligible (ELR)
+    log.add(log.fence(3))
+    [o] = log.add(log.register(3))  # the restart: a new incarnation, nothing removed before it
+    assert hits(run(log, tmp_path), "INV-REGISTER-UNCLEAN-BATCH") == ([(o, WARN)] if breach else [])
+    # still in an ISR at the restart: every controller removes it first, clean shutdown or not
+    in_isr = base(mv, elr=True, min_isr=3)
+    if controlled:
+        in_isr.add(in_isr.shutdown(3))
+    [o2] = in_isr.add(in_isr.register(3))
+    assert hits(run(in_isr, tmp_path), "INV-REGISTER-UNCLEAN-BATCH") == [(o2, WARN)]
+
+
 # ---------------------------------------------------------------------------------------------- helper
 def _p(isr, leader, elr=(), lke=()):
     return Partition("tid", 0, [1, 2, 3], list(isr), leader, 4, 7, elr=list(elr), last_known_elr=list(lke))
