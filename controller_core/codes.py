@@ -217,10 +217,8 @@ _invariant("INV-UNDER-MINISR", INFO, "a partition entered a state with fewer ISR
 _invariant("INV-BROKER-EPOCH-MATCH", ERROR, "a fence, unfence, registration change or unregistration carries "
            "the broker's current registration epoch")
 _invariant("INV-CS-STICKY", ERROR, "only a new registration clears a broker's controlled-shutdown state")
-_invariant("INV-REGISTER-UNCLEAN-BATCH", WARN, "a new-incarnation registration (metadata.version >= 4.0-IV1) "
-           "comes after the records of its batch that take the broker out of ISRs and ELRs (out of ELRs only at "
-           "metadata.version < 4.1-IV0 or without a controlled shutdown before it: a 4.1+ controller keeps a cleanly "
-           "stopped broker's ELR membership, §1.6-3)")
+_invariant("INV-REGISTER-UNCLEAN-BATCH", WARN, "a new incarnation registering (MV >= 4.0-IV1) follows the "
+           "records of its batch taking it out of ISRs and ELRs (ELRs: not after a clean stop at MV >= 4.1-IV0)")
 # not a §4 row: the auditor's own check of a rule §1.4 states (a topic name is live at most once)
 _invariant("INV-TOPIC-UNIQUE", ERROR, "a topic record does not reuse the name of a live topic", "§1.4")
 

@@ -1,0 +1,106 @@
+"""Every Spark-free command over every metadata log under a folder: the check to run on a pile of real logs.
+
+    python scripts/sweep_logs.py ROOT [--jsonl OUT] [--timeout SECONDS]
+
+Finds each ``__cluster_metadata-0`` folder under ROOT (data directories copied from real clusters, a node's
+volume each) and runs ``decode --summary``, ``verify --json``, ``describe --json`` and ``audit --log-dir --json``
+on it in fresh processes, as a user would.  Real Kafka wrote these logs, so anything but the following is a
+defect of this program, printed and counted:
+
+* an exit code outside the contract (0, 1, 2), a Python traceback, or a command that hangs;
+* a divergence: the controller's decision recomputed differently from what the log records;
+* a decode error other than an empty file (a freshly rolled segment, or a file a copy lost).
+
+An exit 2 of a folder with nothing decodable is fine (one line naming the file).  Also printed per folder: bytes,
+records, exit codes, the invariant findings per rule and severity, and seconds per command.  Exit 1 when anything
+above was found, 0 otherwise.  ``--jsonl``: one JSON line per folder with every command's result.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+COMMANDS = {"summary": ["decode", "--summary"], "verify": ["verify", "--json", "--log-dir"],
+            "describe": ["describe", "--json", "--log-dir"], "audit": ["audit", "--json", "--log-dir"]}
+
+
+def run(argv: list[str], timeout: float) -> dict:
+    t0 = time.perf_counter()
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    try:
+        p = subprocess.run([sys.executable, "-m", "jobs.cli", *argv], capture_output=True, text=True, env=env,
+                           timeout=timeout, cwd=str(ROOT))
+    except subprocess.TimeoutExpired:
+        return {"rc": None, "secs": timeout, "out": "", "err": f"timed out after {timeout:.0f} s"}
+    return {"rc": p.returncode, "secs": round(time.perf_counter() - t0, 2), "out": p.stdout, "err": p.stderr}
+
+
+def problems(res: dict) -> list[str]:
+    """What in one folder's results is a defect (see the module docstring)."""
+    found = []
+    for name, r in res.items():
+        if r["rc"] not in (0, 1, 2):
+            found.append(f"{name}: exit {r['rc']} ({r['err'].strip().splitlines()[-1:] or ''})")
+        if "Traceback (most recent call last)" in r["err"]:
+            found.append(f"{name}: traceback: {r['err'].strip().splitlines()[-1]}")
+    for line in res["summary"]["out"].splitlines():
+        doc = json.loads(line) if line.startswith("{") else {}
+        for e in doc.get("errors", []):
+            if e.get("reason") != "EMPTY_FILE":
+                found.append(f"decode: {e.get('reason')}: {e.get('message')}")
+    verdict = _json(res["verify"]["out"])
+    for d in (verdict or {}).get("divergences", []):
+        found.append(f"divergence at offset {d.get('offset')} ({d.get('topic')}-{d.get('partition')}): "
+                     f"{d.get('field')} recorded {d.get('recorded')} expected {d.get('expected')}")
+    return found
+
+
+def _json(text: str):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("root", type=Path)
+    ap.add_argument("--jsonl", type=Path, help="one JSON line per folder: every command's exit, time and output")
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds per command (default 600)")
+    args = ap.parse_args(argv)
+    if not args.root.is_dir():
+        print(f"sweep_logs: {args.root}: not a folder", file=sys.stderr)
+        return 2
+    folders = sorted(p for p in args.root.rglob("__cluster_metadata-0")  # with a segment or snapshot in it
+                     if p.is_dir() and any(f.suffix in (".log", ".checkpoint") for f in p.iterdir()))
+    out = args.jsonl.open("w") if args.jsonl else None
+    bad = 0
+    for folder in folders:
+        res = {name: run(cmd + [str(folder)], args.timeout) for name, cmd in COMMANDS.items()}
+        verdict = _json(res["verify"]["out"]) or {}
+        rules = Counter(f"{b['rule']} {b['severity']}" for b in verdict.get("invariantBreaches", []))
+        found = problems(res)
+        bad += bool(found)
+        size = sum(f.stat().st_size for f in folder.iterdir() if f.suffix in (".log", ".checkpoint"))
+        print(f"{folder.relative_to(args.root)}: {size:,} bytes, {verdict.get('records', '-')} records; exit "
+              + " ".join(f"{n} {r['rc']}" for n, r in res.items())
+              + f"; {sum(r['secs'] for r in res.values()):.1f} s; findings {dict(rules) or 'none'}")
+        for f in found:
+            print(f"  DEFECT {f}")
+        if out:
+            out.write(json.dumps({"folder": str(folder), "bytes": size, "problems": found, "results": res}) + "\n")
+    if out:
+        out.close()
+    print(f"{len(folders)} log folders, {bad} with a defect")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
