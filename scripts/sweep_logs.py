@@ -9,7 +9,11 @@ defect of this program, printed and counted:
 
 * an exit code outside the contract (0, 1, 2), a Python traceback, or a command that hangs;
 * a divergence: the controller's decision recomputed differently from what the log records;
-* a decode error other than an empty file (a freshly rolled segment, or a file a copy lost).
+* a decode error other than an empty file (a freshly rolled segment, or a file a copy lost);
+* a snapshot that is not what the segments replay to: for each of the newest ``--snapshots`` (2) ``.checkpoint``
+  files of a folder whose segments start at offset 0, ``describe --json`` (partitions) and ``describe --brokers
+  --json`` of the segments alone at the snapshot's end offset - 1 equal those of the snapshot alone (Kafka
+  wrote the snapshot from its own replay of the same records).
 
 An exit 2 of a folder with nothing decodable is fine (one line naming the file).  Also printed per folder: bytes,
 records, exit codes, the invariant findings per rule and severity, and seconds per command.  Exit 1 when anything
@@ -20,8 +24,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -40,6 +46,40 @@ def run(argv: list[str], timeout: float) -> dict:
     except subprocess.TimeoutExpired:
         return {"rc": None, "secs": timeout, "out": "", "err": f"timed out after {timeout:.0f} s"}
     return {"rc": p.returncode, "secs": round(time.perf_counter() - t0, 2), "out": p.stdout, "err": p.stderr}
+
+
+def snapshot_problems(folder: Path, newest: int, timeout: float) -> tuple[int, list[str]]:
+    """(snapshots compared, how they differ from the segments' replay; see the module docstring)."""
+    segments = sorted(folder.glob("*.log"))
+    if not segments or segments[0].name != f"{0:020d}.log" or segments[0].stat().st_size == 0:
+        return 0, []
+    snapshots = sorted(folder.glob("*.checkpoint"))[-newest:] if newest > 0 else []
+    found = []
+    for snap in snapshots:
+        end = int(snap.name.split("-")[0])
+        with tempfile.TemporaryDirectory() as tmp:
+            replayed, alone = Path(tmp, "segments", folder.name), Path(tmp, "snapshot", folder.name)
+            replayed.mkdir(parents=True)
+            alone.mkdir(parents=True)
+            for f in segments:
+                os.symlink(f.resolve(), replayed / f.name)
+            if (folder.parent / "bootstrap.checkpoint").is_file():
+                shutil.copy(folder.parent / "bootstrap.checkpoint", replayed.parent)
+            os.symlink(snap.resolve(), alone / snap.name)
+            for what in ([], ["--brokers"]):
+                a = run(["describe", "--json", *what, "--log-dir", str(replayed), "--at-offset", str(end - 1)], timeout)
+                b = run(["describe", "--json", *what, "--log-dir", str(alone)], timeout)
+                if a["rc"] not in (0, 1) or b["rc"] not in (0, 1):
+                    found.append(f"snapshot {snap.name}: describe {' '.join(what)} exit {a['rc']} / {b['rc']}: "
+                                 f"{(a['err'] or b['err']).strip().splitlines()[-1:]}")
+                    continue
+                want = {json.dumps(r, sort_keys=True) for r in json.loads(b["out"])}
+                got = {json.dumps(r, sort_keys=True) for r in json.loads(a["out"])}
+                if got != want:
+                    diff = sorted(got ^ want)
+                    found.append(f"snapshot {snap.name}: {'brokers' if what else 'partitions'} differ from the "
+                                 f"segments' replay at offset {end - 1} ({len(diff)} rows, e.g. {diff[0][:300]})")
+    return len(snapshots), found
 
 
 def problems(res: dict) -> list[str]:
@@ -74,6 +114,8 @@ def main(argv=None) -> int:
     ap.add_argument("root", type=Path)
     ap.add_argument("--jsonl", type=Path, help="one JSON line per folder: every command's exit, time and output")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per command (default 600)")
+    ap.add_argument("--snapshots", type=int, default=2, metavar="N",
+                    help="newest .checkpoint files per folder compared with the segments' replay (default 2; 0: none)")
     args = ap.parse_args(argv)
     if not args.root.is_dir():
         print(f"sweep_logs: {args.root}: not a folder", file=sys.stderr)
@@ -87,11 +129,14 @@ def main(argv=None) -> int:
         verdict = _json(res["verify"]["out"]) or {}
         rules = Counter(f"{b['rule']} {b['severity']}" for b in verdict.get("invariantBreaches", []))
         found = problems(res)
+        compared, differ = snapshot_problems(folder, args.snapshots, args.timeout)
+        found += differ
         bad += bool(found)
         size = sum(f.stat().st_size for f in folder.iterdir() if f.suffix in (".log", ".checkpoint"))
         print(f"{folder.relative_to(args.root)}: {size:,} bytes, {verdict.get('records', '-')} records; exit "
               + " ".join(f"{n} {r['rc']}" for n, r in res.items())
-              + f"; {sum(r['secs'] for r in res.values()):.1f} s; findings {dict(rules) or 'none'}")
+              + f"; {sum(r['secs'] for r in res.values()):.1f} s; findings {dict(rules) or 'none'}"
+              + (f"; {compared} snapshot(s) compared" if compared else ""))
         for f in found:
             print(f"  DEFECT {f}")
         if out:

@@ -41,3 +41,24 @@ def test_a_path_that_is_not_a_folder_is_exit_2(tmp_path):
     p = subprocess.run([sys.executable, str(ROOT / "scripts" / "sweep_logs.py"), str(tmp_path / "nothing")],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and p.stderr.strip() == f"sweep_logs: {tmp_path / 'nothing'}: not a folder"
+
+
+def test_a_snapshot_is_compared_with_the_segments_replay(tmp_path):
+    """ogs59's snapshot (offset 20475) equals its segment replayed to offset 20474; another cluster's snapshot under
+    that name does not, partitions and brokers."""
+    src = REALDATA / CLUSTERS["ogs59"]
+    for name in ("good", "swapped"):
+        shutil.copytree(src / "__cluster_metadata-0", tmp_path / name / "__cluster_metadata-0")
+        shutil.copy(src / "bootstrap.checkpoint", tmp_path / name)
+    other = next((REALDATA / CLUSTERS["induswargods"] / "__cluster_metadata-0").glob("*.checkpoint"))
+    [snap] = (tmp_path / "swapped" / "__cluster_metadata-0").glob("*.checkpoint")
+    shutil.copy(other, snap)
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "sweep_logs.py"), str(tmp_path)],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 1, p.stdout + p.stderr
+    good = next(line for line in p.stdout.splitlines() if line.startswith("good/"))
+    assert good.endswith("; 1 snapshot(s) compared")
+    defects = [line.strip() for line in p.stdout.splitlines() if line.startswith("  DEFECT")]
+    assert [d.split(": ")[1].split(" differ")[0] for d in defects] == ["partitions", "brokers"]
+    assert all(d.startswith(f"DEFECT snapshot {snap.name}: ") and "at offset 20474" in d for d in defects)
+    assert p.stdout.splitlines()[-1] == "2 log folders, 1 with a defect"
