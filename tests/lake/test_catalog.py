@@ -32,6 +32,7 @@ NOT_TABLE_NAMES = {
     ("jobs/verify.py", catalog.DIVERGENCES.name): 1,
     ("tests/jobs/test_one_engine.py", catalog.DIVERGENCES.name): 1,
     ("tests/reliability/test_verify_exit_codes.py", catalog.DIVERGENCES.name): 1,
+    ("scripts/sweep_logs.py", catalog.DIVERGENCES.name): 1,
     # the "incidents" lists of `audit --json` (the gold table's rows) and of a scenario's ground_truth.json (the
     # incidents the simulator planted): JSON keys, written and read back
     ("audit/run.py", catalog.INCIDENTS.name): 1,
