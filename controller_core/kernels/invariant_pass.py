@@ -27,7 +27,9 @@ from numba.typed import List
 
 from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip cache across jobs)
 from controller_core import brokers
-from controller_core.image import MV_4_1_IV0
+from controller_core.image import (
+    LEADER_UNCHANGED, MV_3_2_IV0, MV_3_6_IV0, MV_4_0_IV1, MV_4_1_IV0, NO_LEADER, RECOVERED, RECOVERING,
+)
 from controller_core.kernels.borrow import borrow, keep
 from controller_core.kernels.prefetch import prefetch
 from controller_core.kernels.layout import (
@@ -56,8 +58,6 @@ SEVERITIES = (None, "ERROR", "WARN", "INFO")  # 0: the rule's default severity
 S_DEFAULT, S_ERROR, S_WARN, S_INFO = 0, 1, 2, 3
 NO_KEY = -2  # "topic name" of a breach that names no partition
 
-NO_LEADER, LEADER_UNCHANGED, RECOVERED, RECOVERING = -1, -2, 0, 1
-MV_3_2_IV0, MV_3_6_IV0, MV_4_0_IV1 = 3, 12, 23
 
 # partition state columns: live, leader, epochs, LRS, then (start, length) of each list in the tape
 P_LIVE, P_LEADER, P_LE, P_PE, P_LRS = 0, 1, 2, 3, 4
