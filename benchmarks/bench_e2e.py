@@ -14,7 +14,9 @@ delta-rs), ``executors`` (the default) as now (the tasks write the files, the dr
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
+import io
 import json
 import resource
 import shutil
@@ -163,11 +165,14 @@ def spark_jobs(data: Path, buckets: int, spark_writes: str = "executors") -> Non
     sconf = load_config(overrides={"lake": str(root / "lake"),
                                    "spark": {"master": "local[2]", "driver_memory": "6g", "shuffle_partitions": 8},
                                    "delta": {"spark_writes": spark_writes}})
+    from jobs.cli import main as cli_main
+
     spark = get_spark(sconf)
     lake = Lake.from_config(sconf, spark)
     reset_peak()
     t0 = time.perf_counter()
     res = ingest(spark, lake, "fleet", str(data), int(sconf["ingest"]["split_bytes"]))
+    records = res.records_seen
     line(f"Spark ingest (local[2], writes: {spark_writes})", time.perf_counter() - t0, res.records_seen,
          f"driver peak RSS during the job {stage_peak_mb() or 0:,.0f} MB")
     reset_peak()
@@ -178,14 +183,21 @@ def spark_jobs(data: Path, buckets: int, spark_writes: str = "executors") -> Non
          f"{counts.get(catalog.DIVERGENCES.name, 0)} divergences; "
          f"driver peak RSS during the job {stage_peak_mb() or 0:,.0f} MB")
     spark.stop()
-    from audit.run import audit
-    from lake import gold
-
-    t0 = time.perf_counter()
-    tables, end_offset, end_time = gold.silver_from_lake(Lake(sconf["lake"], None, backend="delta-rs"), "fleet")
-    result = audit(tables, load_config(), end_offset, end_time)
-    line("audit from the lake (delta-rs + Arrow)", time.perf_counter() - t0,
-         tables[catalog.PARTITION_STATE_HISTORY.name].num_rows, f"{result.violations.num_rows:,} findings")
+    # the audit and the data-quality checks as a scheduler runs them: the commands themselves, on the lake
+    # (the audit writes its gold tables), their output to a buffer; each with its own peak
+    for stage, argv in (("audit job (kraft-audit audit --json)", ["audit", "--json"]),
+                        ("quality job (kraft-audit quality)", ["quality"])):
+        reset_peak()
+        out = io.StringIO()
+        t0 = time.perf_counter()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            code = cli_main([*argv, "--cluster", "fleet", "--lake", sconf["lake"]])
+        seconds = time.perf_counter() - t0
+        if code not in (0, 1):
+            raise SystemExit(f"{stage}: exit {code}")
+        what = (f"{json.loads(out.getvalue())['findingsTotal']:,} findings" if argv[0] == "audit"
+                else out.getvalue().strip().splitlines()[-1] if out.getvalue().strip() else "")
+        line(stage, seconds, records, f"exit {code}, {what}; driver peak RSS during the job {stage_peak_mb() or 0:,.0f} MB")
     shutil.rmtree(root, ignore_errors=True)
     print("(peak RSS is this driver process; Spark's JVM and Python workers are separate processes)")
 

@@ -59,9 +59,14 @@ def _schema_of(table: Table) -> pa.Schema:
 
 
 def _stored(schema: pa.Schema) -> pa.Schema:
-    """``schema`` with every timestamp as Delta stores it (us, UTC)."""
-    return pa.schema([f.with_type(TS) if pa.types.is_timestamp(f.type) else f for f in schema],
-                     metadata=schema.metadata)
+    """``schema`` as a Delta table stores it: every timestamp in us, UTC; a dictionary-encoded column (what a
+    job holds in memory, e.g. the audit's evidence) as its values' type."""
+    def stored(t):
+        if pa.types.is_dictionary(t):
+            t = t.value_type
+        return TS if pa.types.is_timestamp(t) else t
+
+    return pa.schema([f.with_type(stored(f.type)) for f in schema], metadata=schema.metadata)
 
 
 def _with_cluster(schema: pa.Schema) -> pa.Schema:

@@ -40,3 +40,26 @@ def test_sorted_rows_equals_sort_by_and_empties_the_parts():
     got = F.sorted_rows(held, keys)
     assert held == []
     assert got.equals(expected)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_unique_rows_equals_numpy_unique_rows(seed):
+    """frames.unique_rows: the same distinct rows as np.unique(axis=0) and an inverse that rebuilds the input,
+    whether the columns pack into one key (narrow spans, or few distinct values over wide spans) or not."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 400))
+    kind = seed % 3
+    if kind == 0:  # durations, left-out gaps and flags: what the window texts key on
+        key = np.stack([rng.integers(-1, 50, n), rng.integers(0, 3, n), rng.integers(0, 2, n), rng.integers(0, 2, n)], 1)
+    elif kind == 1:  # wide spans, few distinct values: the columns' distinct values become the digits
+        key = np.stack([rng.choice([-(1 << 61), 0, 1 << 61], n), rng.choice([5, 1 << 60], n)], 1)
+    else:  # ten wide columns of many distinct values: the packed key would pass 2^62, the rows are sorted instead
+        n = max(n, 300)
+        key = rng.integers(-(1 << 62), 1 << 62, (n, 10))
+        key[n // 2:] = key[:n - n // 2]  # repeats
+    key = key.astype(np.int64)
+    uniq, inverse = F.unique_rows(key)
+    expected = np.unique(key, axis=0) if n else key
+    assert sorted(map(tuple, uniq.tolist())) == sorted(map(tuple, expected.tolist()))
+    assert len(uniq) == len({tuple(r) for r in key.tolist()})
+    assert np.array_equal(uniq[inverse], key)
