@@ -51,7 +51,7 @@ class AuditResult:
     incidents: pa.Table = None  # incidents.INCIDENT_SCHEMA, most severe first
 
     def worst(self) -> str | None:
-        sev = set(self.violations.column("severity").to_pylist())
+        sev = set(pc.unique(self.violations.column("severity")).to_pylist())  # not a string per finding
         return next((s for s in SEVERITIES if s in sev), None)
 
     def fails(self, fail_on: str) -> bool:

@@ -78,7 +78,7 @@ def _fails(rows, fail_on: str) -> bool:
     """Whether any finding or incident is at or above ``fail_on``."""
     from audit.run import RANK
 
-    return any(RANK[s] <= RANK[fail_on] for s in rows.column("severity").to_pylist())
+    return any(RANK[s] <= RANK[fail_on] for s in pc.unique(rows.column("severity")).to_pylist())
 
 
 def _news_json(news, limit) -> dict:
