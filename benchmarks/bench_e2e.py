@@ -64,7 +64,8 @@ def main(argv=None) -> int:
     ap.add_argument("--events", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-spark", action="store_true", help="skip the Spark ingest and replay jobs")
-    ap.add_argument("--buckets", type=int, default=8)
+    ap.add_argument("--buckets", type=int, default=None,
+                    help="replay buckets (default: the replay job's own, transforms.silver.default_buckets)")
     ap.add_argument("--spark-only", action="store_true", help="only the Spark ingest and replay jobs")
     ap.add_argument("--spark-writes", choices=("executors", "driver"), default="executors",
                     help="who writes the Spark jobs' data files (delta.spark_writes)")
@@ -177,10 +178,13 @@ def spark_jobs(data: Path, buckets: int, spark_writes: str = "executors") -> Non
          f"driver peak RSS during the job {stage_peak_mb() or 0:,.0f} MB")
     reset_peak()
     t0 = time.perf_counter()
+    from transforms.silver import default_buckets
+
+    buckets = buckets or default_buckets(spark)  # what `kraft-audit replay` uses when replay.buckets is unset
     counts = replay(spark, lake, "fleet", buckets, invariants=True)
     line(f"Spark replay (local[2], invariants, writes: {spark_writes})", time.perf_counter() - t0, res.records_seen,
          f"{counts.get(catalog.PARTITION_STATE_HISTORY.name, 0):,} history rows, "
-         f"{counts.get(catalog.DIVERGENCES.name, 0)} divergences; "
+         f"{counts.get(catalog.DIVERGENCES.name, 0)} divergences, {buckets} buckets; "
          f"driver peak RSS during the job {stage_peak_mb() or 0:,.0f} MB")
     spark.stop()
     # the audit and the data-quality checks as a scheduler runs them: the commands themselves, on the lake
