@@ -54,6 +54,9 @@ def run(args, out=None, err=None) -> int:
                         "--cluster and no --at-offset / --at-time", "--fail-on-new")
     fail_on = args.fail_on or config["audit"]["fail_on"]
     result = audit(tables, config, end_offset, end_time, at_offset=at, log_info=info, strategy=args.strategy)
+    if args.cluster:  # the rows name their cluster in the output as in the gold tables (a log directory: none)
+        result.violations, result.incidents = (_of_cluster(t, args.cluster)
+                                               for t in (result.violations, result.incidents))
     del tables  # the silver history (GBs at a million partitions) is not needed to write and show the result
     news = None
     if lake is not None:
@@ -72,6 +75,12 @@ def run(args, out=None, err=None) -> int:
     if args.fail_on_new:
         return 1 if _fails(news[1], fail_on) or _fails(news[3], fail_on) else 0
     return 1 if result.fails(fail_on) else 0
+
+
+def _of_cluster(rows, cluster: str):
+    from controller_core.codec.arrowutil import repeat_str
+
+    return rows.set_column(rows.schema.get_field_index("cluster"), "cluster", repeat_str(cluster, rows.num_rows))
 
 
 def _fails(rows, fail_on: str) -> bool:
