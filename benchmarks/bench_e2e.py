@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """End-to-end figures on a simulated fleet (the `fleet-large` scenario): generate, decode, replay with
-the vectorized core on one core, the Spark jobs (ingest, replay) on local[2], and the audit.
+the vectorized core on one core and audit in process, then the Spark jobs (ingest, replay) on local[2] and
+the ``audit --json`` and ``quality`` commands on their lake (``jobs.cli``, as a scheduler runs them).
 
     python benchmarks/bench_e2e.py [--partitions 100000] [--events 10] [--seed 0] [--no-spark] [--spark-only]
         [--spark-writes executors|driver]
