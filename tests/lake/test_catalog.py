@@ -39,6 +39,7 @@ NOT_TABLE_NAMES = {
     ("simulator/engine.py", catalog.INCIDENTS.name): 2,
     ("tests/audit/test_codes_emitted.py", catalog.INCIDENTS.name): 1,
     ("tests/jobs/test_audit.py", catalog.INCIDENTS.name): 3,
+    ("tests/jobs/test_replay.py", catalog.INCIDENTS.name): 2,
     ("tests/jobs/test_report.py", catalog.INCIDENTS.name): 1,
     ("tests/jobs/test_scenarios.py", catalog.INCIDENTS.name): 8,
     ("tests/simulator/test_cluster_events.py", catalog.INCIDENTS.name): 1,
