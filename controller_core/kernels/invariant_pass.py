@@ -141,19 +141,18 @@ def _any_negative(tape, s, n):
 @njit(cache=True)
 def _distinct_assigned(tape, ps, p):
     """|replicas ∪ adding ∪ removing| of partition p (what caps its topic's min ISR when p is partition 0)."""
+    lists = (LR, LAD, LRM)
     count = 0
-    for a in (LR, LAD, LRM):
-        s, n = ps[p, P_LISTS + 2 * a], ps[p, P_LISTS + 2 * a + 1]
+    for i in range(3):
+        s, n = ps[p, P_LISTS + 2 * lists[i]], ps[p, P_LISTS + 2 * lists[i] + 1]
         for j in range(n):
             x = tape[s + j]
             seen = _has(tape, s, j, x)
-            if not seen:
-                for b in (LR, LAD, LRM):
-                    if b >= a:
-                        break
-                    if _has(tape, ps[p, P_LISTS + 2 * b], ps[p, P_LISTS + 2 * b + 1], x):
-                        seen = True
-                        break
+            # seen in a list visited before this one: by position in ``lists``, not by the lists' ids (LAD > LRM)
+            for k in range(i):
+                if seen:
+                    break
+                seen = _has(tape, ps[p, P_LISTS + 2 * lists[k]], ps[p, P_LISTS + 2 * lists[k] + 1], x)
             if not seen:
                 count += 1
     return count

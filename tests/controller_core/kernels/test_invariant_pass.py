@@ -133,6 +133,23 @@ def test_compiled_pass_equals_the_scalar_reference(tmp_path):
     assert len(seen) >= 25, sorted(seen)
 
 
+def test_min_isr_cap_counts_a_replica_both_adding_and_removing_once(tmp_path):
+    """Partition 0 caps its topic's min ISR at |replicas ∪ adding ∪ removing|: a broker listed as both adding and
+    removing counts once (found by the property test above: the pass once counted it twice, missed the cap and
+    reported an INV-UNDER-MINISR the scalar reference did not)."""
+    log = Log(25, elr=False)
+    log.add(log.config("min.insync.replicas", "3", 2, "a"))
+    log.create("a", [0], [0, 1, 2])
+    # partition 0: replicas [0], adding [1], removing [1] -> 2 distinct brokers, so m = min(3, 2) = 2
+    log.add(log.change("a", 0, replicas=[0], adding=[1], removing=[1]))
+    _at_m, under_m = log.add(log.change("a", 1, isr=[0, 1]), log.change("a", 1, isr=[0]))
+    path = log.write(tmp_path / "log")
+    compiled = Counter(map(_key, _compiled(path)))
+    assert compiled == Counter(map(_key, check_log(path)))
+    under = [k for k in compiled if k[1] == "INV-UNDER-MINISR" and k[4] == 1]
+    assert [(k[0], json.loads(k[6])) for k in under] == [(under_m, {"isr": [0], "minIsr": 2})]  # not at_m
+
+
 def test_the_pass_runs_as_plain_python(tmp_path):
     """NUMBA_DISABLE_JIT=1: the same functions interpreted, same breaches as the compiled run."""
     log = Log(25, elr=True)
