@@ -212,13 +212,17 @@ class _BronzeFiles:
         self._files = lake.data_files(RECORDS.name, version, {"cluster": cluster})
         self._labels = [(f.label, f.kind) for f in plan.files]
         self._start = plan.start_offset
-        self.read = LF.scan_task(self._files, S.READ_COLUMNS, S.replay_filter(self._labels, self._start, True),
-                                 S.READ_DICTIONARY)
-        # a file missing here raises lake.files.MissingDataFile: the commands name it as any missing file
+        self.read = LF.scan_task(self._files, S.PARTITION_READ_COLUMNS,
+                                 S.replay_filter(self._labels, self._start, True), S.READ_DICTIONARY)
+        # a file missing here raises lake.files.MissingDataFile: the commands name it as any missing file.  One
+        # scan for both sets of rows (every row group holds some of them; a scan decodes a row group whole)
+        shared = S.replay_filter(self._labels, self._start, False, also=quorum.EVENTS)
+        first = S.replay_filter(self._labels, self._start, True, first_partition=True)
         rows = LF.scan_task(self._files, S.READ_COLUMNS + ["data_json", "batch_leader_epoch"],
-                            S.replay_filter(self._labels, self._start, False, also=quorum.EVENTS))()
-        self.first = LF.scan_task(self._files, S.READ_COLUMNS,
-                                  S.replay_filter(self._labels, self._start, True, first_partition=True))()
+                            lambda field: shared(field) | first(field))()
+        partition = pc.is_in(rows.column("record_type"), pa.array(list(S.PARTITION_TYPES)))
+        self.first = rows.filter(partition).select(S.READ_COLUMNS)
+        rows = rows.filter(pc.invert(partition))
         self.quorum = self._quorum_rows(rows.filter(pc.is_in(rows.column("record_type"),
                                                              pa.array(list(quorum.EVENTS)))))
         kept = pc.invert(pc.is_in(rows.column("record_type"), pa.array(sorted(S.SKIP))))

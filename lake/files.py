@@ -328,7 +328,7 @@ def scan_task(files: list[str], columns: list[str], where, dictionary: tuple[str
                                   f"this machine's disk ({len(missing)} of {len(files)} files): every executor must "
                                   f"see the lake, and nothing but Delta may remove its files", missing[0])
         fmt = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(dictionary_columns=list(dictionary)))
-        data = ds.dataset(files, format=fmt)
+        data = _row_groups_of(ds.dataset(files, format=fmt), where(ds.field))
         have = [c for c in columns if c in data.schema.names]
         # with ``keep`` (a task's share of the most rows ``where`` chooses) ``where`` is one more, boolean column
         # and one filter of both copies the rows once: the scan's filter copied every chosen row, then ``keep``
@@ -367,3 +367,16 @@ def scan_task(files: list[str], columns: list[str], where, dictionary: tuple[str
         return table.select(columns)
 
     return read
+
+
+def _row_groups_of(data, where):
+    """``data`` without the row groups whose Parquet statistics rule ``where`` out: a replay reads the log's
+    segments and at most one snapshot, and bronze holds every snapshot ingested -- at 1 M partitions the five
+    snapshots are 5 of the 16.5 M rows a replay task would otherwise decode only to drop them (a data file's
+    ``source_file`` statistics name one log file: Spark's ingest writes each split of a log file on its own).
+    ``where`` is still evaluated on the rows read: statistics only say which row groups may match."""
+    import pyarrow.dataset as ds
+
+    fragments = [f.subset(filter=where) for f in data.get_fragments()]
+    return ds.FileSystemDataset([f for f in fragments if f.num_row_groups], data.schema, data.format,
+                                data.filesystem)

@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from controller_core import pipeline
+from controller_core.codec.bronze import COLUMN_MAP
 from controller_core.replay import SKIP
 from controller_core.vector import fold
 
@@ -225,6 +226,11 @@ def _core_output(rep, write) -> pa.Table:
 # repeated row after row (a file, a record type, a topic id) dictionary-encoded while a task holds its buckets'
 # rows (strings again per bucket): the topic ids' dictionaries are also what bucket_of hashes, once per id
 READ_COLUMNS = [c for c in CORE_COLUMNS if c != "data_json"] + list(LIST_COLUMNS)
+# what the tasks read of their partition records: the envelope and the columns a partition record fills (the
+# broker, config and feature columns are null in its rows: decoding them cost a fifth of a task's read)
+_TYPED = {c for columns in COLUMN_MAP.values() for c in columns}
+PARTITION_READ_COLUMNS = [c for c in READ_COLUMNS
+                          if c not in _TYPED or any(c in COLUMN_MAP[t] for t in PARTITION_TYPES)]
 READ_DICTIONARY = ("source_file", "source_kind", "record_type", "topic_id")
 
 
@@ -278,7 +284,8 @@ def core_from_files(spark, read, shared: pa.Table, buckets: int, snapshot_start:
     buckets (:func:`bucket_of`; bucket ``b`` belongs to task ``b % tasks``) and every partition 0, then replays
     its buckets one after the other: each bucket's own records, every partition 0 (context where another
     bucket owns it, as :func:`bucketize` sends them) and ``shared`` -- the cluster-level rows
-    (:data:`READ_COLUMNS` and ``data_json``), read once by the driver.  A partition record needs no
+    (:data:`READ_COLUMNS` and ``data_json``), read once by the driver; ``read`` returns the
+    :data:`PARTITION_READ_COLUMNS` of the partition records.  A partition record needs no
     ``data_json``: its typed columns hold it (``explain.record_data``).  Same rows out as :func:`core`."""
     tasks = max(1, min(buckets, int(spark.sparkContext.defaultParallelism)))
 
@@ -303,6 +310,9 @@ def _replay_bucket(own: pa.Table, context: np.ndarray, shared: pa.Table, snapsho
     marks the partition 0 records another bucket owns) and the shared cluster-level rows, replayed; CORE rows out."""
     own = own.cast(pa.schema([f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f
                               for f in own.schema]))
+    # the columns a partition record leaves null (not read): null, in the shared rows' types
+    own = pa.table({f.name: own.column(f.name) if f.name in own.column_names else pa.nulls(own.num_rows, f.type)
+                    for f in shared.schema if f.name != "data_json"})
     own = (own.append_column("data_json", pa.nulls(own.num_rows, pa.string()))
            .append_column("context", pa.array(context)))
     mine = pa.concat_tables([own, shared.append_column("context", pa.array(np.zeros(shared.num_rows, bool)))])
