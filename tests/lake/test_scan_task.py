@@ -61,3 +61,23 @@ def test_bucket_of_dictionary_encoded_ids_as_a_task_reads_them_equals_plain_ids(
     encoded = pa.chunked_array([ids.slice(0, 150).dictionary_encode(), ids.slice(150).dictionary_encode()])
     assert (S.bucket_of(encoded, parts, 6) == plain).all()
     assert S.bucket_of(pa.chunked_array([], pa.string()), np.zeros(0, np.int64), 6).shape == (0,)
+
+
+def test_row_groups_the_statistics_rule_out_are_never_decoded(tmp_path):
+    """Bronze keeps every snapshot ingested; a replay reads the segments and at most one of them.  A row group
+    whose ``source_file`` statistics name another file is skipped without being decoded: here its pages are
+    garbage, and only a read that chooses it fails."""
+    t = pa.table({"source_file": ["old.checkpoint"] * 3 + ["seg.log"] * 3,
+                  "offset": pa.array(range(6), pa.int64()), "partition_id": pa.array([0, 1, 2] * 2, pa.int32())})
+    path = tmp_path / "part-0.parquet"
+    pq.write_table(t, path, row_group_size=3, compression="none")
+    chunk = pq.ParquetFile(path).metadata.row_group(0).column(1)  # the snapshot's offsets
+    data = bytearray(path.read_bytes())
+    start = chunk.dictionary_page_offset or chunk.data_page_offset
+    data[start:start + chunk.total_compressed_size] = b"\xff" * chunk.total_compressed_size
+    path.write_bytes(bytes(data))
+    segments = LF.scan_task([str(path)], ["offset", "partition_id"], lambda f: f("source_file").isin(["seg.log"]))
+    assert segments().column("offset").to_pylist() == [3, 4, 5]
+    assert segments(lambda b: np.asarray(b.column("partition_id")) > 0).column("offset").to_pylist() == [4, 5]
+    with pytest.raises(Exception):  # the damage is real: a read that needs the snapshot's row group fails
+        LF.scan_task([str(path)], ["offset"], lambda f: f("source_file").isin(["old.checkpoint"]))()
