@@ -86,7 +86,7 @@ class Replay:
 
 
 def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool = True, recompute: bool = True,
-        context_topics: frozenset[str] = frozenset(), rejected: list | None = None) -> Replay:
+        context_topics: frozenset[str] = frozenset(), rejected: list | None = None, history: bool = True) -> Replay:
     """Replay ``records`` (bronze rows in replay order).
 
     ``elr_override``: whether eligible.leader.replicas.enable was on where the log cannot tell (MV >=
@@ -96,7 +96,9 @@ def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool
     cannot apply (skipped by the replay; the invariants report them as INV-TOPIC-EXISTS & co.).
     ``recompute=False``: the state only (history, timelines, image), for a caller that shows the state at a point
     (``describe``): no change record is recomputed, so ``explained`` and ``divergences`` are empty and the history
-    has no triggers."""
+    has no triggers.
+    ``history=False``: the findings only (``verify``): the history is not dated and ``Replay.history`` is empty --
+    the dated copy of every history row is the last and largest table a replay makes."""
     total = records.num_rows
     # NoOps, transaction markers and control records (replay.SKIP) stay in: no step folds them (the layout's
     # kind OTHER; the timelines and the scalar reference take rows by type), and filtering them out copied
@@ -105,21 +107,25 @@ def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool
         pc.equal(records.column("source_kind"), SNAPSHOT))).to_pylist())
     lay = layout.build(records, cluster=invariants)  # one layout for the compiled fold and the invariant pass
     folded = fold_pass.fold(records, lay)
-    history = folded.history
+    undated = folded.history
     image = Cluster(elr_override=elr_override)
     brokers, topics = timelines.build(cluster_level_recs(records), image, rejected)
     if rejected is not None:
-        _orphans(history, records, rejected)
-    exp = (explain(records, history, brokers, topics, lay, folded.rows, folded.changes) if recompute
+        _orphans(undated, records, rejected)
+    exp = (explain(records, undated, brokers, topics, lay, folded.rows, folded.changes) if recompute
            else EXPLAINED_SCHEMA.empty_table())
     todo, divergences, labels = _scalar_fallback(records, exp, elr_override, snaps)
     found = invariant_pass.check(records, elr_override, lay) if invariants else []
     triggers = _triggers(exp, labels)
     # dated before the context rows go: the fold's row arrays describe the history as it is (each row's dates
     # and trigger are its own partition's, so dropping rows after changes no other row)
-    dated = (date_history(history, records, triggers) if folded.rows is None else
-             date_history(history, records, triggers, rows=folded.rows, successor=folded.successor,
-                          changes=folded.changes))
+    if not history:
+        dated = HISTORY_DATED_SCHEMA.empty_table()
+    elif folded.rows is None:
+        dated = date_history(undated, records, triggers)
+    else:
+        dated = date_history(undated, records, triggers, rows=folded.rows, successor=folded.successor,
+                             changes=folded.changes)
     if context_topics:
         divergences, found, (exp, dated, triggers) = _drop_context(context_topics, divergences, found,
                                                                    (exp, dated, triggers))
@@ -137,18 +143,21 @@ def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool
 RECORD_TIME_COLUMNS = ("offset", "timestamp", "record_type", "batch_leader_epoch", "leader_id")
 
 
-def from_log_dir(log_dir: str | Path, **kw) -> tuple[Replay, pa.Table]:
+def from_log_dir(log_dir: str | Path, times: bool = True, **kw) -> tuple[Replay, pa.Table | None]:
     """:func:`run` over a log directory's replay plan; also returns the segment records' times
-    (:data:`RECORD_TIME_COLUMNS`).  The spans that could
+    (:data:`RECORD_TIME_COLUMNS`; None with ``times=False``).  The spans that could
     not be decoded are in ``Replay.quarantine``."""
     quarantine: list = []
     records, start_offset = read_log_dir(log_dir, quarantine, partition_json=False)
     if records is None:
         raise FileNotFoundError(nothing_to_replay(log_dir, quarantine))
-    seg = pc.equal(records.column("source_kind"), SEGMENT)
-    times = pa.table({"offset": records.column("offset").filter(seg),
-                      "timestamp": records.column("timestamp").filter(seg).cast(TS),
-                      **{c: records.column(c).filter(seg) for c in RECORD_TIME_COLUMNS[2:]}})
+    if times:
+        seg = pc.equal(records.column("source_kind"), SEGMENT)
+        times = pa.table({"offset": records.column("offset").filter(seg),
+                          "timestamp": records.column("timestamp").filter(seg).cast(TS),
+                          **{c: records.column(c).filter(seg) for c in RECORD_TIME_COLUMNS[2:]}})
+    else:
+        times = None
     out = run(records, **kw)
     out.start_offset = start_offset
     out.quarantine = quarantine
