@@ -151,13 +151,12 @@ def from_log_dir(log_dir: str | Path, times: bool = True, **kw) -> tuple[Replay,
     records, start_offset = read_log_dir(log_dir, quarantine, partition_json=False)
     if records is None:
         raise FileNotFoundError(nothing_to_replay(log_dir, quarantine))
+    record_times = None
     if times:
         seg = pc.equal(records.column("source_kind"), SEGMENT)
-        times = pa.table({"offset": records.column("offset").filter(seg),
-                          "timestamp": records.column("timestamp").filter(seg).cast(TS),
-                          **{c: records.column(c).filter(seg) for c in RECORD_TIME_COLUMNS[2:]}})
-    else:
-        times = None
+        record_times = pa.table({"offset": records.column("offset").filter(seg),
+                                 "timestamp": records.column("timestamp").filter(seg).cast(TS),
+                                 **{c: records.column(c).filter(seg) for c in RECORD_TIME_COLUMNS[2:]}})
     out = run(records, **kw)
     out.start_offset = start_offset
     out.quarantine = quarantine
@@ -165,7 +164,7 @@ def from_log_dir(log_dir: str | Path, times: bool = True, **kw) -> tuple[Replay,
     newer = NewerKafka()
     newer.add(records)
     out.newer_kafka = newer.lines()
-    return out, times
+    return out, record_times
 
 
 # ------------------------------------------------------------------------------------------ steps

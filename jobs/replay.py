@@ -216,10 +216,10 @@ class _BronzeFiles:
                                  S.replay_filter(self._labels, self._start, True), S.READ_DICTIONARY)
         # a file missing here raises lake.files.MissingDataFile: the commands name it as any missing file.  One
         # scan for both sets of rows (every row group holds some of them; a scan decodes a row group whole)
-        shared = S.replay_filter(self._labels, self._start, False, also=quorum.EVENTS)
-        first = S.replay_filter(self._labels, self._start, True, first_partition=True)
+        cluster_level = S.replay_filter(self._labels, self._start, False, also=quorum.EVENTS)
+        partition_0 = S.replay_filter(self._labels, self._start, True, first_partition=True)
         rows = LF.scan_task(self._files, S.READ_COLUMNS + ["data_json", "batch_leader_epoch"],
-                            lambda field: shared(field) | first(field))()
+                            lambda field: cluster_level(field) | partition_0(field))()
         partition = pc.is_in(rows.column("record_type"), pa.array(list(S.PARTITION_TYPES)))
         self.first = rows.filter(partition).select(S.READ_COLUMNS)
         rows = rows.filter(pc.invert(partition))

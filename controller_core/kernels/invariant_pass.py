@@ -253,7 +253,9 @@ def _broker_index(broker_ids, x):
 
 
 @njit(cache=True)
-def _active(bs, b):
+def _row_active(bs, b):
+    """``brokers.rule`` (the one definition of an active broker) read off row ``b`` of the broker states; -1, no row:
+    not registered."""
     if b < 0:
         return False
     return _active_rule(bs[b, B_REG] == 1, bs[b, B_FENCED] == 1, bs[b, B_CS] == 1)
@@ -530,7 +532,7 @@ def _newly_inactive(tape, bs, broker_ids, b, a, has_before, rl, x):
         if (b[P_LISTS + 2 * LAD + 1] > 0 and a[P_LISTS + 2 * LAD + 1] == 0 and arn > 0
                 and _is_only(tape, ais, ain, tape[ars]) and x == tape[ars]):
             return False
-    return not _active(bs, _broker_index(broker_ids, x))
+    return not _row_active(bs, _broker_index(broker_ids, x))
 
 
 @njit(**_PER_RECORD)
@@ -577,7 +579,7 @@ def _check_election(out, tape, ps, ts, g, bs, broker_ids, tcfg_unc, bcfg_unc, un
             _word(out, v)
             _close(out, at)
     x = _broker_index(broker_ids, rl)
-    if not _active(bs, x):
+    if not _row_active(bs, x):
         at = _open(out, LEADER_ACTIVE, S_DEFAULT, row, p, nm)
         _word(out, rl)
         _word(out, _broker_state(bs, x))
@@ -787,7 +789,7 @@ def _check_fences(out, tape, ps, ts, g, bs, broker_ids, part_topic, tch, nt, fen
         for f in range(0, len(fences), 3):
             if fences[f] == x:
                 fenced_now = True
-        if bs[x, B_REG] == 0 or _active(bs, x) or fenced_now:
+        if bs[x, B_REG] == 0 or _row_active(bs, x) or fenced_now:
             continue
         bid = broker_ids[x]
         progress = False
@@ -813,7 +815,7 @@ def _check_fences(out, tape, ps, ts, g, bs, broker_ids, part_topic, tch, nt, fen
         pool.clear()
     for f in range(len(fences) - 3, -1, -3):  # a fence supersedes a controlled shutdown before it
         x, row, kind = fences[f], fences[f + 1], fences[f + 2]
-        if x < 0 or bs[x, B_DONE] == batch_no or bs[x, B_REG] == 0 or _active(bs, x):
+        if x < 0 or bs[x, B_DONE] == batch_no or bs[x, B_REG] == 0 or _row_active(bs, x):
             continue
         bs[x, B_DONE] = batch_no
         bid = broker_ids[x]
@@ -943,7 +945,7 @@ def _finish(out, tape, ps, ts, g, bs, broker_ids, part_topic, pool):
         row, at, n = _pop_pending(bs, x)
         if row < 0:
             continue
-        if bs[x, B_REG] == 1 and not _active(bs, x):
+        if bs[x, B_REG] == 1 and not _row_active(bs, x):
             for q in range(at, at + n):
                 if _still_in_isr(tape, ps, pool[q], broker_ids[x], elr_on):
                     _fence_breach(out, tape, ps, ts, g, part_topic, pool[q], broker_ids[x], row, 1)
