@@ -86,7 +86,8 @@ class Replay:
 
 
 def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool = True, recompute: bool = True,
-        context_topics: frozenset[str] = frozenset(), rejected: list | None = None, history: bool = True) -> Replay:
+        context_topics: frozenset[str] = frozenset(), rejected: list | None = None, history: bool = True,
+        state_only: bool = False) -> Replay:
     """Replay ``records`` (bronze rows in replay order).
 
     ``elr_override``: whether eligible.leader.replicas.enable was on where the log cannot tell (MV >=
@@ -98,7 +99,12 @@ def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool
     (``describe``): no change record is recomputed, so ``explained`` and ``divergences`` are empty and the history
     has no triggers.
     ``history=False``: the findings only (``verify``): the history is not dated and ``Replay.history`` is empty --
-    the dated copy of every history row is the last and largest table a replay makes."""
+    the dated copy of every history row is the last and largest table a replay makes.
+    ``state_only=True`` (with ``recompute=False``): ``Replay.history`` is the state at the end only --
+    ``fold.state_at`` of the dated history, each existing partition's latest row --, folded without a row per
+    record (``describe``, which shows one point: the records cut there)."""
+    if state_only and recompute:
+        raise ValueError("state_only replays the state without recomputing the changes (recompute=False)")
     total = records.num_rows
     # NoOps, transaction markers and control records (replay.SKIP) stay in: no step folds them (the layout's
     # kind OTHER; the timelines and the scalar reference take rows by type), and filtering them out copied
@@ -106,12 +112,12 @@ def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool
     snaps = frozenset(pc.unique(records.column("source_file").filter(
         pc.equal(records.column("source_kind"), SNAPSHOT))).to_pylist())
     lay = layout.build(records, cluster=invariants)  # one layout for the compiled fold and the invariant pass
-    folded = fold_pass.fold(records, lay)
+    folded = fold_pass.fold(records, lay, state_only=state_only)
     undated = folded.history
     image = Cluster(elr_override=elr_override)
     brokers, topics = timelines.build(cluster_level_recs(records), image, rejected)
     if rejected is not None:
-        _orphans(undated, records, rejected)
+        _orphans(folded.orphans if state_only else undated.filter(undated.column("orphan")), records, rejected)
     exp = (explain(records, undated, brokers, topics, lay, folded.rows, folded.changes) if recompute
            else EXPLAINED_SCHEMA.empty_table())
     todo, divergences, labels = _scalar_fallback(records, exp, elr_override, snaps)
@@ -196,9 +202,9 @@ def _drop_context(topics: frozenset[str], divergences: list, found: list, tables
     return divergences, found, tuple(mine(t) for t in tables)
 
 
-def _orphans(history: pa.Table, records: pa.Table, rejected: list) -> None:
-    """Change records for partitions that do not exist (the fold's orphans) into ``rejected``."""
-    orphan = history.filter(history.column("orphan")).select(["offset", "topic_id", "partition_id"])
+def _orphans(orphan: pa.Table, records: pa.Table, rejected: list) -> None:
+    """Change records for partitions that do not exist (the fold's orphans: their offset, topic_id and
+    partition_id, in the history's order) into ``rejected``."""
     if not orphan.num_rows:
         return
     seen = {(r[1], r[2]) for r in rejected}

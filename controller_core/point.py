@@ -151,8 +151,9 @@ def image_at(log_dir, at_offset: int | None = None, at_time: int | None = None, 
 def replay_to(log_dir, at_offset: int | None = None, at_time: int | None = None, err=None,
               prog: str = "kraft-audit describe", quarantine: list | None = None) -> tuple[Cluster, pa.Table, Reached]:
     """:func:`image_at`'s replay without making the partitions Python objects: the image (its partitions not
-    filled in), the partition history up to the point, and where the point fell.  ``fold.state_at`` of the
-    history is the partitions' state, which :func:`with_partitions` puts into the image."""
+    filled in), the partitions' state at the point (``fold.state_at`` of the history up to it: each existing
+    partition's latest row, dated; ``pipeline.run(state_only=True)``), and where the point fell.
+    :func:`with_partitions` puts that state into the image."""
     err = err or sys.stderr
     if at_offset is not None and at_offset < 0:
         raise PointError(f"--at-offset {at_offset}: offsets start at 0")
@@ -166,7 +167,8 @@ def replay_to(log_dir, at_offset: int | None = None, at_time: int | None = None,
         raise PointError(nothing_to_replay(log_dir, spans))
     records, reached = cut(records, at_offset, at_time, p.snapshot, notes)
     rejected: list = []
-    rep = pipeline.run(records, invariants=False, recompute=False, rejected=rejected)  # the state, not its causes
+    # the state, not its causes, and only at the point: the records are cut there
+    rep = pipeline.run(records, invariants=False, recompute=False, rejected=rejected, state_only=True)
     for note in notes:
         print(f"{prog}: {note}", file=err)
     for label, offset, rtype, why in sorted(rejected, key=lambda r: r[1]):

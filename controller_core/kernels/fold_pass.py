@@ -64,6 +64,9 @@ _ELR, _LKE, _REPLICAS = L.E, L.K, L.R
 _AHEAD = 32  # rows between fetching a row from where it was made and reading it
 
 
+_ORPHANS = pa.schema([F.HISTORY_SCHEMA.field(c) for c in ("offset", "topic_id", "partition_id")])
+
+
 class Fold(NamedTuple):
     history: pa.Table  # fold.HISTORY_SCHEMA
     fallback_partitions: int  # partitions folded by the NumPy fold instead (the whole input, when any)
@@ -72,6 +75,8 @@ class Fold(NamedTuple):
     # ascending, and per history row the row whose offset is its valid_to_offset (-1: none)
     changes: np.ndarray | None = None
     successor: np.ndarray | None = None
+    # with ``state_only``: offset, topic_id, partition_id of the change records of partitions that did not exist
+    orphans: pa.Table | None = None
 
 
 # A partition's state line (int32): whether it exists, leader, leader recovery state, the two epochs, and
@@ -115,7 +120,9 @@ def _emit(S, p, kind, flag, i, offsets, at, R, O, Src, Dest, count):
     ``Dest``, its offset in ``O`` and ``i`` in ``Src``.  ``Dest[len(Dest) - 1]`` counts the rows written."""
     w = at[p]
     at[p] = w + 1
-    if count:
+    if count:  # the state line's own words beyond the history's: the input row and kind of its latest row
+        S[p, _S_WIDTH] = i
+        S[p, _S_WIDTH + 1] = kind
         return
     c = Dest[len(Dest) - 1]
     Dest[len(Dest) - 1] = c + 1
@@ -132,12 +139,13 @@ def _emit(S, p, kind, flag, i, offsets, at, R, O, Src, Dest, count):
 
 @njit(cache=True)
 def _fold(order, kind, topic, part, name, ints, lists, offsets, dir_start, dir_codes, mig, topic_parts,
-          topic_parts_at, n_names, at, R, O, Src, Dest, count):
+          topic_parts_at, n_names, at, R, O, Src, Dest, orphans, count):
     """Pass 1 (see the module docstring), in log order.  ``count``: only count each partition's rows into
-    ``at``; else write each row into ``R`` (in the order they are made) and its output place ``at[p]`` (the
-    partition's next output position) into ``Dest`` (:func:`_emit`)."""
+    ``at``, the orphans' input rows into ``orphans`` (their number in its last word) and each state line's
+    latest row (:func:`_emit`); else write each row into ``R`` (in the order they are made) and its output place
+    ``at[p]`` (the partition's next output position) into ``Dest``.  Returns the state lines at the end."""
     n_parts = len(at)
-    S = np.zeros((n_parts, _S_WIDTH), np.int32)
+    S = np.zeros((n_parts, _S_WIDTH + 2), np.int32)
     name_topic = np.full(n_names, -1, np.int32)
     for j in range(len(order)):
         i = order[j]
@@ -145,6 +153,10 @@ def _fold(order, kind, topic, part, name, ints, lists, offsets, dir_start, dir_c
         if k == CHANGE:
             p = part[i]
             if S[p, _S_LIVE] == 0:  # §1.3-2: a change of a partition that does not exist
+                if count:
+                    c = orphans[len(orphans) - 1]
+                    orphans[c] = i
+                    orphans[len(orphans) - 1] = c + 1
                 _emit(S, p, _C, _ORPHAN, i, offsets, at, R, O, Src, Dest, count)
                 continue
             for f in range(6):  # §1.3 merge: a list is replaced when the record carries it (null: unchanged)
@@ -205,6 +217,7 @@ def _fold(order, kind, topic, part, name, ints, lists, offsets, dir_start, dir_c
                     S[p, _S_LISTS + 2 * _LKE + 1] = 0
                     S[p, _S_PE] += 1
                     _emit(S, p, _X, _LIVE, i, offsets, at, R, O, Src, Dest, count)
+    return S
 
 
 # -------------------------------------------------------------------------------------- 2. columns
@@ -413,38 +426,48 @@ def _partition_rank(lay: L.Layout, order: np.ndarray) -> np.ndarray:
     return rank
 
 
-def fold(records: pa.Table, lay: L.Layout | None = None, timings: dict | None = None) -> Fold:
+def fold(records: pa.Table, lay: L.Layout | None = None, timings: dict | None = None,
+         state_only: bool = False) -> Fold:
     """The partition state history of ``records`` (bronze rows, as ``fold.fold_partitions`` takes them);
     ``lay``: their layout if it is built already (:func:`layout.build` of the same rows).  ``timings``, if
-    given, receives the CPU seconds of each step."""
+    given, receives the CPU seconds of each step.
+
+    ``state_only``: only the state at the end -- ``fold.state_at`` of the history, each existing partition's
+    latest row, in the history's order --, made from the fold's state lines without writing a row per record
+    (what ``describe`` shows); ``Fold.orphans`` holds the change records of partitions that did not exist, the
+    history's orphan rows, which that table leaves out.  ``rows`` and ``successor`` describe its rows as for a
+    history (no row has a successor); ``changes`` is empty."""
     clock = F._Clock(timings)
     if records.num_rows == 0:
-        return Fold(F.fold_partitions(records), 0)
+        return _whole(F.fold_partitions(records), 0, state_only)
     if lay is None:
         lay = L.build(records)
         clock("layout")
     kind = lay.kind
     is_part = (kind == L.PARTITION) | (kind == L.CHANGE)
     if not is_part.any():
-        return Fold(F.fold_partitions(records), 0)
+        return _whole(F.fold_partitions(records), 0, state_only)
     L.with_directories(lay, records)
     clock("directory codes")
     if _unsupported(records, lay):
         history = F.fold_partitions(records)
         keys = history.select(["topic_id", "partition_id"]).group_by(["topic_id", "partition_id"]).aggregate([])
-        return Fold(history, keys.num_rows)
+        return _whole(history, keys.num_rows, state_only)
     order = _log_order(lay)
     n_parts = len(lay.part_id)
     args = (order, kind, lay.topic, lay.part, lay.name, lay.ints, lay.lists, lay.offset, lay.dir_start, lay.dir_codes,
             lay.dir_mig, lay.topic_parts, lay.topic_parts_at, lay.n_names)
+    rank = _partition_rank(lay, order)
+    if state_only:
+        return _state(records, lay, args, rank, clock)
     if ((kind == L.REMOVE_TOPIC) | (kind == L.CLEAR_ELR)).any():  # rows beyond one per record: count them
         count = np.zeros(n_parts, np.int64)
         none = np.zeros(1, np.int64)
-        _fold(*args, count, np.zeros((0, _R_WIDTH), np.int32), none, none, none, True)
+        _fold(*args, count, np.zeros((0, _R_WIDTH), np.int32), none, none, none,
+              np.zeros(int((kind == L.CHANGE).sum()) + 1, np.int64), True)
     else:
         count = np.bincount(lay.part[is_part], minlength=n_parts).astype(np.int64)
     clock("checks, log order, row counts")
-    rank = _partition_rank(lay, order)
     by_rank = np.empty(n_parts, np.int64)
     by_rank[rank] = count
     at = (np.cumsum(by_rank) - by_rank)[rank]  # each partition's first output row
@@ -454,13 +477,20 @@ def fold(records: pa.Table, lay: L.Layout | None = None, timings: dict | None = 
     Src = np.empty(m, np.int64)
     Dest = np.empty(m + 1, np.int64)
     Dest[m] = 0
-    _fold(*args, at, R, O, Src, Dest, False)
-    rowof = np.empty(m, np.int64)
+    _fold(*args, at, R, O, Src, Dest, np.zeros(1, np.int64), False)
     clock("fold loop (rows in the order made)")
+    return _history(records, lay, R, O, Src, Dest, clock)
+
+
+def _history(records: pa.Table, lay: L.Layout, R: np.ndarray, O: np.ndarray, Src: np.ndarray, Dest: np.ndarray,
+             clock, orphans: pa.Table | None = None) -> Fold:
+    """The :class:`Fold` of the rows ``R`` (made in the order of ``Src``, going to the places ``Dest``)."""
+    m = len(O)
+    rowof = np.empty(m, np.int64)
     cols = _columns(R, O, Dest, rowof, lay)
     del R
     if cols is None:  # beyond int32 list offsets: the NumPy fold (which chunks strings)
-        return Fold(F.fold_partitions(records), n_parts)
+        return _whole(F.fold_partitions(records), len(lay.part_id), orphans is not None)
     (topic_code, pid, kind_o, valid, deleted, orphan, leader, lrs, le, pe, O, off, v_rep, v_isr, v_rm, v_ad, v_elr,
      v_lke, v_dir, valid_to, has_next, succ) = cols
     Src = Src[rowof]
@@ -481,8 +511,48 @@ def fold(records: pa.Table, lay: L.Layout | None = None, timings: dict | None = 
     columns["orphan"] = from_numpy(orphan)
     out = pa.Table.from_pydict(columns, schema=F.HISTORY_SCHEMA)
     clock("Arrow columns (strings by take)")
+    if orphans is not None:
+        return Fold(out, 0, Src, np.zeros(0, np.int64), succ, orphans)
     changes = np.flatnonzero((kind_o == _C) & ~orphan)
     return Fold(out, 0, Src, changes, succ)
+
+
+def _state(records: pa.Table, lay: L.Layout, args: tuple, rank: np.ndarray, clock) -> Fold:
+    """``fold(state_only=True)``: the loop counts (writing no row) and leaves each partition's state line at the
+    end with the input row and kind of its latest row; the lines of the partitions that exist become one history
+    row each, in the history's order, through the history's own column loops."""
+    n_parts = len(lay.part_id)
+    orphans = np.zeros(int((lay.kind == L.CHANGE).sum()) + 1, np.int64)
+    none = np.zeros(1, np.int64)
+    S = _fold(*args, np.zeros(n_parts, np.int64), np.zeros((0, _R_WIDTH), np.int32), none, none, none, orphans, True)
+    clock("fold loop (state lines only)")
+    live = np.flatnonzero(S[:, _S_LIVE] != 0)
+    live = live[np.argsort(rank[live], kind="stable")]
+    m = len(live)
+    R = np.empty((m, _R_WIDTH), np.int32)
+    R[:, _R_PART] = live
+    R[:, _R_KIND] = S[live, _S_WIDTH + 1]
+    R[:, _R_FLAG] = _LIVE
+    R[:, _R_STATE:] = S[live, 1:_S_WIDTH]
+    Src = S[live, _S_WIDTH].astype(np.int64)
+    Dest = np.arange(m + 1, dtype=np.int64)
+    Dest[m] = m
+    o_rows = orphans[:orphans[-1]]
+    o_part = lay.part[o_rows]
+    o_rows = o_rows[np.lexsort((lay.offset[o_rows], rank[o_part]))]  # the history's order: by partition, then offset
+    o_part = lay.part[o_rows]
+    orphan_table = pa.table({"offset": from_numpy(lay.offset[o_rows].astype(np.int64)),
+                             "topic_id": F._strings(lay.topic_dict, lay.part_topic[o_part], False),
+                             "partition_id": from_numpy(lay.part_id[o_part].astype(np.int32))}, schema=_ORPHANS)
+    return _history(records, lay, R, lay.offset[Src].astype(np.int64), Src, Dest, clock, orphan_table)
+
+
+def _whole(history: pa.Table, fallback: int, state_only: bool) -> Fold:
+    """A :class:`Fold` of the NumPy fold's history (or, ``state_only``, of its state at the end)."""
+    if not state_only:
+        return Fold(history, fallback)
+    orphans = history.filter(history.column("orphan")).select(["offset", "topic_id", "partition_id"])
+    return Fold(F.state_at(history), fallback, orphans=orphans)
 
 
 def warm() -> None:
@@ -491,7 +561,7 @@ def warm() -> None:
     R = np.zeros((0, _R_WIDTH), np.int32)
     for count in (True, False):
         _fold(i64, i8, i32, i32, i32, np.zeros((0, 6), np.int32), np.zeros((0, 12), np.int32), i64, i64, i32, 0,
-              i32, np.zeros(1, np.int64), 1, i64, R, i64, i64, np.zeros(1, np.int64), count)
+              i32, np.zeros(1, np.int64), 1, i64, R, i64, i64, np.zeros(1, np.int64), np.zeros(1, np.int64), count)
     lay = L.Layout(**dict.fromkeys(L.Layout.__dataclass_fields__))
     lay.part_topic, lay.part_id, lay.tape, lay.dir_codes, lay.dir_mig = i32, i32, i32, i32, 0
     _columns(R, i64, np.zeros(1, np.int64), i64, lay)

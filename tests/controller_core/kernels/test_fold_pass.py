@@ -12,6 +12,9 @@ Same rows, same order, same values, same schema (``Table.equals``) on:
   with ELR on);
 * an input the pass does not take (a null where the fold reads a value): the NumPy fold's table, counted.
 
+On each of them the state-only fold (``state_only=True``, what ``describe`` reads) equals ``state_at`` of the
+history, and its orphans the history's orphan rows.
+
 One test runs the pass with ``NUMBA_DISABLE_JIT=1`` (plain Python, debuggable) in a subprocess.
 """
 from __future__ import annotations
@@ -33,7 +36,7 @@ from hypothesis import strategies as st
 from controller_core import pipeline
 from controller_core.kernels import fold_pass, layout
 from controller_core.replay import SKIP, plan, read_log_dir
-from controller_core.vector.fold import HISTORY_SCHEMA, fold_partitions
+from controller_core.vector.fold import HISTORY_SCHEMA, fold_partitions, state_at
 from realdata_facts import CLUSTERS, REALDATA
 from simulator.engine import simulate
 from simulator.scenario import load
@@ -68,7 +71,23 @@ def assert_same_fold(records: pa.Table, lay: layout.Layout | None = None) -> pa.
         for i, (a, b) in enumerate(zip(g, w)):
             assert a == b, f"row {i}: " + ", ".join(f"{k}: {a[k]!r} != {b[k]!r}" for k in b if a[k] != b[k])
         raise AssertionError("tables differ (types or chunk-independent content)")
+    assert_same_state(records, want, lay)
     return want
+
+
+def assert_same_state(records: pa.Table, history: pa.Table, lay: layout.Layout | None = None) -> None:
+    """``fold(state_only=True)`` (describe's fold: no row per record) is ``state_at`` of the whole history, and its
+    orphans are the history's orphan rows, in the history's order."""
+    got = fold_pass.fold(records, lay, state_only=True)
+    assert got.fallback_partitions == 0
+    want = state_at(history)
+    assert got.history.schema == HISTORY_SCHEMA
+    assert got.history.equals(want), (got.history.to_pylist()[:3], want.to_pylist()[:3])
+    src = records.take(pa.array(got.rows))  # the input row of each state row: the record that made it
+    assert src.column("offset").to_pylist() == want.column("offset").to_pylist()
+    assert (got.successor == -1).all() and len(got.changes) == 0
+    orphans = history.filter(history.column("orphan")).select(["offset", "topic_id", "partition_id"])
+    assert got.orphans.equals(orphans)
 
 
 # ----------------------------------------------------------------------------------------- real logs
@@ -181,6 +200,9 @@ def test_input_the_pass_does_not_take_goes_to_the_numpy_fold(tmp_path):
     got = fold_pass.fold(odd)
     assert got.fallback_partitions > 0
     assert got.history.equals(fold_partitions(odd))
+    state = fold_pass.fold(odd, state_only=True)  # describe's fold falls back the same way
+    assert state.fallback_partitions == got.fallback_partitions
+    assert state.history.equals(state_at(got.history)) and state.history.num_rows
 
 
 def test_empty_and_partitionless_inputs():
@@ -195,7 +217,9 @@ def test_empty_and_partitionless_inputs():
 
 # ------------------------------------------------------------------------------------- plain Python
 def _history_json(segment: str) -> str:
-    return json.dumps(fold_pass.fold(vector_tests.bronze([segment])).history.to_pylist(), sort_keys=True)
+    records = vector_tests.bronze([segment])
+    return json.dumps([fold_pass.fold(records).history.to_pylist(),
+                       fold_pass.fold(records, state_only=True).history.to_pylist()], sort_keys=True)
 
 
 def test_the_pass_runs_as_plain_python(tmp_path):
