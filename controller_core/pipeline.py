@@ -64,6 +64,13 @@ BREACH_SCHEMA = pa.schema([
 ])
 
 
+# what a findings-only replay (``history=False``) reads of the fold's table: the state before each change record
+# (explain), where it is (the scalar fallback) and the orphans; not the directories' and record types' strings
+JUDGED_COLUMNS = frozenset(("topic_id", "partition_id", "offset", "replicas", "isr", "removing_replicas",
+                            "adding_replicas", "leader", "leader_recovery_state", "eligible_leader_replicas",
+                            "last_known_elr", "orphan"))
+
+
 @dataclass
 class Replay:
     """What one replay produced (see the module docstring)."""
@@ -112,7 +119,7 @@ def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool
     snaps = frozenset(pc.unique(records.column("source_file").filter(
         pc.equal(records.column("source_kind"), SNAPSHOT))).to_pylist())
     lay = layout.build(records, cluster=invariants)  # one layout for the compiled fold and the invariant pass
-    folded = fold_pass.fold(records, lay, state_only=state_only)
+    folded = fold_pass.fold(records, lay, state_only=state_only, columns=None if history else JUDGED_COLUMNS)
     undated = folded.history
     image = Cluster(elr_override=elr_override)
     brokers, topics = timelines.build(cluster_level_recs(records), image, rejected)

@@ -298,10 +298,10 @@ def _row_columns(R, O, Dest, rowof, part_topic, part_id, topic_code, pid, part, 
 
 
 @njit(cache=True)
-def _list_values(src, off, valid, tape, dir_codes, mig, v_rep, v_isr, v_rm, v_ad, v_elr, v_lke, v_dir, part, orphan,
-                 offset, valid_to, has_next, succ):
+def _list_values(src, off, valid, tape, dir_codes, mig, v_rep, v_isr, v_rm, v_ad, v_elr, v_lke, v_dir, dirs, part,
+                 orphan, offset, valid_to, has_next, succ):
     """Pass 2b: each list column's values, copied from the tape (fetched some rows ahead: a partition's lists
-    were written by records scattered over the log); then :func:`_valid_to`."""
+    were written by records scattered over the log; the directories' only if ``dirs``); then :func:`_valid_to`."""
     m = len(valid)
     for j in range(m):
         if j + _AHEAD < m and valid[j + _AHEAD]:
@@ -315,6 +315,8 @@ def _list_values(src, off, valid, tape, dir_codes, mig, v_rep, v_isr, v_rm, v_ad
         _copy(v_ad, off[3, j], off[3, j + 1] - off[3, j], tape, src[j, 3])
         _copy(v_elr, off[4, j], off[4, j + 1] - off[4, j], tape, src[j, 4])
         _copy(v_lke, off[5, j], off[5, j + 1] - off[5, j], tape, src[j, 5])
+        if not dirs:
+            continue
         w = off[_DIRS, j]
         n = off[_DIRS, j + 1] - w
         if src[j, _DIRS] >= 0:
@@ -346,9 +348,9 @@ def _valid_to(part, orphan, offset, valid_to, has_next, succ):
         nxt = j
 
 
-def _columns(R: np.ndarray, O: np.ndarray, Dest: np.ndarray, rowof: np.ndarray, lay: L.Layout):
-    """Pass 2 (2a, 2b, 2c) into NumPy-allocated columns (``rowof`` too); None when a list column's values reach
-    2**31 (int32 offsets: the caller folds with the NumPy fold)."""
+def _columns(R: np.ndarray, O: np.ndarray, Dest: np.ndarray, rowof: np.ndarray, lay: L.Layout, dirs: bool = True):
+    """Pass 2 (2a, 2b, 2c) into NumPy-allocated columns (``rowof`` too; the directories' values only if ``dirs``);
+    None when a list column's values reach 2**31 (int32 offsets: the caller folds with the NumPy fold)."""
     m = len(rowof)
     e = np.empty
     topic_code, pid, part = e(m, np.int32), e(m, np.int32), e(m, np.int32)
@@ -359,9 +361,9 @@ def _columns(R: np.ndarray, O: np.ndarray, Dest: np.ndarray, rowof: np.ndarray, 
                          orphan, leader, lrs, le, pe, offset, src, off)
     if total.max(initial=0) >= 2**31:
         return None
-    values = [e(int(t), np.int32) for t in total]
+    values = [e(int(t) if k != _DIRS or dirs else 0, np.int32) for k, t in enumerate(total)]
     valid_to, has_next, succ = e(m, np.int64), e(m, np.bool_), e(m, np.int64)
-    _list_values(src, off, valid, lay.tape, lay.dir_codes, lay.dir_mig, *values, part, orphan, offset, valid_to,
+    _list_values(src, off, valid, lay.tape, lay.dir_codes, lay.dir_mig, *values, dirs, part, orphan, offset, valid_to,
                  has_next, succ)
     return (topic_code, pid, kind, valid, deleted, orphan, leader, lrs, le, pe, offset, off, *values, valid_to,
             has_next, succ)
@@ -427,7 +429,7 @@ def _partition_rank(lay: L.Layout, order: np.ndarray) -> np.ndarray:
 
 
 def fold(records: pa.Table, lay: L.Layout | None = None, timings: dict | None = None,
-         state_only: bool = False) -> Fold:
+         state_only: bool = False, columns: frozenset[str] | None = None) -> Fold:
     """The partition state history of ``records`` (bronze rows, as ``fold.fold_partitions`` takes them);
     ``lay``: their layout if it is built already (:func:`layout.build` of the same rows).  ``timings``, if
     given, receives the CPU seconds of each step.
@@ -436,7 +438,12 @@ def fold(records: pa.Table, lay: L.Layout | None = None, timings: dict | None = 
     latest row, in the history's order --, made from the fold's state lines without writing a row per record
     (what ``describe`` shows); ``Fold.orphans`` holds the change records of partitions that did not exist, the
     history's orphan rows, which that table leaves out.  ``rows`` and ``successor`` describe its rows as for a
-    history (no row has a successor); ``changes`` is empty."""
+    history (no row has a successor); ``changes`` is empty.
+
+    ``columns``: the history's columns a caller reads, when not all (``verify`` judges the changes and keeps no
+    history): the others are not made -- the directories' and record types' strings are most of a history's
+    bytes, and on a command's first call fresh bytes cost more than the loops that write them.  A table the NumPy
+    fold made has every column."""
     clock = F._Clock(timings)
     if records.num_rows == 0:
         return _whole(F.fold_partitions(records), 0, state_only)
@@ -479,15 +486,17 @@ def fold(records: pa.Table, lay: L.Layout | None = None, timings: dict | None = 
     Dest[m] = 0
     _fold(*args, at, R, O, Src, Dest, np.zeros(1, np.int64), False)
     clock("fold loop (rows in the order made)")
-    return _history(records, lay, R, O, Src, Dest, clock)
+    return _history(records, lay, R, O, Src, Dest, clock, columns=columns)
 
 
 def _history(records: pa.Table, lay: L.Layout, R: np.ndarray, O: np.ndarray, Src: np.ndarray, Dest: np.ndarray,
-             clock, orphans: pa.Table | None = None) -> Fold:
-    """The :class:`Fold` of the rows ``R`` (made in the order of ``Src``, going to the places ``Dest``)."""
+             clock, orphans: pa.Table | None = None, columns: frozenset[str] | None = None) -> Fold:
+    """The :class:`Fold` of the rows ``R`` (made in the order of ``Src``, going to the places ``Dest``); its table
+    has ``columns`` (None: all)."""
     m = len(O)
     rowof = np.empty(m, np.int64)
-    cols = _columns(R, O, Dest, rowof, lay)
+    wanted = F.HISTORY_SCHEMA.names if columns is None else [c for c in F.HISTORY_SCHEMA.names if c in columns]
+    cols = _columns(R, O, Dest, rowof, lay, "directories" in wanted)
     del R
     if cols is None:  # beyond int32 list offsets: the NumPy fold (which chunks strings)
         return _whole(F.fold_partitions(records), len(lay.part_id), orphans is not None)
@@ -495,21 +504,25 @@ def _history(records: pa.Table, lay: L.Layout, R: np.ndarray, O: np.ndarray, Src
      v_lke, v_dir, valid_to, has_next, succ) = cols
     Src = Src[rowof]
     clock("columns loops (output order)")
-    columns = {"topic_id": F._strings(lay.topic_dict, topic_code, False),
-               "partition_id": from_numpy(pid),
-               "offset": from_numpy(O),
-               "record_type": F._strings(pa.array(F.KIND_NAMES), kind_o, False)}
-    for f, vals in zip(("replicas", "isr", "removing_replicas", "adding_replicas"), (v_rep, v_isr, v_rm, v_ad)):
-        columns[f] = _list_array(off[L.LISTS.index(f)], vals, valid)
-    columns.update({"leader": from_numpy(leader, valid), "leader_epoch": from_numpy(le, valid),
-                    "partition_epoch": from_numpy(pe, valid), "leader_recovery_state": from_numpy(lrs, valid)})
-    columns["directories"] = F._string_lists(off[_DIRS], v_dir, valid, lay.dir_dict, False)
-    columns["eligible_leader_replicas"] = _list_array(off[_ELR], v_elr, valid)
-    columns["last_known_elr"] = _list_array(off[_LKE], v_lke, valid)
-    columns["valid_to_offset"] = from_numpy(valid_to, has_next)
-    columns["deleted"] = from_numpy(deleted)
-    columns["orphan"] = from_numpy(orphan)
-    out = pa.Table.from_pydict(columns, schema=F.HISTORY_SCHEMA)
+    made = {  # each column made only when asked for
+        "topic_id": lambda: F._strings(lay.topic_dict, topic_code, False),
+        "partition_id": lambda: from_numpy(pid),
+        "offset": lambda: from_numpy(O),
+        "record_type": lambda: F._strings(pa.array(F.KIND_NAMES), kind_o, False),
+        **{f: (lambda vals=vals, at=L.LISTS.index(f): _list_array(off[at], vals, valid))
+           for f, vals in zip(("replicas", "isr", "removing_replicas", "adding_replicas", "eligible_leader_replicas",
+                               "last_known_elr"), (v_rep, v_isr, v_rm, v_ad, v_elr, v_lke))},
+        "leader": lambda: from_numpy(leader, valid),
+        "leader_epoch": lambda: from_numpy(le, valid),
+        "partition_epoch": lambda: from_numpy(pe, valid),
+        "leader_recovery_state": lambda: from_numpy(lrs, valid),
+        "directories": lambda: F._string_lists(off[_DIRS], v_dir, valid, lay.dir_dict, False),
+        "valid_to_offset": lambda: from_numpy(valid_to, has_next),
+        "deleted": lambda: from_numpy(deleted),
+        "orphan": lambda: from_numpy(orphan),
+    }
+    out = pa.Table.from_pydict({c: made[c]() for c in wanted},
+                               schema=pa.schema([F.HISTORY_SCHEMA.field(c) for c in wanted]))
     clock("Arrow columns (strings by take)")
     if orphans is not None:
         return Fold(out, 0, Src, np.zeros(0, np.int64), succ, orphans)
@@ -564,7 +577,8 @@ def warm() -> None:
               i32, np.zeros(1, np.int64), 1, i64, R, i64, i64, np.zeros(1, np.int64), np.zeros(1, np.int64), count)
     lay = L.Layout(**dict.fromkeys(L.Layout.__dataclass_fields__))
     lay.part_topic, lay.part_id, lay.tape, lay.dir_codes, lay.dir_mig = i32, i32, i32, i32, 0
-    _columns(R, i64, np.zeros(1, np.int64), i64, lay)
+    for dirs in (True, False):
+        _columns(R, i64, np.zeros(1, np.int64), i64, lay, dirs)
     # the layout's compiled loop (list references), as it is called: offsets read-only over an Arrow buffer
     L._refs(np.frombuffer(bytes(4), np.int32), np.zeros(0, np.bool_), False, np.zeros((0, 12), np.int32), 0, 0, 0)
     L._refs(np.frombuffer(bytes(4), np.int32), np.zeros(0, np.bool_), False, np.zeros((0, 2), np.int32), 0, 0, 0)

@@ -72,6 +72,9 @@ def assert_same_fold(records: pa.Table, lay: layout.Layout | None = None) -> pa.
             assert a == b, f"row {i}: " + ", ".join(f"{k}: {a[k]!r} != {b[k]!r}" for k in b if a[k] != b[k])
         raise AssertionError("tables differ (types or chunk-independent content)")
     assert_same_state(records, want, lay)
+    # verify's fold: the columns its judgement reads, the same values, without the rest (directories, record types)
+    narrow = fold_pass.fold(records, lay, columns=pipeline.JUDGED_COLUMNS).history
+    assert narrow.equals(want.select([c for c in HISTORY_SCHEMA.names if c in pipeline.JUDGED_COLUMNS]))
     return want
 
 
