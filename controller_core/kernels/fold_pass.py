@@ -7,29 +7,27 @@ layout of :mod:`.layout` (the one the invariant pass reads; the pipeline builds 
 
 Two compiled loops, no Python object in either (kernel-design.md):
 
-1. **The fold** (:func:`_fold`), over the records in log order.  A partition's state is one fixed-width
-   line of int32: whether it exists, leader, leader recovery state, the two epochs, and for each list
-   field (replicas, isr, removing, adding, ELR, LastKnownElr) the (start, length) of its value on the
-   layout's tape -- §1.3 merge replaces a list whole, so a state's list is always a recorded list or
-   ``[]`` --, then of its explicit directory list (start -1: MIGRATING per replica, §1.2-4).
-   PartitionRecord: the partition exists, every field is written.  PartitionChangeRecord: merged (§1.3;
-   epochs §1.3-1), or, for a partition that does not exist, an *orphan* row with a null state.
-   RemoveTopicRecord: every existing partition of the topic gets a *deleted* row (§1.4).  ClearElrRecord:
-   every existing partition of the named topic (the topic id the name has at that point; ``""`` = all) with
-   a non-empty ELR or LastKnownElr gets both cleared and its partition epoch bumped (§1.3-5).  Each history
-   row is a copy of the state line, written in the order the rows are made (log order: sequential writes),
-   with its place in the output: rows are grouped by partition (topics in order of first appearance, then
-   partition id) and in log order within one, so the place is the partition's first row + the rows it has
-   had so far.  Each partition's row count is known beforehand: one per PartitionRecord /
-   PartitionChangeRecord, or, when the log has RemoveTopic or ClearElr records, counted by a first run of
-   the same loop that writes nothing.  (Writing each row straight to its place was a random write of the
-   whole row: 139 of the loop's 158 ms on a 1.15 M-record log, against 47 ms with the writes in order.)
-2. **Columns** (:func:`_columns`: two loops into columns NumPy allocates), over the rows in output order, each
-   read from where it was made (fetched some rows ahead): the integer columns, the list columns as int32 offsets
-   + one flat values buffer each (lists copied from the tape), directory
-   codes, and ``valid_to_offset`` by a backward scan of each partition's rows (the next non-orphan row's
-   offset; orphans have none) with that row (``Fold.successor``: the pipeline dates the history with it and
-   ``Fold.rows``, no search by offset).
+1. **The fold** (:func:`_fold`), partition after partition in output order -- rows are grouped by partition
+   (topics in order of first appearance, then partition id) and in log order within one --, so each history row
+   is written where it goes, one after the other.  A counting sort gives each partition its records in log order
+   (:func:`_by_partition`); the few topic-level records (RemoveTopic, ClearElr: :func:`_topic_events`) are merged
+   in by their place in the log.  A partition's state is a handful of locals: whether it exists, leader, leader
+   recovery state, the two epochs, and for each list field (replicas, isr, removing, adding, ELR,
+   LastKnownElr) the (start, length) of its value on the layout's tape -- §1.3 merge replaces a list whole, so
+   a state's list is always a recorded list or ``[]`` --, then of its explicit directory list (start -1:
+   MIGRATING per replica, §1.2-4).  PartitionRecord: the partition exists, every field is written.
+   PartitionChangeRecord: merged (§1.3; epochs §1.3-1), or, for a partition that does not exist, an *orphan*
+   row with a null state.  RemoveTopicRecord: an existing partition of the topic gets a *deleted* row (§1.4).
+   ClearElrRecord: an existing partition of the named topic (the topic id the name has at that point; ``""`` =
+   all) with a non-empty ELR or LastKnownElr gets both cleared and its partition epoch bumped (§1.3-5).  Each
+   row gets the integer columns, each list's tape start and the list columns' running offsets.  The records are
+   read in an order the log does not follow: their layout rows are fetched some records ahead.  (The loop
+   before this one went in log order and kept every row it made in a second array, rows reordered afterwards:
+   writing each row straight to its place from log order was a random write of the whole row.)
+2. **List values** (:func:`_list_values`), over the rows in output order: each list column's values copied from
+   the tape (fetched some rows ahead), directory codes, and ``valid_to_offset`` by a backward scan of each
+   partition's rows (the next non-orphan row's offset; orphans have none) with that row (``Fold.successor``:
+   the pipeline dates the history with it and ``Fold.rows``, no search by offset).
 
 Strings are made once per distinct value: topic ids, record types and directory ids are dictionary codes
 turned into Arrow strings by a ``take`` (the NumPy fold's own helpers).
@@ -51,7 +49,9 @@ from numba import njit
 from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip cache across jobs)
 from controller_core.codec.arrowutil import from_numpy
 from controller_core.kernels import layout as L
-from controller_core.kernels.layout import CHANGE, CLEAR_ELR, PARTITION, REMOVE_TOPIC, TOPIC
+from controller_core.kernels.layout import PARTITION, REMOVE_TOPIC, TOPIC
+from controller_core.kernels.borrow import borrow
+from controller_core.kernels.borrow import keep as hold
 from controller_core.kernels.prefetch import prefetch
 from controller_core.vector import fold as F
 
@@ -59,9 +59,12 @@ from controller_core.vector import fold as F
 _P, _C, _T, _X = F.P, F.C, F.T, F.X
 # a row's state: as folded, null because the change record's partition does not exist, null because deleted
 _LIVE, _ORPHAN, _DELETED = 0, 1, 2
-_DIRS = 6  # the directories' column in a state line's sources (after the six lists of layout.LISTS)
+_DIRS = 6  # the directories' column among a row's lists (after the six lists of layout.LISTS)
+_NLISTS = 7
 _ELR, _LKE, _REPLICAS = L.E, L.K, L.R
-_AHEAD = 32  # rows between fetching a row from where it was made and reading it
+# records (rows) between fetching a record's layout row (a row's list values) and reading it: the fold's loop on a
+# 1.15 M-record log took 56 ms fetching 32 records ahead, 35 ms from 256 on (the list values' 34 -> 30 ms)
+_AHEAD = 256
 
 
 _ORPHANS = pa.schema([F.HISTORY_SCHEMA.field(c) for c in ("offset", "topic_id", "partition_id")])
@@ -79,16 +82,6 @@ class Fold(NamedTuple):
     orphans: pa.Table | None = None
 
 
-# A partition's state line (int32): whether it exists, leader, leader recovery state, the two epochs, and
-# (tape start, length) of each list of layout.LISTS, then of its explicit directory list (start -1: MIGRATING
-# per replica).  A history row: the partition, its kind and state flag, then the state line's values; its
-# offset goes to a separate int64 array.
-_S_LIVE, _S_LEADER, _S_LRS, _S_LE, _S_PE, _S_LISTS = 0, 1, 2, 3, 4, 5
-_S_WIDTH = _S_LISTS + 14
-_R_PART, _R_KIND, _R_FLAG, _R_STATE = 0, 1, 2, 3
-_R_WIDTH = _R_STATE + _S_WIDTH - 1  # the state line without its "exists" word
-
-
 # ----------------------------------------------------------------------------------------- 1. fold
 @njit(cache=True, inline="always")
 def _has_real(row, ints, dir_start, dir_codes, mig):
@@ -101,123 +94,191 @@ def _has_real(row, ints, dir_start, dir_codes, mig):
     return False
 
 
-@njit(cache=True, inline="always")
-def _set_dirs(S, p, i, ints, dir_start, dir_codes, mig):
-    """Directories written by row ``i``: explicit if they name a real directory, else MIGRATING per replica."""
-    if _has_real(i, ints, dir_start, dir_codes, mig):
-        S[p, _S_LISTS + 12] = dir_start[i]
-        S[p, _S_LISTS + 13] = ints[i, 4]
-    else:
-        S[p, _S_LISTS + 12] = -1
-        S[p, _S_LISTS + 13] = 0
-
-
-@njit(cache=True, inline="always")
-def _emit(S, p, kind, flag, i, offsets, at, R, O, Src, Dest, count):
-    """One history row of partition ``p`` from layout row ``i``: counted (``count``), or written at the next row
-    of ``R`` (rows in the order they are made: a write where the partition's rows go was a random write of the
-    whole row, two thirds of the loop), with its place in the output (the partition's next position) in
-    ``Dest``, its offset in ``O`` and ``i`` in ``Src``.  ``Dest[len(Dest) - 1]`` counts the rows written."""
-    w = at[p]
-    at[p] = w + 1
-    if count:  # the state line's own words beyond the history's: the input row and kind of its latest row
-        S[p, _S_WIDTH] = i
-        S[p, _S_WIDTH + 1] = kind
-        return
-    c = Dest[len(Dest) - 1]
-    Dest[len(Dest) - 1] = c + 1
-    Dest[c] = w
-    R[c, _R_PART] = p
-    R[c, _R_KIND] = kind
-    R[c, _R_FLAG] = flag
-    O[c] = offsets[i]
-    Src[c] = i
-    if flag == _LIVE:
-        for f in range(1, _S_WIDTH):
-            R[c, _R_STATE + f - 1] = S[p, f]
+@njit(cache=True)
+def _topic_events(rows, kind, topic, name, n_names, ev_row, ev_topic):
+    """The RemoveTopic and ClearElr records among ``rows`` (the TopicRecords, RemoveTopic and ClearElr records in
+    log order) that act on a topic: each one's row and topic (-2: ClearElr of every topic) into ``ev_row`` /
+    ``ev_topic``, in log order; returns how many.  A ClearElr names a topic by name: the topic id the name has at
+    that point of the log (the latest TopicRecord of it); a name no topic has yet, or a RemoveTopic without a
+    topic, acts on none."""
+    name_topic = np.full(n_names, -1, np.int32)
+    c = 0
+    for i in rows:
+        k = kind[i]
+        if k == TOPIC:
+            if name[i] >= 0:
+                name_topic[name[i]] = topic[i]
+            continue
+        t = topic[i] if k == REMOVE_TOPIC else (name_topic[name[i]] if name[i] >= 0 else -2)
+        if t == -1:
+            continue
+        ev_row[c] = i
+        ev_topic[c] = t
+        c += 1
+    return c
 
 
 @njit(cache=True)
-def _fold(order, kind, topic, part, name, ints, lists, offsets, dir_start, dir_codes, mig, topic_parts,
-          topic_parts_at, n_names, at, R, O, Src, Dest, orphans, count):
-    """Pass 1 (see the module docstring), in log order.  ``count``: only count each partition's rows into
-    ``at``, the orphans' input rows into ``orphans`` (their number in its last word) and each state line's
-    latest row (:func:`_emit`); else write each row into ``R`` (in the order they are made) and its output place
-    ``at[p]`` (the partition's next output position) into ``Dest``.  Returns the state lines at the end."""
-    n_parts = len(at)
-    S = np.zeros((n_parts, _S_WIDTH + 2), np.int32)
-    name_topic = np.full(n_names, -1, np.int32)
-    for j in range(len(order)):
-        i = order[j]
-        k = kind[i]
-        if k == CHANGE:
-            p = part[i]
-            if S[p, _S_LIVE] == 0:  # §1.3-2: a change of a partition that does not exist
-                if count:
-                    c = orphans[len(orphans) - 1]
-                    orphans[c] = i
-                    orphans[len(orphans) - 1] = c + 1
-                _emit(S, p, _C, _ORPHAN, i, offsets, at, R, O, Src, Dest, count)
-                continue
-            for f in range(6):  # §1.3 merge: a list is replaced when the record carries it (null: unchanged)
-                n = lists[i, 2 * f + 1]
-                if n >= 0:
-                    S[p, _S_LISTS + 2 * f] = lists[i, 2 * f]
-                    S[p, _S_LISTS + 2 * f + 1] = n
-            if ints[i, 4] >= 0:  # directories written
-                _set_dirs(S, p, i, ints, dir_start, dir_codes, mig)
-            else:
-                n = lists[i, 2 * _REPLICAS + 1]  # replicas without directories: explicit only if same length
-                if n >= 0 and S[p, _S_LISTS + 12] >= 0 and S[p, _S_LISTS + 13] != n:
-                    S[p, _S_LISTS + 12] = -1
-                    S[p, _S_LISTS + 13] = 0
-            if ints[i, 0] != -2:  # §1.3-1: any leader value bumps the leader epoch
-                S[p, _S_LEADER] = ints[i, 0]
-                S[p, _S_LE] += 1
-            if ints[i, 3] != -1:
-                S[p, _S_LRS] = ints[i, 3]
-            S[p, _S_PE] += 1
-            _emit(S, p, _C, _LIVE, i, offsets, at, R, O, Src, Dest, count)
-        elif k == PARTITION:
-            p = part[i]
-            S[p, _S_LIVE] = 1
-            S[p, _S_LEADER] = ints[i, 0]
-            S[p, _S_LRS] = ints[i, 3]
-            S[p, _S_LE] = ints[i, 1]
-            S[p, _S_PE] = ints[i, 2]
-            for f in range(6):  # a null list is []
-                n = lists[i, 2 * f + 1]
-                S[p, _S_LISTS + 2 * f] = lists[i, 2 * f] if n >= 0 else 0
-                S[p, _S_LISTS + 2 * f + 1] = n if n >= 0 else 0
-            _set_dirs(S, p, i, ints, dir_start, dir_codes, mig)
-            _emit(S, p, _P, _LIVE, i, offsets, at, R, O, Src, Dest, count)
-        elif k == TOPIC:
-            if name[i] >= 0:
-                name_topic[name[i]] = topic[i]
-        elif k == REMOVE_TOPIC:
-            t = topic[i]
-            if t < 0:
-                continue
-            for q in range(topic_parts_at[t], topic_parts_at[t + 1]):
-                p = topic_parts[q]
-                if S[p, _S_LIVE] != 0:  # §1.4: the partition is deleted
-                    S[p, _S_LIVE] = 0
-                    _emit(S, p, _T, _DELETED, i, offsets, at, R, O, Src, Dest, count)
-        elif k == CLEAR_ELR:
-            lo, hi = 0, n_parts  # "" or absent: every topic
-            if name[i] >= 0:
-                t = name_topic[name[i]]
-                if t < 0:
+def _by_partition(rows, part, rank, at, out):
+    """``rows`` (in log order) grouped by their partition's output rank, log order kept within a partition: a
+    counting sort, ``at`` each rank's first place (consumed)."""
+    for i in rows:
+        k = rank[part[i]]
+        out[at[k]] = i
+        at[k] += 1
+
+
+@njit(cache=True)
+def _fold(by_rank, part_topic, part_id, prow, prow_at, tev_row, tev_at, logpos, kind, ints, lists, offsets,
+          dir_start, dir_codes, mig, state_only, topic_code, pid, part_o, kind_o, valid, deleted, orphan, leader, lrs,
+          le, pe, offset, src, off, Src, orphans):
+    """Pass 1 (see the module docstring): partition after partition in output order, each one's records in log
+    order merged with its topic's RemoveTopic / ClearElr records; each history row written where it goes (the
+    next output row), with each list's tape start in ``src`` and the lists' running totals in ``off``.
+    ``state_only``: one row per partition that exists at the end (its state then), and the orphans' input rows
+    into ``orphans`` (their number in its last word).  Returns (rows written, the seven lists' totals)."""
+    st = np.zeros(2 * _NLISTS, np.int64)  # the partition's state: (tape start, length) of each list, directories last
+    tot = np.zeros(_NLISTS, np.int64)  # the lists' running totals (int32 list offsets: the caller checks 2**31)
+    for f in range(_NLISTS):
+        off[f, 0] = 0
+    # the arrays the row writer takes, borrowed: numba counts the references of every array a helper receives,
+    # at every call, inlined or not (kernels/borrow.py); the owners stay alive in this frame (``hold`` below)
+    b_part_id, b_offsets, b_st, b_tot = borrow(part_id), borrow(offsets), borrow(st), borrow(tot)
+    b_topic_code, b_pid, b_part_o, b_kind_o = borrow(topic_code), borrow(pid), borrow(part_o), borrow(kind_o)
+    b_valid, b_deleted, b_orphan, b_leader = borrow(valid), borrow(deleted), borrow(orphan), borrow(leader)
+    b_lrs, b_le, b_pe, b_offset, b_src, b_off = borrow(lrs), borrow(le), borrow(pe), borrow(offset), borrow(src), borrow(off)
+    b_Src = borrow(Src)
+    c = 0
+    n_orphans = 0
+    n_prow = len(prow)
+    for r in range(len(by_rank)):
+        p = by_rank[r]
+        t = part_topic[p]
+        a, b = prow_at[r], prow_at[r + 1]
+        e, g = tev_at[t], tev_at[t + 1]
+        live = False
+        lead = lrs_v = le_v = pe_v = 0
+        last = -1  # the input row of the partition's latest row (state_only)
+        last_kind = 0
+        while a < b or e < g:
+            if a + _AHEAD < n_prow:  # the records ahead, in this order, are rows scattered over the log
+                q = prow[a + _AHEAD]
+                prefetch(ints, q * ints.shape[1])
+                prefetch(lists, q * lists.shape[1])
+                prefetch(offsets, q)
+                prefetch(kind, q)
+            flag = _LIVE
+            if e < g and (a >= b or logpos[tev_row[e]] < logpos[prow[a]]):
+                i = tev_row[e]
+                e += 1
+                if not live:
                     continue
-                lo, hi = topic_parts_at[t], topic_parts_at[t + 1]
-            for q in range(lo, hi):
-                p = topic_parts[q]
-                if S[p, _S_LIVE] != 0 and (S[p, _S_LISTS + 2 * _ELR + 1] > 0 or S[p, _S_LISTS + 2 * _LKE + 1] > 0):
-                    S[p, _S_LISTS + 2 * _ELR + 1] = 0  # §1.3-5: both cleared, partition epoch bumped
-                    S[p, _S_LISTS + 2 * _LKE + 1] = 0
-                    S[p, _S_PE] += 1
-                    _emit(S, p, _X, _LIVE, i, offsets, at, R, O, Src, Dest, count)
-    return S
+                if kind[i] == REMOVE_TOPIC:  # §1.4: the partition is deleted
+                    live = False
+                    flag, k = _DELETED, _T
+                else:  # §1.3-5: ClearElr clears a non-empty ELR or LastKnownElr and bumps the partition epoch
+                    if st[2 * _ELR + 1] == 0 and st[2 * _LKE + 1] == 0:
+                        continue
+                    st[2 * _ELR + 1] = 0
+                    st[2 * _LKE + 1] = 0
+                    pe_v += 1
+                    k = _X
+            else:
+                i = prow[a]
+                a += 1
+                if kind[i] == PARTITION:  # every field written; a null list is []
+                    live = True
+                    lead, lrs_v, le_v, pe_v = ints[i, 0], ints[i, 3], ints[i, 1], ints[i, 2]
+                    for f in range(6):
+                        n = lists[i, 2 * f + 1]
+                        st[2 * f] = lists[i, 2 * f] if n >= 0 else 0
+                        st[2 * f + 1] = n if n >= 0 else 0
+                    real = _has_real(i, ints, dir_start, dir_codes, mig)
+                    st[2 * _DIRS] = dir_start[i] if real else -1
+                    st[2 * _DIRS + 1] = ints[i, 4] if real else 0
+                    k = _P
+                elif not live:  # §1.3-2: a change of a partition that does not exist
+                    flag, k = _ORPHAN, _C
+                    if state_only:
+                        orphans[n_orphans] = i
+                        n_orphans += 1
+                else:  # §1.3 merge: a list is replaced when the record carries it (null: unchanged)
+                    for f in range(6):
+                        n = lists[i, 2 * f + 1]
+                        if n >= 0:
+                            st[2 * f] = lists[i, 2 * f]
+                            st[2 * f + 1] = n
+                    if ints[i, 4] >= 0:  # directories written: explicit if they name a real one
+                        real = _has_real(i, ints, dir_start, dir_codes, mig)
+                        st[2 * _DIRS] = dir_start[i] if real else -1
+                        st[2 * _DIRS + 1] = ints[i, 4] if real else 0
+                    else:  # replicas without directories: explicit only if of the same length
+                        n = lists[i, 2 * _REPLICAS + 1]
+                        if n >= 0 and st[2 * _DIRS] >= 0 and st[2 * _DIRS + 1] != n:
+                            st[2 * _DIRS] = -1
+                            st[2 * _DIRS + 1] = 0
+                    if ints[i, 0] != -2:  # §1.3-1: any leader value bumps the leader epoch
+                        lead = ints[i, 0]
+                        le_v += 1
+                    if ints[i, 3] != -1:
+                        lrs_v = ints[i, 3]
+                    pe_v += 1
+                    k = _C
+            if state_only:
+                if flag == _LIVE:
+                    last, last_kind = i, k
+                continue
+            c = _row(c, i, k, flag, p, t, b_part_id, b_offsets, lead, lrs_v, le_v, pe_v, b_st, b_tot, b_topic_code,
+                     b_pid, b_part_o, b_kind_o, b_valid, b_deleted, b_orphan, b_leader, b_lrs, b_le, b_pe, b_offset, b_src,
+                     b_off, b_Src)
+        if state_only and live:
+            c = _row(c, last, last_kind, _LIVE, p, t, b_part_id, b_offsets, lead, lrs_v, le_v, pe_v, b_st, b_tot,
+                     b_topic_code, b_pid, b_part_o, b_kind_o, b_valid, b_deleted, b_orphan, b_leader, b_lrs, b_le, b_pe,
+                     b_offset, b_src, b_off, b_Src)
+    orphans[len(orphans) - 1] = n_orphans
+    hold(st, tot)
+    res = np.empty(_NLISTS + 1, np.int64)
+    res[0] = c
+    for f in range(_NLISTS):
+        res[f + 1] = tot[f]
+    return res
+
+
+@njit(cache=True, inline="always")
+def _row(c, i, k, flag, p, t, part_id, offsets, lead, lrs_v, le_v, pe_v, st, tot, topic_code, pid, part_o, kind_o,
+         valid, deleted, orphan, leader, lrs, le, pe, offset, src, off, Src):
+    """History row ``c`` of partition ``p`` (topic ``t``) from input row ``i``: kind ``k``, state flag ``flag``, the
+    state (``lead`` ... ``st``) when live; its lists' tape starts in ``src`` and their running totals ``tot`` in
+    ``off``.  Returns the next row."""
+    offset[c] = offsets[i]
+    Src[c] = i
+    part_o[c] = p
+    topic_code[c] = t
+    pid[c] = part_id[p]
+    kind_o[c] = k
+    live = flag == _LIVE
+    valid[c] = live
+    deleted[c] = flag == _DELETED
+    orphan[c] = flag == _ORPHAN
+    if live:
+        leader[c] = lead
+        lrs[c] = lrs_v
+        le[c] = le_v
+        pe[c] = pe_v
+        for f in range(6):
+            src[c, f] = st[2 * f]
+            tot[f] += st[2 * f + 1]
+        d = st[2 * _DIRS]
+        src[c, _DIRS] = d
+        tot[_DIRS] += st[2 * _DIRS + 1] if d >= 0 else st[2 * _REPLICAS + 1]  # MIGRATING per replica
+    else:
+        leader[c] = 0
+        lrs[c] = 0
+        le[c] = 0
+        pe[c] = 0
+    for f in range(_NLISTS):
+        off[f, c + 1] = tot[f]
+    return c + 1
 
 
 # -------------------------------------------------------------------------------------- 2. columns
@@ -230,73 +291,6 @@ def _copy(out, w, n, src, a):
 # The columns are allocated by NumPy, not inside the loops: NumPy asks the kernel for huge pages on large arrays,
 # and the pages an array inside a compiled loop got were faulted in 4 kB at a time (2.7x the time for the same
 # bytes; the columns are ~150 bytes per history row).
-@njit(cache=True)
-def _row_columns(R, O, Dest, rowof, part_topic, part_id, topic_code, pid, part, kind, valid, deleted, orphan, leader,
-                 lrs, le, pe, offset, src, off):
-    """Pass 2a: ``rowof``, per output row the row of ``R`` that goes there (``Dest`` inverted); the integer columns of
-    the rows in output order (a read from where each row was made, fetched some rows ahead), each list's tape start
-    (``src``, the directories' -1 for MIGRATING per replica) and the list columns' offsets [7, m + 1].  Returns the
-    lists' totals."""
-    m = len(rowof)
-    for c in range(m):
-        rowof[Dest[c]] = c
-    L0 = _R_STATE + _S_LISTS - 1
-    # the seven running totals in locals, not an array: the compiler cannot tell an array apart from the columns
-    # written beside it, and reloaded it after every write
-    t0 = t1 = t2 = t3 = t4 = t5 = t6 = np.int64(0)
-    for f in range(7):
-        off[f, 0] = 0
-    for j in range(m):
-        if j + _AHEAD < m:
-            r = rowof[j + _AHEAD]
-            prefetch(R, r * _R_WIDTH)
-            prefetch(R, r * _R_WIDTH + _R_WIDTH - 1)
-            prefetch(O, r)
-        r = rowof[j]
-        offset[j] = O[r]
-        p = R[r, _R_PART]
-        part[j] = p
-        topic_code[j] = part_topic[p]
-        pid[j] = part_id[p]
-        kind[j] = R[r, _R_KIND]
-        fl = R[r, _R_FLAG]
-        live = fl == _LIVE
-        valid[j] = live
-        deleted[j] = fl == _DELETED
-        orphan[j] = fl == _ORPHAN
-        if live:
-            leader[j] = R[r, _R_STATE + _S_LEADER - 1]
-            lrs[j] = R[r, _R_STATE + _S_LRS - 1]
-            le[j] = R[r, _R_STATE + _S_LE - 1]
-            pe[j] = R[r, _R_STATE + _S_PE - 1]
-            for f in range(6):
-                src[j, f] = R[r, L0 + 2 * f]
-            t0 += R[r, L0 + 1]
-            t1 += R[r, L0 + 3]
-            t2 += R[r, L0 + 5]
-            t3 += R[r, L0 + 7]
-            t4 += R[r, L0 + 9]
-            t5 += R[r, L0 + 11]
-            d = R[r, L0 + 12]
-            src[j, _DIRS] = d
-            t6 += R[r, L0 + 13] if d >= 0 else R[r, L0 + 1]  # MIGRATING per replica
-        else:
-            leader[j] = 0
-            lrs[j] = 0
-            le[j] = 0
-            pe[j] = 0
-        off[0, j + 1] = t0
-        off[1, j + 1] = t1
-        off[2, j + 1] = t2
-        off[3, j + 1] = t3
-        off[4, j + 1] = t4
-        off[5, j + 1] = t5
-        off[6, j + 1] = t6
-    total = np.empty(7, np.int64)  # int32 list offsets: the caller checks that no total reaches 2**31
-    total[0], total[1], total[2], total[3], total[4], total[5], total[6] = t0, t1, t2, t3, t4, t5, t6
-    return total
-
-
 @njit(cache=True)
 def _list_values(src, off, valid, tape, dir_codes, mig, v_rep, v_isr, v_rm, v_ad, v_elr, v_lke, v_dir, dirs, part,
                  orphan, offset, valid_to, has_next, succ):
@@ -348,25 +342,66 @@ def _valid_to(part, orphan, offset, valid_to, has_next, succ):
         nxt = j
 
 
-def _columns(R: np.ndarray, O: np.ndarray, Dest: np.ndarray, rowof: np.ndarray, lay: L.Layout, dirs: bool = True):
-    """Pass 2 (2a, 2b, 2c) into NumPy-allocated columns (``rowof`` too; the directories' values only if ``dirs``);
-    None when a list column's values reach 2**31 (int32 offsets: the caller folds with the NumPy fold)."""
-    m = len(rowof)
+def _columns(lay: L.Layout, order: np.ndarray, rank: np.ndarray, state_only: bool, dirs: bool):
+    """Pass 1 and pass 2 into NumPy-allocated columns (the directories' values only if ``dirs``); None when a list
+    column's values reach 2**31 (int32 offsets: the caller folds with the NumPy fold)."""
+    kind, part = lay.kind, lay.part
+    n_parts, n_topics = len(lay.part_id), len(lay.topic_ids)
+    in_order = len(order) and order[0] == 0 and order[-1] == len(order) - 1 and (
+        len(order) < 2 or bool((order[1:] > order[:-1]).all()))
+    is_part = (kind == L.PARTITION) | (kind == L.CHANGE)
+    rows = np.flatnonzero(is_part) if in_order else order[is_part[order]]  # the partition records in log order
+    # each partition's records, partitions in output order (CSR by rank)
+    by_rank = np.empty(n_parts, np.int64)
+    by_rank[rank] = np.arange(n_parts)
+    prow_at = np.zeros(n_parts + 1, np.int64)
+    np.cumsum(np.bincount(part[rows], minlength=n_parts)[by_rank], out=prow_at[1:])
+    prow = np.empty(len(rows), np.int64)
+    _by_partition(rows, part, rank, prow_at[:-1].copy(), prow)
+    # the topic-level records each topic's partitions merge in (CSR by topic, in log order)
+    topical = (kind == L.REMOVE_TOPIC) | (kind == L.CLEAR_ELR)
+    tev_row, tev_at, logpos = np.zeros(0, np.int64), np.zeros(n_topics + 1, np.int64), order
+    extra = 0
+    if topical.any():
+        cand = order[(topical | (kind == L.TOPIC))[order]]
+        ev_row, ev_topic = np.empty(len(cand), np.int64), np.empty(len(cand), np.int64)
+        n_ev = _topic_events(cand, kind, lay.topic, lay.name, lay.n_names, ev_row, ev_topic)
+        ev_row, ev_topic = ev_row[:n_ev], ev_topic[:n_ev]
+        every = ev_topic == -2  # ClearElr of every topic: in each topic's list
+        own = ~every
+        t_all = np.concatenate([ev_topic[own], np.repeat(np.arange(n_topics), int(every.sum()))])
+        r_all = np.concatenate([ev_row[own], np.tile(ev_row[every], n_topics)])
+        if not in_order:
+            logpos = np.empty(len(order), np.int64)
+            logpos[order] = np.arange(len(order))
+        by = np.lexsort((logpos[r_all], t_all))
+        tev_row = r_all[by]
+        np.cumsum(np.bincount(t_all, minlength=n_topics), out=tev_at[1:])
+        extra = int(np.diff(lay.topic_parts_at)[t_all].sum())  # at most one row per partition and event
+    m_max = n_parts if state_only else len(rows) + extra
     e = np.empty
-    topic_code, pid, part = e(m, np.int32), e(m, np.int32), e(m, np.int32)
-    kind, valid, deleted, orphan = e(m, np.int8), e(m, np.bool_), e(m, np.bool_), e(m, np.bool_)
-    leader, lrs, le, pe, offset = e(m, np.int32), e(m, np.int8), e(m, np.int32), e(m, np.int32), e(m, np.int64)
-    src, off = e((m, 7), np.int32), e((7, m + 1), np.int32)
-    total = _row_columns(R, O, Dest, rowof, lay.part_topic, lay.part_id, topic_code, pid, part, kind, valid, deleted,
-                         orphan, leader, lrs, le, pe, offset, src, off)
+    topic_code, pid, part_o = e(m_max, np.int32), e(m_max, np.int32), e(m_max, np.int32)
+    kind_o, valid, deleted, orphan = e(m_max, np.int8), e(m_max, np.bool_), e(m_max, np.bool_), e(m_max, np.bool_)
+    leader, lrs, le, pe = e(m_max, np.int32), e(m_max, np.int8), e(m_max, np.int32), e(m_max, np.int32)
+    offset, src, off, Src = e(m_max, np.int64), e((m_max, _NLISTS), np.int32), e((_NLISTS, m_max + 1), np.int32), e(
+        m_max, np.int64)
+    orphans = np.zeros(int((kind == L.CHANGE).sum()) + 1 if state_only else 1, np.int64)
+    res = _fold(by_rank, lay.part_topic, lay.part_id, prow, prow_at, tev_row, tev_at, logpos, kind, lay.ints,
+                lay.lists, lay.offset, lay.dir_start, lay.dir_codes, lay.dir_mig, state_only, topic_code, pid, part_o,
+                kind_o, valid, deleted, orphan, leader, lrs, le, pe, offset, src, off, Src, orphans)
+    m, total = int(res[0]), res[1:]
     if total.max(initial=0) >= 2**31:
         return None
+    if m < m_max:  # (rows beyond the bound's: partitions that did not exist, or RemoveTopic of deleted ones)
+        topic_code, pid, part_o, kind_o, valid, deleted, orphan, leader, lrs, le, pe, offset, Src = (
+            a[:m] for a in (topic_code, pid, part_o, kind_o, valid, deleted, orphan, leader, lrs, le, pe, offset, Src))
+        src, off = src[:m], np.ascontiguousarray(off[:, :m + 1])
     values = [e(int(t) if k != _DIRS or dirs else 0, np.int32) for k, t in enumerate(total)]
     valid_to, has_next, succ = e(m, np.int64), e(m, np.bool_), e(m, np.int64)
-    _list_values(src, off, valid, lay.tape, lay.dir_codes, lay.dir_mig, *values, dirs, part, orphan, offset, valid_to,
+    _list_values(src, off, valid, lay.tape, lay.dir_codes, lay.dir_mig, *values, dirs, part_o, orphan, offset, valid_to,
                  has_next, succ)
-    return (topic_code, pid, kind, valid, deleted, orphan, leader, lrs, le, pe, offset, off, *values, valid_to,
-            has_next, succ)
+    return (topic_code, pid, kind_o, valid, deleted, orphan, leader, lrs, le, pe, offset, off, *values, valid_to,
+            has_next, succ, Src, orphans[:orphans[-1]])
 
 
 # ------------------------------------------------------------------------------------------ Python
@@ -435,10 +470,10 @@ def fold(records: pa.Table, lay: L.Layout | None = None, timings: dict | None = 
     given, receives the CPU seconds of each step.
 
     ``state_only``: only the state at the end -- ``fold.state_at`` of the history, each existing partition's
-    latest row, in the history's order --, made from the fold's state lines without writing a row per record
-    (what ``describe`` shows); ``Fold.orphans`` holds the change records of partitions that did not exist, the
-    history's orphan rows, which that table leaves out.  ``rows`` and ``successor`` describe its rows as for a
-    history (no row has a successor); ``changes`` is empty.
+    latest row, in the history's order --, one row per partition instead of one per record (what ``describe``
+    shows); ``Fold.orphans`` holds the change records of partitions that did not exist, the history's orphan
+    rows, which that table leaves out.  ``rows`` and ``successor`` describe its rows as for a history (no row
+    has a successor); ``changes`` is empty.
 
     ``columns``: the history's columns a caller reads, when not all (``verify`` judges the changes and keeps no
     history): the others are not made -- the directories' and record types' strings are most of a history's
@@ -451,8 +486,7 @@ def fold(records: pa.Table, lay: L.Layout | None = None, timings: dict | None = 
         lay = L.build(records)
         clock("layout")
     kind = lay.kind
-    is_part = (kind == L.PARTITION) | (kind == L.CHANGE)
-    if not is_part.any():
+    if not ((kind == L.PARTITION) | (kind == L.CHANGE)).any():
         return _whole(F.fold_partitions(records), 0, state_only)
     L.with_directories(lay, records)
     clock("directory codes")
@@ -461,49 +495,15 @@ def fold(records: pa.Table, lay: L.Layout | None = None, timings: dict | None = 
         keys = history.select(["topic_id", "partition_id"]).group_by(["topic_id", "partition_id"]).aggregate([])
         return _whole(history, keys.num_rows, state_only)
     order = _log_order(lay)
-    n_parts = len(lay.part_id)
-    args = (order, kind, lay.topic, lay.part, lay.name, lay.ints, lay.lists, lay.offset, lay.dir_start, lay.dir_codes,
-            lay.dir_mig, lay.topic_parts, lay.topic_parts_at, lay.n_names)
     rank = _partition_rank(lay, order)
-    if state_only:
-        return _state(records, lay, args, rank, clock)
-    if ((kind == L.REMOVE_TOPIC) | (kind == L.CLEAR_ELR)).any():  # rows beyond one per record: count them
-        count = np.zeros(n_parts, np.int64)
-        none = np.zeros(1, np.int64)
-        _fold(*args, count, np.zeros((0, _R_WIDTH), np.int32), none, none, none,
-              np.zeros(int((kind == L.CHANGE).sum()) + 1, np.int64), True)
-    else:
-        count = np.bincount(lay.part[is_part], minlength=n_parts).astype(np.int64)
-    clock("checks, log order, row counts")
-    by_rank = np.empty(n_parts, np.int64)
-    by_rank[rank] = count
-    at = (np.cumsum(by_rank) - by_rank)[rank]  # each partition's first output row
-    m = int(count.sum())
-    R = np.empty((m, _R_WIDTH), np.int32)
-    O = np.empty(m, np.int64)
-    Src = np.empty(m, np.int64)
-    Dest = np.empty(m + 1, np.int64)
-    Dest[m] = 0
-    _fold(*args, at, R, O, Src, Dest, np.zeros(1, np.int64), False)
-    clock("fold loop (rows in the order made)")
-    return _history(records, lay, R, O, Src, Dest, clock, columns=columns)
-
-
-def _history(records: pa.Table, lay: L.Layout, R: np.ndarray, O: np.ndarray, Src: np.ndarray, Dest: np.ndarray,
-             clock, orphans: pa.Table | None = None, columns: frozenset[str] | None = None) -> Fold:
-    """The :class:`Fold` of the rows ``R`` (made in the order of ``Src``, going to the places ``Dest``); its table
-    has ``columns`` (None: all)."""
-    m = len(O)
-    rowof = np.empty(m, np.int64)
+    clock("checks, log order, partition order")
     wanted = F.HISTORY_SCHEMA.names if columns is None else [c for c in F.HISTORY_SCHEMA.names if c in columns]
-    cols = _columns(R, O, Dest, rowof, lay, "directories" in wanted)
-    del R
+    cols = _columns(lay, order, rank, state_only, "directories" in wanted)
     if cols is None:  # beyond int32 list offsets: the NumPy fold (which chunks strings)
-        return _whole(F.fold_partitions(records), len(lay.part_id), orphans is not None)
+        return _whole(F.fold_partitions(records), len(lay.part_id), state_only)
     (topic_code, pid, kind_o, valid, deleted, orphan, leader, lrs, le, pe, O, off, v_rep, v_isr, v_rm, v_ad, v_elr,
-     v_lke, v_dir, valid_to, has_next, succ) = cols
-    Src = Src[rowof]
-    clock("columns loops (output order)")
+     v_lke, v_dir, valid_to, has_next, succ, Src, orphan_rows) = cols
+    clock("fold and list loops (rows where they go)")
     made = {  # each column made only when asked for
         "topic_id": lambda: F._strings(lay.topic_dict, topic_code, False),
         "partition_id": lambda: from_numpy(pid),
@@ -524,40 +524,13 @@ def _history(records: pa.Table, lay: L.Layout, R: np.ndarray, O: np.ndarray, Src
     out = pa.Table.from_pydict({c: made[c]() for c in wanted},
                                schema=pa.schema([F.HISTORY_SCHEMA.field(c) for c in wanted]))
     clock("Arrow columns (strings by take)")
-    if orphans is not None:
-        return Fold(out, 0, Src, np.zeros(0, np.int64), succ, orphans)
-    changes = np.flatnonzero((kind_o == _C) & ~orphan)
-    return Fold(out, 0, Src, changes, succ)
-
-
-def _state(records: pa.Table, lay: L.Layout, args: tuple, rank: np.ndarray, clock) -> Fold:
-    """``fold(state_only=True)``: the loop counts (writing no row) and leaves each partition's state line at the
-    end with the input row and kind of its latest row; the lines of the partitions that exist become one history
-    row each, in the history's order, through the history's own column loops."""
-    n_parts = len(lay.part_id)
-    orphans = np.zeros(int((lay.kind == L.CHANGE).sum()) + 1, np.int64)
-    none = np.zeros(1, np.int64)
-    S = _fold(*args, np.zeros(n_parts, np.int64), np.zeros((0, _R_WIDTH), np.int32), none, none, none, orphans, True)
-    clock("fold loop (state lines only)")
-    live = np.flatnonzero(S[:, _S_LIVE] != 0)
-    live = live[np.argsort(rank[live], kind="stable")]
-    m = len(live)
-    R = np.empty((m, _R_WIDTH), np.int32)
-    R[:, _R_PART] = live
-    R[:, _R_KIND] = S[live, _S_WIDTH + 1]
-    R[:, _R_FLAG] = _LIVE
-    R[:, _R_STATE:] = S[live, 1:_S_WIDTH]
-    Src = S[live, _S_WIDTH].astype(np.int64)
-    Dest = np.arange(m + 1, dtype=np.int64)
-    Dest[m] = m
-    o_rows = orphans[:orphans[-1]]
-    o_part = lay.part[o_rows]
-    o_rows = o_rows[np.lexsort((lay.offset[o_rows], rank[o_part]))]  # the history's order: by partition, then offset
-    o_part = lay.part[o_rows]
-    orphan_table = pa.table({"offset": from_numpy(lay.offset[o_rows].astype(np.int64)),
-                             "topic_id": F._strings(lay.topic_dict, lay.part_topic[o_part], False),
-                             "partition_id": from_numpy(lay.part_id[o_part].astype(np.int32))}, schema=_ORPHANS)
-    return _history(records, lay, R, lay.offset[Src].astype(np.int64), Src, Dest, clock, orphan_table)
+    if not state_only:
+        return Fold(out, 0, Src, np.flatnonzero((kind_o == _C) & ~orphan), succ)
+    o_part = lay.part[orphan_rows]
+    orphans = pa.table({"offset": from_numpy(lay.offset[orphan_rows].astype(np.int64)),
+                        "topic_id": F._strings(lay.topic_dict, lay.part_topic[o_part], False),
+                        "partition_id": from_numpy(lay.part_id[o_part].astype(np.int32))}, schema=_ORPHANS)
+    return Fold(out, 0, Src, np.zeros(0, np.int64), succ, orphans)
 
 
 def _whole(history: pa.Table, fallback: int, state_only: bool) -> Fold:
@@ -571,14 +544,14 @@ def _whole(history: pa.Table, fallback: int, state_only: bool) -> Fold:
 def warm() -> None:
     """Compile the loops (or load them from numba's cache) with the argument types of a real run."""
     i64, i32, i8 = np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int8)
-    R = np.zeros((0, _R_WIDTH), np.int32)
-    for count in (True, False):
-        _fold(i64, i8, i32, i32, i32, np.zeros((0, 6), np.int32), np.zeros((0, 12), np.int32), i64, i64, i32, 0,
-              i32, np.zeros(1, np.int64), 1, i64, R, i64, i64, np.zeros(1, np.int64), np.zeros(1, np.int64), count)
     lay = L.Layout(**dict.fromkeys(L.Layout.__dataclass_fields__))
-    lay.part_topic, lay.part_id, lay.tape, lay.dir_codes, lay.dir_mig = i32, i32, i32, i32, 0
-    for dirs in (True, False):
-        _columns(R, i64, np.zeros(1, np.int64), i64, lay, dirs)
+    lay.kind, lay.part, lay.topic, lay.name, lay.n_names = i8, i32, i32, i32, 1
+    lay.part_topic, lay.part_id, lay.topic_ids, lay.topic_parts_at = i32, i32, [], np.zeros(1, np.int64)
+    lay.ints, lay.lists, lay.offset = np.zeros((0, 6), np.int32), np.zeros((0, 12), np.int32), i64
+    lay.tape, lay.dir_start, lay.dir_codes, lay.dir_mig = i32, i64, i32, 0
+    for state_only in (True, False):
+        _columns(lay, i64, i64, state_only, True)
+    _topic_events(i64, i8, i32, i32, 1, i64, i64)
     # the layout's compiled loop (list references), as it is called: offsets read-only over an Arrow buffer
     L._refs(np.frombuffer(bytes(4), np.int32), np.zeros(0, np.bool_), False, np.zeros((0, 12), np.int32), 0, 0, 0)
     L._refs(np.frombuffer(bytes(4), np.int32), np.zeros(0, np.bool_), False, np.zeros((0, 2), np.int32), 0, 0, 0)
