@@ -95,9 +95,12 @@ def test_breaches_quoting_a_partition_record_read_the_same_without_its_json(tmp_
 
 @pytest.mark.parametrize("name", sorted(LOG_DIRS))
 def test_the_state_without_recomputing_changes_is_the_same(name):
-    """``describe`` asks ``pipeline.run(recompute=False)``: the state only.  History (triggers aside), timelines,
-    the image and the partitions at the end are those of the full replay; nothing is explained."""
+    """``pipeline.run(recompute=False)``: the state only.  History (triggers aside), timelines, the image and the
+    partitions at the end are those of the full replay; nothing is explained.  ``describe`` asks for the state at
+    its point alone (``state_only=True``): ``state_at`` of the full replay's dated history, the same records
+    rejected, the same image."""
     from controller_core.point import with_partitions
+    from controller_core.vector.fold import state_at
 
     records, _ = read_log_dir(LOG_DIRS[name], partition_json=False)
     rejected_full, rejected_state = [], []
@@ -111,6 +114,17 @@ def test_the_state_without_recomputing_changes_is_the_same(name):
     a, b = with_partitions(full.image, full.history), with_partitions(state.image, state.history)
     assert a.partitions == b.partitions and a.partitions
     assert (a.topics, a.brokers, a.configs, a.features) == (b.topics, b.brokers, b.configs, b.features)
+    rejected_point: list = []
+    point = pipeline.run(records, invariants=False, recompute=False, rejected=rejected_point, state_only=True)
+    want = state_at(full.history)
+    assert point.history.num_rows == want.num_rows < full.history.num_rows
+    assert point.history.drop_columns(["trigger"]).equals(want.drop_columns(["trigger"]))  # dated as the history
+    assert point.history.column("valid_from_timestamp").null_count < point.history.num_rows
+    assert rejected_point == rejected_full and point.brokers.equals(full.brokers)
+    c = with_partitions(point.image, point.history)
+    assert c.partitions == a.partitions and (c.topics, c.brokers, c.configs) == (a.topics, a.brokers, a.configs)
+    with pytest.raises(ValueError, match="state_only"):
+        pipeline.run(records, invariants=False, state_only=True)
 
 
 @pytest.mark.parametrize("name", ["default-cluster", "induswargods"])
