@@ -23,3 +23,22 @@ def test_every_row_is_its_uuids_kafka_string(rows):
     assert got.to_pylist() == _kafka(raw)
     assert all(len(s) == 22 for s in got.to_pylist())
     assert got.equals(V.uuid_strings(raw))
+
+
+@pytest.mark.parametrize("rows", [1, 7, 5000])
+def test_the_compiled_column_writes_each_rows_kafka_string(rows):
+    """flat.uuid_column (what the decoder's compiled path writes): the same text for ids read at any position of a
+    buffer, whether a row repeats the one before it (a run of one topic's records) or not."""
+    from controller_core.codec.flat import uuid_column
+
+    rng = np.random.default_rng(rows + 1)
+    distinct = rng.integers(0, 256, (max(2, rows // 50), 16), dtype=np.uint8)
+    distinct[0], distinct[1] = 0, 255
+    which = np.repeat(rng.integers(0, len(distinct), rows), rng.integers(1, 4, rows))[:rows]  # runs and changes
+    buf = np.zeros(rows * 19 + 16, np.uint8)
+    pos = np.arange(rows, dtype=np.int64) * 19 + rng.integers(0, 3, rows)  # unaligned, not packed
+    for i, (p, w) in enumerate(zip(pos, which)):
+        buf[p:p + 16] = distinct[w]
+    got = uuid_column(buf, pos)
+    assert got.to_pylist() == _kafka(distinct[which])
+    assert got.equals(V.uuid_strings(distinct[which]))
