@@ -377,7 +377,9 @@ def _columns(lay: L.Layout, order: np.ndarray, rank: np.ndarray, state_only: boo
         by = np.lexsort((logpos[r_all], t_all))
         tev_row = r_all[by]
         np.cumsum(np.bincount(t_all, minlength=n_topics), out=tev_at[1:])
-        extra = int(np.diff(lay.topic_parts_at)[t_all].sum())  # at most one row per partition and event
+        # at most one row per partition and event of its topic (columns np.empty allocates: what is not written
+        # is never given memory)
+        extra = int(np.diff(lay.topic_parts_at)[t_all].sum())
     m_max = n_parts if state_only else len(rows) + extra
     e = np.empty
     topic_code, pid, part_o = e(m_max, np.int32), e(m_max, np.int32), e(m_max, np.int32)
@@ -392,7 +394,7 @@ def _columns(lay: L.Layout, order: np.ndarray, rank: np.ndarray, state_only: boo
     m, total = int(res[0]), res[1:]
     if total.max(initial=0) >= 2**31:
         return None
-    if m < m_max:  # (rows beyond the bound's: partitions that did not exist, or RemoveTopic of deleted ones)
+    if m < m_max:  # the bound counts a row per partition of a topic and event of it (or per partition: state only)
         topic_code, pid, part_o, kind_o, valid, deleted, orphan, leader, lrs, le, pe, offset, Src = (
             a[:m] for a in (topic_code, pid, part_o, kind_o, valid, deleted, orphan, leader, lrs, le, pe, offset, Src))
         src, off = src[:m], np.ascontiguousarray(off[:, :m + 1])
