@@ -191,6 +191,19 @@ def _elements(a, pos, cnt, width, out):
             o += m
 
 
+@njit(cache=True, nogil=True)
+def _int32_elements(a, pos, cnt, out):
+    """:func:`_elements` of int32 arrays, each element read as Kafka writes it (big-endian) into ``out``."""
+    o = 0
+    for i in range(len(pos)):
+        p = pos[i]
+        for k in range(cnt[i]):  # none when null (-1)
+            q = p + 4 * k
+            out[o] = np.int32((np.uint32(a[q]) << 24) | (np.uint32(a[q + 1]) << 16) | (np.uint32(a[q + 2]) << 8)
+                              | np.uint32(a[q + 3]))
+            o += 1
+
+
 def decode(a: np.ndarray, starts: np.ndarray, ends: np.ndarray, pl: Plan) -> dict[str, pa.Array] | None:
     """The columns of a group whose bodies span a[starts[i]:ends[i]] (``a`` padded as vector.padded does),
     keyed by Kafka JSON name in declaration order -- or None when any record is not plainly regular."""
@@ -216,10 +229,14 @@ def _column(a: np.ndarray, f, pos: np.ndarray, cnt: np.ndarray, tagged: bool) ->
         offsets = np.zeros(n + 1, np.int64)
         np.cumsum(counts, out=offsets[1:])
         w = _WIDTH[et]
-        raw = np.empty(int(offsets[-1]) * w + V.PAD, np.uint8)
-        _elements(a, pos, cnt, w, raw)
-        values = _fixed_values(raw, np.arange(int(offsets[-1])) * w, et) if et not in ("int32", "uuid") else \
-            _packed_values(raw, int(offsets[-1]), et)
+        if et == "int32":  # broker-id lists, most of a log's arrays: decoded in the copy itself
+            ints = np.empty(int(offsets[-1]), np.int32)
+            _int32_elements(a, pos, cnt, ints)
+            values = from_numpy(ints)
+        else:
+            raw = np.empty(int(offsets[-1]) * w + V.PAD, np.uint8)
+            _elements(a, pos, cnt, w, raw)
+            values = _fixed_values(raw, np.arange(int(offsets[-1]), dtype=np.int64) * w, et)
         return pa.ListArray.from_arrays(from_numpy(offsets.astype(np.int32)), values,
                                         mask=None if valid.all() else from_numpy(~valid))
     if et in ("string", "bytes"):
@@ -234,13 +251,6 @@ def _column(a: np.ndarray, f, pos: np.ndarray, cnt: np.ndarray, tagged: bool) ->
         return values
     v = values.to_numpy(zero_copy_only=False)
     return from_numpy(np.where(present, v, np.asarray(f.default_value(), v.dtype)))
-
-
-def _packed_values(raw: np.ndarray, n: int, et: str) -> pa.Array:
-    """int32 or uuid values packed one after the other in ``raw``."""
-    if et == "uuid":
-        return uuid_column(raw, np.arange(n, dtype=np.int64) * 16)
-    return from_numpy(raw[:n * 4].view(">i4").astype(np.int32))
 
 
 @njit(cache=True, nogil=True)
