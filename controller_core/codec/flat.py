@@ -255,9 +255,9 @@ def _column(a: np.ndarray, f, pos: np.ndarray, cnt: np.ndarray, tagged: bool) ->
 
 @njit(cache=True, nogil=True)
 def _uuid_text(a, pos, alphabet, out):
-    """Kafka's ``Uuid.toString()`` of the 16 bytes at each of ``pos`` into 22 bytes of ``out`` each: the row's
-    previous row's text again when the bytes are the same (a log names one topic or directory in runs of records),
-    else its base64url -- five 3-byte groups of four characters, the last byte's two."""
+    """Kafka's ``Uuid.toString()`` of the 16 bytes at each of ``pos`` into 22 bytes of ``out`` each: the text of the
+    row before when the bytes are the same (a log names one topic or directory in runs of records), else their
+    base64url -- five 3-byte groups of four characters, then the last byte's two."""
     prev = np.int64(-1)
     for i in range(len(pos)):
         p = pos[i]

@@ -37,7 +37,7 @@ def test_the_compiled_column_writes_each_rows_kafka_string(rows):
     which = np.repeat(rng.integers(0, len(distinct), rows), rng.integers(1, 4, rows))[:rows]  # runs and changes
     buf = np.zeros(rows * 19 + 16, np.uint8)
     pos = np.arange(rows, dtype=np.int64) * 19 + rng.integers(0, 3, rows)  # unaligned, not packed
-    for i, (p, w) in enumerate(zip(pos, which)):
+    for p, w in zip(pos, which):
         buf[p:p + 16] = distinct[w]
     got = uuid_column(buf, pos)
     assert got.to_pylist() == _kafka(distinct[which])
