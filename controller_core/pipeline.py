@@ -124,7 +124,7 @@ def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool
     image = Cluster(elr_override=elr_override)
     brokers, topics = timelines.build(cluster_level_recs(records), image, rejected)
     if rejected is not None:
-        _orphans(folded.orphans if state_only else undated.filter(undated.column("orphan")), records, rejected)
+        _orphans(folded.orphans, records, rejected)
     exp = (explain(records, undated, brokers, topics, lay, folded.rows, folded.changes) if recompute
            else EXPLAINED_SCHEMA.empty_table())
     todo, divergences, labels = _scalar_fallback(records, exp, elr_override, snaps)

@@ -78,7 +78,8 @@ class Fold(NamedTuple):
     # ascending, and per history row the row whose offset is its valid_to_offset (-1: none)
     changes: np.ndarray | None = None
     successor: np.ndarray | None = None
-    # with ``state_only``: offset, topic_id, partition_id of the change records of partitions that did not exist
+    # offset, topic_id, partition_id of the change records of partitions that did not exist, in the history's order
+    # (its orphan rows; the state-only table has none)
     orphans: pa.Table | None = None
 
 
@@ -473,9 +474,8 @@ def fold(records: pa.Table, lay: L.Layout | None = None, timings: dict | None = 
 
     ``state_only``: only the state at the end -- ``fold.state_at`` of the history, each existing partition's
     latest row, in the history's order --, one row per partition instead of one per record (what ``describe``
-    shows); ``Fold.orphans`` holds the change records of partitions that did not exist, the history's orphan
-    rows, which that table leaves out.  ``rows`` and ``successor`` describe its rows as for a history (no row
-    has a successor); ``changes`` is empty.
+    shows), and without the history's orphan rows, which ``Fold.orphans`` holds in either mode.  ``rows`` and
+    ``successor`` describe its rows as for a history (no row has a successor); ``changes`` is empty.
 
     ``columns``: the history's columns a caller reads, when not all (``verify`` judges the changes and keeps no
     history): the others are not made -- the directories' and record types' strings are most of a history's
@@ -527,20 +527,19 @@ def fold(records: pa.Table, lay: L.Layout | None = None, timings: dict | None = 
                                schema=pa.schema([F.HISTORY_SCHEMA.field(c) for c in wanted]))
     clock("Arrow columns (strings by take)")
     if not state_only:
-        return Fold(out, 0, Src, np.flatnonzero((kind_o == _C) & ~orphan), succ)
+        orphan_rows = Src[orphan]  # (the state-only loop collects them: it writes no orphan row)
     o_part = lay.part[orphan_rows]
     orphans = pa.table({"offset": from_numpy(lay.offset[orphan_rows].astype(np.int64)),
                         "topic_id": F._strings(lay.topic_dict, lay.part_topic[o_part], False),
                         "partition_id": from_numpy(lay.part_id[o_part].astype(np.int32))}, schema=_ORPHANS)
-    return Fold(out, 0, Src, np.zeros(0, np.int64), succ, orphans)
+    changes = np.zeros(0, np.int64) if state_only else np.flatnonzero((kind_o == _C) & ~orphan)
+    return Fold(out, 0, Src, changes, succ, orphans)
 
 
 def _whole(history: pa.Table, fallback: int, state_only: bool) -> Fold:
     """A :class:`Fold` of the NumPy fold's history (or, ``state_only``, of its state at the end)."""
-    if not state_only:
-        return Fold(history, fallback)
     orphans = history.filter(history.column("orphan")).select(["offset", "topic_id", "partition_id"])
-    return Fold(F.state_at(history), fallback, orphans=orphans)
+    return Fold(F.state_at(history) if state_only else history, fallback, orphans=orphans)
 
 
 def warm() -> None:
