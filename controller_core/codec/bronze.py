@@ -8,6 +8,7 @@ three record types that set them (see ``fenced``).
 from __future__ import annotations
 
 import json
+import sys
 
 import numpy as np
 import pyarrow as pa
@@ -86,8 +87,25 @@ QUARANTINE_SCHEMA = pa.schema([
 ])
 
 
-def _same(key):
-    return lambda cols: cols.get(key)
+class _Same:
+    """A bronze column that is the decoded field ``key`` as it is (placed straight from where the compiled decoder
+    found it, when it did: codec/placed.py)."""
+
+    def __init__(self, key: str):
+        self.key = key
+
+    def __call__(self, cols):
+        return cols.get(self.key)
+
+
+_same = _Same
+
+
+def _located(cols) -> bool:
+    """A group's columns are the compiled decoder's (``flat.Located``): that module (and numba) is loaded only once
+    it ran, which a small log's command never pays for."""
+    flat = sys.modules.get("controller_core.codec.flat")
+    return flat is not None and isinstance(cols, flat.Located)
 
 
 # (Arrays, not Python scalars, are combined below: see jsonout._concat on why.)
@@ -178,6 +196,9 @@ def records_table(chunk: DecodedChunk, cluster: str, source_file: str, source_ki
                 arr = from_numpy(chunk.type_id[g.rows].astype(np.int32))
             else:
                 get = mapping.get(f.name)
+                if isinstance(get, _Same) and _located(g.columns):  # placed from where it lies
+                    typed[f.name].append((g.columns, get.key) if get.key in g.columns else None)
+                    continue
                 arr = get(g.columns) if get else None
             typed[f.name].append(None if arr is None else arr.cast(f.type))
     place = _Placement(order, n)
@@ -258,6 +279,18 @@ class _Placement:
         held = [k for k, arr in enumerate(pieces) if arr is not None]
         if not held:
             return pa.nulls(self.n, typ)
+        located = [k for k in held if isinstance(pieces[k], tuple)]  # (Located, key): fields not decoded yet
+        if located:
+            if len(located) == len(held):
+                from controller_core.codec import placed
+
+                out = placed.place([(self.order[k], *pieces[k]) for k in held], self.n, typ)
+                if out is not None:
+                    return out
+            pieces = list(pieces)
+            for k in located:
+                cols, key = pieces[k]
+                pieces[k] = cols[key].cast(typ)
         if len(held) == 1:
             k = held[0]
             if k not in self._index:

@@ -20,6 +20,7 @@ calls it, so a small log's command does not pay the cache load.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import lru_cache
 
 import numpy as np
@@ -204,20 +205,57 @@ def _int32_elements(a, pos, cnt, out):
             o += 1
 
 
-def decode(a: np.ndarray, starts: np.ndarray, ends: np.ndarray, pl: Plan) -> dict[str, pa.Array] | None:
+class Located(Mapping):
+    """A group's columns, keyed by Kafka JSON name in declaration order, each made when first asked for from
+    where its values lie in the window (``a``; per field and record the value's position and length, as
+    :func:`_locate` wrote them).  Bronze places the fields it copies as they are straight into file order from
+    here (:mod:`.placed`), never making the group's own column: for the partition records of a replay, whose
+    JSON is not written, no field's group column is ever made."""
+
+    def __init__(self, a: np.ndarray, pos: np.ndarray, cnt: np.ndarray, pl: Plan):
+        self.a, self.pos, self.cnt = a, pos, cnt
+        self._at = {f.json_name: (f, col, tagged) for f, col, tagged in pl.fields}
+        self._made: dict[str, pa.Array] = {}
+
+    def __getitem__(self, key: str) -> pa.Array:
+        got = self._made.get(key)
+        if got is None:
+            f, col, tagged = self._at[key]
+            got = self._made[key] = _column(self.a, f, self.pos[col], self.cnt[col], tagged)
+        return got
+
+    def __contains__(self, key) -> bool:
+        return key in self._at
+
+    def __iter__(self):
+        return iter(self._at)
+
+    def __len__(self) -> int:
+        return len(self._at)
+
+    def field(self, key: str):
+        """(the schema Field, whether tagged at this version, each record's value position, each one's length:
+        elements of an array, bytes of a string, -1 for null, 1 for a fixed field present) of ``key``."""
+        f, col, tagged = self._at[key]
+        return f, tagged, self.pos[col], self.cnt[col]
+
+
+def decode(a: np.ndarray, starts: np.ndarray, ends: np.ndarray, pl: Plan) -> Located | None:
     """The columns of a group whose bodies span a[starts[i]:ends[i]] (``a`` padded as vector.padded does),
-    keyed by Kafka JSON name in declaration order -- or None when any record is not plainly regular."""
+    keyed by Kafka JSON name in declaration order (:class:`Located`: each made when asked for) -- or None when
+    any record is not plainly regular."""
     n = len(starts)
     ncols = len(pl.fields)
-    pos = np.empty((ncols, n), np.int64)
-    cnt = np.empty((ncols, n), np.int64)
+    # int32: a window is far below 2 GiB, and these are most of the bytes the loop writes
+    pos = np.empty((ncols, n), np.int32)
+    cnt = np.empty((ncols, n), np.int32)
     status = np.empty(n, np.uint8)
     n_untagged = sum(1 for _, _, t in pl.fields if not t)
     _locate(a, np.ascontiguousarray(starts, np.int64), np.ascontiguousarray(ends, np.int64), pl.rows, n_untagged,
             pos, cnt, status)
     if status.any():
         return None
-    return {f.json_name: _column(a, f, pos[col], cnt[col], tagged) for f, col, tagged in pl.fields}
+    return Located(a, pos, cnt, pl)
 
 
 def _column(a: np.ndarray, f, pos: np.ndarray, cnt: np.ndarray, tagged: bool) -> pa.Array:
