@@ -65,10 +65,9 @@ BREACH_SCHEMA = pa.schema([
 
 
 # what a findings-only replay (``history=False``) reads of the fold's table: the state before each change record
-# (explain), where it is (the scalar fallback) and the orphans; not the directories' and record types' strings
-JUDGED_COLUMNS = frozenset(("topic_id", "partition_id", "offset", "replicas", "isr", "removing_replicas",
-                            "adding_replicas", "leader", "leader_recovery_state", "eligible_leader_replicas",
-                            "last_known_elr", "orphan"))
+# (explain; its lists where the fold found them on the layout's tape, ``Fold.refs``), where it is (the scalar
+# fallback) and the orphans; no list column, not the directories' and record types' strings
+JUDGED_COLUMNS = frozenset(("topic_id", "partition_id", "offset", "leader", "leader_recovery_state", "orphan"))
 
 
 @dataclass
@@ -125,7 +124,7 @@ def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool
     brokers, topics = timelines.build(cluster_level_recs(records), image, rejected)
     if rejected is not None:
         _orphans(folded.orphans, records, rejected)
-    exp = (explain(records, undated, brokers, topics, lay, folded.rows, folded.changes) if recompute
+    exp = (explain(records, undated, brokers, topics, lay, folded.rows, folded.changes, folded.refs) if recompute
            else EXPLAINED_SCHEMA.empty_table())
     todo, divergences, labels = _scalar_fallback(records, exp, elr_override, snaps)
     found = invariant_pass.check(records, elr_override, lay) if invariants else []

@@ -23,6 +23,7 @@ from numba import njit
 
 from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip cache across jobs)
 from controller_core.codec.arrowutil import to_numpy
+from controller_core.kernels.layout import E, I
 from controller_core.numba_cache import read_only
 from controller_core.vector.recompute import ALTER, UNFENCE
 
@@ -90,19 +91,21 @@ def topic_settings(topics: pa.Table, topic_dict: pa.Array, rtopic: np.ndarray, o
 
 # -------------------------------------------------------------------------------------------- batch events
 @njit(cache=True, inline="always")
-def _holds(off, vals, h, b):
-    """History row ``h``'s list (``off``/``vals``) holds broker ``b`` (>= 0)."""
+def _holds(src, off, vals, f, h, b):
+    """History row ``h``'s list ``f`` (``vals`` from ``src[h, f]``, ``off[f, h + 1] - off[f, h]`` long) holds broker
+    ``b`` (>= 0)."""
     if b < 0:
         return False
-    for q in range(off[h], off[h + 1]):
+    s = src[h, f]
+    for q in range(s, s + off[f, h + 1] - off[f, h]):
         if vals[q] == b:
             return True
     return False
 
 
 @njit(cache=True)
-def _events(ev_batch, ev_off, ev_trig, ev_broker, ev_side, base, bits, batch, offset, prev, isr_off, isr_val,
-            elr_off, elr_val, trig, chosen_ev):
+def _events(ev_batch, ev_off, ev_trig, ev_broker, ev_side, base, bits, batch, offset, prev, h_src, h_off, h_vals,
+            trig, chosen_ev):
     n_ev = len(ev_batch)
     span = len(bits) * 64
     for i in range(len(offset)):
@@ -127,8 +130,8 @@ def _events(ev_batch, ev_off, ev_trig, ev_broker, ev_side, base, bits, batch, of
         e = a
         while e < n_ev and ev_batch[e] == bt:
             side_ok = ev_off[e] > o if ev_side[e] == AFTER else ev_off[e] < o
-            if side_ok and (ev_trig[e] == UNFENCE or _holds(isr_off, isr_val, h, ev_broker[e])
-                            or _holds(elr_off, elr_val, h, ev_broker[e])):
+            if side_ok and (ev_trig[e] == UNFENCE or _holds(h_src, h_off, h_vals, I, h, ev_broker[e])
+                            or _holds(h_src, h_off, h_vals, E, h, ev_broker[e])):
                 if chosen >= 0:
                     ambiguous = True
                 else:
@@ -139,11 +142,11 @@ def _events(ev_batch, ev_off, ev_trig, ev_broker, ev_side, base, bits, batch, of
             trig[i] = -1 if ambiguous else ev_trig[chosen]
 
 
-def batch_events(ev: np.ndarray, batch: np.ndarray, offset: np.ndarray, prev: np.ndarray, isr: tuple, elr: tuple):
+def batch_events(ev: np.ndarray, batch: np.ndarray, offset: np.ndarray, prev: np.ndarray, before: tuple):
     """(trigger int8, index in ``ev`` int64) per record, as ``explain._batch_event``: ``ev`` the broker events
     sorted by batch (``explain._event_rows``: batch, offset, trigger, broker, side, label), ``batch`` / ``offset``
-    each record's, ``prev`` the history row before each record, ``isr`` / ``elr`` the history's lists as (offsets,
-    values; Arrow's 32-bit list offsets)."""
+    each record's, ``prev`` the history row before each record, ``before`` the history rows' lists as
+    ``explain.before_lists`` gives them (starts, running lengths, values; int32)."""
     n = len(offset)
     trig = np.empty(n, np.int8)
     chosen = np.empty(n, np.int64)
@@ -158,19 +161,19 @@ def batch_events(ev: np.ndarray, batch: np.ndarray, offset: np.ndarray, prev: np
             np.bitwise_or.at(bits, k >> 6, np.left_shift(np.uint64(1), (k & 63).astype(np.uint64)))
     i64 = np.int64
     _events(_ro(ev_batch, i64), _ro(ev[:, 1], i64), _ro(ev[:, 2], i64), _ro(ev[:, 3], i64), _ro(ev[:, 4], i64), base,
-            _ro(bits, np.uint64), _ro(batch, i64), _ro(offset, i64), _ro(prev, i64), _ro(isr[0], np.int32),
-            _ro(isr[1], np.int32), _ro(elr[0], np.int32), _ro(elr[1], np.int32), trig, chosen)
+            _ro(bits, np.uint64), _ro(batch, i64), _ro(offset, i64), _ro(prev, i64), _ro(before[0], np.int32),
+            _ro(before[1], np.int32), _ro(before[2], np.int32), trig, chosen)
     return trig, chosen
 
 
 def warm() -> None:
     """Compile the loops (or load them from numba's cache) with the argument types of a real run."""
     i64 = np.zeros(1, np.int64)
-    off = np.zeros(2, np.int32)
     i32 = np.zeros(1, np.int32)
+    before = (np.zeros((1, 7), np.int32), np.zeros((7, 2), np.int32), i32)
     topic_settings(pa.table({"topic_id": pa.array(["t"]), "offset": pa.array([0], pa.int64()),
                              "metadata_version": pa.array([1], pa.int16()), "elr_enabled": pa.array([True]),
                              "effective_min_isr": pa.array([1], pa.int32())}), pa.array(["t"]), i32, i64)
     for span in (1, 1 << 40):  # with the bitmap, and past its size
         batch_events(np.array([[0, 1, UNFENCE, 0, AFTER, 0], [span, 1, UNFENCE, 0, AFTER, 0]], np.int64), i64, i64,
-                     i64, (off, i32), (off, i32))
+                     i64, before)

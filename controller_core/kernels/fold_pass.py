@@ -81,6 +81,9 @@ class Fold(NamedTuple):
     # offset, topic_id, partition_id of the change records of partitions that did not exist, in the history's order
     # (its orphan rows; the state-only table has none)
     orphans: pa.Table | None = None
+    # with ``rows``: where each history row's lists are on the layout's tape: (starts int32 (rows, 7): the six lists
+    # of layout.LISTS, then the directories; running lengths int32 (7, rows + 1)); 0 / empty for a row without state
+    refs: tuple | None = None
 
 
 # ----------------------------------------------------------------------------------------- 1. fold
@@ -277,6 +280,8 @@ def _row(c, i, k, flag, p, t, part_id, offsets, lead, lrs_v, le_v, pe_v, st, tot
         lrs[c] = 0
         le[c] = 0
         pe[c] = 0
+        for f in range(_NLISTS):
+            src[c, f] = 0
     for f in range(_NLISTS):
         off[f, c + 1] = tot[f]
     return c + 1
@@ -293,23 +298,25 @@ def _copy(out, w, n, src, a):
 # and the pages an array inside a compiled loop got were faulted in 4 kB at a time (2.7x the time for the same
 # bytes; the columns are ~150 bytes per history row).
 @njit(cache=True)
-def _list_values(src, off, valid, tape, dir_codes, mig, v_rep, v_isr, v_rm, v_ad, v_elr, v_lke, v_dir, dirs, part,
-                 orphan, offset, valid_to, has_next, succ):
+def _list_values(src, off, valid, tape, dir_codes, mig, v_rep, v_isr, v_rm, v_ad, v_elr, v_lke, v_dir, lists, dirs,
+                 part, orphan, offset, valid_to, has_next, succ):
     """Pass 2b: each list column's values, copied from the tape (fetched some rows ahead: a partition's lists
-    were written by records scattered over the log; the directories' only if ``dirs``); then :func:`_valid_to`."""
-    m = len(valid)
+    were written by records scattered over the log; the six lists only if ``lists``, the directories only if
+    ``dirs``); then :func:`_valid_to`."""
+    m = len(valid) if lists or dirs else 0
     for j in range(m):
-        if j + _AHEAD < m and valid[j + _AHEAD]:
+        if lists and j + _AHEAD < m and valid[j + _AHEAD]:
             for f in range(6):
                 prefetch(tape, src[j + _AHEAD, f])
         if not valid[j]:
             continue
-        _copy(v_rep, off[0, j], off[0, j + 1] - off[0, j], tape, src[j, 0])
-        _copy(v_isr, off[1, j], off[1, j + 1] - off[1, j], tape, src[j, 1])
-        _copy(v_rm, off[2, j], off[2, j + 1] - off[2, j], tape, src[j, 2])
-        _copy(v_ad, off[3, j], off[3, j + 1] - off[3, j], tape, src[j, 3])
-        _copy(v_elr, off[4, j], off[4, j + 1] - off[4, j], tape, src[j, 4])
-        _copy(v_lke, off[5, j], off[5, j + 1] - off[5, j], tape, src[j, 5])
+        if lists:
+            _copy(v_rep, off[0, j], off[0, j + 1] - off[0, j], tape, src[j, 0])
+            _copy(v_isr, off[1, j], off[1, j + 1] - off[1, j], tape, src[j, 1])
+            _copy(v_rm, off[2, j], off[2, j + 1] - off[2, j], tape, src[j, 2])
+            _copy(v_ad, off[3, j], off[3, j + 1] - off[3, j], tape, src[j, 3])
+            _copy(v_elr, off[4, j], off[4, j + 1] - off[4, j], tape, src[j, 4])
+            _copy(v_lke, off[5, j], off[5, j + 1] - off[5, j], tape, src[j, 5])
         if not dirs:
             continue
         w = off[_DIRS, j]
@@ -343,9 +350,10 @@ def _valid_to(part, orphan, offset, valid_to, has_next, succ):
         nxt = j
 
 
-def _columns(lay: L.Layout, order: np.ndarray, rank: np.ndarray, state_only: bool, dirs: bool):
-    """Pass 1 and pass 2 into NumPy-allocated columns (the directories' values only if ``dirs``); None when a list
-    column's values reach 2**31 (int32 offsets: the caller folds with the NumPy fold)."""
+def _columns(lay: L.Layout, order: np.ndarray, rank: np.ndarray, state_only: bool, dirs: bool, lists: bool = True):
+    """Pass 1 and pass 2 into NumPy-allocated columns (the six lists' values only if ``lists``, the directories'
+    only if ``dirs``); None when a list column's values reach 2**31 (int32 offsets: the caller folds with the NumPy
+    fold)."""
     kind, part = lay.kind, lay.part
     n_parts, n_topics = len(lay.part_id), len(lay.topic_ids)
     in_order = len(order) and order[0] == 0 and order[-1] == len(order) - 1 and (
@@ -399,12 +407,12 @@ def _columns(lay: L.Layout, order: np.ndarray, rank: np.ndarray, state_only: boo
         topic_code, pid, part_o, kind_o, valid, deleted, orphan, leader, lrs, le, pe, offset, Src = (
             a[:m] for a in (topic_code, pid, part_o, kind_o, valid, deleted, orphan, leader, lrs, le, pe, offset, Src))
         src, off = src[:m], np.ascontiguousarray(off[:, :m + 1])
-    values = [e(int(t) if k != _DIRS or dirs else 0, np.int32) for k, t in enumerate(total)]
+    values = [e(int(t) if (dirs if k == _DIRS else lists) else 0, np.int32) for k, t in enumerate(total)]
     valid_to, has_next, succ = e(m, np.int64), e(m, np.bool_), e(m, np.int64)
-    _list_values(src, off, valid, lay.tape, lay.dir_codes, lay.dir_mig, *values, dirs, part_o, orphan, offset, valid_to,
-                 has_next, succ)
+    _list_values(src, off, valid, lay.tape, lay.dir_codes, lay.dir_mig, *values, lists, dirs, part_o, orphan, offset,
+                 valid_to, has_next, succ)
     return (topic_code, pid, kind_o, valid, deleted, orphan, leader, lrs, le, pe, offset, off, *values, valid_to,
-            has_next, succ, Src, orphans[:orphans[-1]])
+            has_next, succ, Src, orphans[:orphans[-1]], src)
 
 
 # ------------------------------------------------------------------------------------------ Python
@@ -500,11 +508,11 @@ def fold(records: pa.Table, lay: L.Layout | None = None, timings: dict | None = 
     rank = _partition_rank(lay, order)
     clock("checks, log order, partition order")
     wanted = F.HISTORY_SCHEMA.names if columns is None else [c for c in F.HISTORY_SCHEMA.names if c in columns]
-    cols = _columns(lay, order, rank, state_only, "directories" in wanted)
+    cols = _columns(lay, order, rank, state_only, "directories" in wanted, any(c in wanted for c in L.LISTS))
     if cols is None:  # beyond int32 list offsets: the NumPy fold (which chunks strings)
         return _whole(F.fold_partitions(records), len(lay.part_id), state_only)
     (topic_code, pid, kind_o, valid, deleted, orphan, leader, lrs, le, pe, O, off, v_rep, v_isr, v_rm, v_ad, v_elr,
-     v_lke, v_dir, valid_to, has_next, succ, Src, orphan_rows) = cols
+     v_lke, v_dir, valid_to, has_next, succ, Src, orphan_rows, src) = cols
     clock("fold and list loops (rows where they go)")
     made = {  # each column made only when asked for
         "topic_id": lambda: F._strings(lay.topic_dict, topic_code, False),
@@ -533,7 +541,7 @@ def fold(records: pa.Table, lay: L.Layout | None = None, timings: dict | None = 
                         "topic_id": F._strings(lay.topic_dict, lay.part_topic[o_part], False),
                         "partition_id": from_numpy(lay.part_id[o_part].astype(np.int32))}, schema=_ORPHANS)
     changes = np.zeros(0, np.int64) if state_only else np.flatnonzero((kind_o == _C) & ~orphan)
-    return Fold(out, 0, Src, changes, succ, orphans)
+    return Fold(out, 0, Src, changes, succ, orphans, (src, off))
 
 
 def _whole(history: pa.Table, fallback: int, state_only: bool) -> Fold:

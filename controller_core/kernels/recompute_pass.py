@@ -5,8 +5,8 @@
 ``matched`` / ``modelled`` for every record, quirks included -- but reads its inputs where they already are,
 with no padded matrices built first:
 
-* the state before each record: the fold's history row before it (Arrow list columns: offsets and values, read
-  in place; the caller hands null rows as empty);
+* the state before each record: the fold's history row before it (its lists where they are: on the layout's tape
+  for the compiled fold's rows, in the history's Arrow list columns otherwise; null rows empty);
 * the record as written: the dense layout's row of it (:mod:`.layout`: its leader / recovery-state words and
   (start, length) of its lists on the tape);
 * the cluster context, per record: the primary trigger and its broker, the topic's metadata version, ELR
@@ -107,14 +107,15 @@ def recompute(prev, pos, width, *arrays):
     return _recompute(prev, pos, width, *fixed)
 
 
-_TRIG = 15  # the position of ``trig`` among ``arrays`` (after prev, pos, width)
+_TRIG = 8  # the position of ``trig`` among ``arrays`` (after prev, pos, width)
 
 
 @njit(cache=True)
-def _recompute(prev, pos, width, h_rep_off, h_rep_val, h_isr_off, h_isr_val, h_elr_off, h_elr_val, h_lke_off, h_lke_val,
-              h_add_off, h_rm_off, h_leader, h_lrs, ints, lists, tape, trig, broker, mv, elr_on, min_isr, act_table,
-              act_at, act_lut):
-    """Judge change record i (history row ``prev[i]`` before it, layout row ``pos[i]`` as written).  ``trig``:
+def _recompute(prev, pos, width, h_src, h_off, h_vals, h_leader, h_lrs, ints, lists, tape, trig, broker, mv, elr_on,
+               min_isr, act_table, act_at, act_lut):
+    """Judge change record i (history row ``prev[i]`` before it, layout row ``pos[i]`` as written).  The history
+    rows' lists (layout.LISTS order): list f of row h starts at ``h_vals[h_src[h, f]]`` and is
+    ``h_off[f, h + 1] - h_off[f, h]`` long (:func:`controller_core.vector.explain.before_lists`).  ``trig``:
     the broker event's trigger, ALTER without one, -1 when two events could explain it; completed in place
     (elections).  Returns (matched, modelled, unjudged): matched and modelled are False where ``trig`` is -1 and
     where ``unjudged`` (replicas the map cannot hold: the caller judges those)."""
@@ -127,30 +128,34 @@ def _recompute(prev, pos, width, h_rep_off, h_rep_val, h_isr_off, h_isr_val, h_e
     # than the replicas (a longer one is not modelled, and left before the buffer is written)
     L = len(act_lut)  # broker ids the map indexes: 0 .. L-1
     posof = np.full(L, -1, np.int8)  # broker id -> replica position of the record at hand, -1 elsewhere
-    pmap, isr_vals, elr_vals, rec_vals = borrow(posof), borrow(h_isr_val), borrow(h_elr_val), borrow(tape)
+    pmap, isr_vals, elr_vals, rec_vals = borrow(posof), borrow(h_vals), borrow(h_vals), borrow(tape)
     padded = _first(width)
     rs, w = 0, 0
     for i in range(n):
         for j in range(w):  # the previous record's replicas leave the map
-            posof[h_rep_val[rs + j]] = -1
+            posof[h_vals[rs + j]] = -1
         # the records' layout rows come in log order, not the history's: fetched ahead (their lists' rows some
         # records ahead, their recorded ISR once that row is in)
         if i + _AHEAD < n:
             q = pos[i + _AHEAD]
             prefetch(lists, q * lists.shape[1])
             prefetch(ints, q * ints.shape[1])
+            prefetch(h_src, prev[i + _AHEAD] * h_src.shape[1])
         if i + _AHEAD // 2 < n:
             prefetch(tape, lists[pos[i + _AHEAD // 2], 2 * I])
+            hq = prev[i + _AHEAD // 2]  # its lists before (the fold's rows point into the log-ordered tape)
+            prefetch(h_vals, h_src[hq, R])
+            prefetch(h_vals, h_src[hq, I])
         h = prev[i]
         p = pos[i]
-        rs = h_rep_off[h]
-        w = h_rep_off[h + 1] - rs
-        mapped = h_isr_off[h + 1] - h_isr_off[h] < cap  # an ISR longer than the buffer (repeats): the NumPy form
+        rs = h_src[h, R]
+        w = h_off[R, h + 1] - h_off[R, h]
+        mapped = h_off[I, h + 1] - h_off[I, h] < cap  # an ISR longer than the buffer (repeats): the NumPy form
         for j in range(w if mapped else 0):
-            x = h_rep_val[rs + j]
+            x = h_vals[rs + j]
             if x < 0 or x >= L or posof[x] >= 0:
                 for q in range(j):
-                    posof[h_rep_val[rs + q]] = -1
+                    posof[h_vals[rs + q]] = -1
                 mapped = False
                 break
             posof[x] = j
@@ -160,17 +165,17 @@ def _recompute(prev, pos, width, h_rep_off, h_rep_val, h_isr_off, h_isr_val, h_e
             continue
         present = _first(w)
         pad = padded & ~present
-        is_ = h_isr_off[h]
-        pil = h_isr_off[h + 1] - is_
-        es = h_elr_off[h]
-        pel = h_elr_off[h + 1] - es
-        ks = h_lke_off[h]
-        pkl = h_lke_off[h + 1] - ks
-        adl = h_add_off[h + 1] - h_add_off[h]
-        rml = h_rm_off[h + 1] - h_rm_off[h]
+        is_ = h_src[h, I]
+        pil = h_off[I, h + 1] - h_off[I, h]
+        es = h_src[h, E]
+        pel = h_off[E, h + 1] - h_off[E, h]
+        ks = h_src[h, K]
+        pkl = h_off[K, h + 1] - h_off[K, h]
+        adl = h_off[AD, h + 1] - h_off[AD, h]
+        rml = h_off[RM, h + 1] - h_off[RM, h]
         PL = h_leader[h]
         plrs = h_lrs[h]
-        k0 = h_lke_val[ks] if pkl > 0 else -1
+        k0 = h_vals[ks] if pkl > 0 else -1
         # the record as written
         r_leader = ints[p, 0]
         r_lrs = ints[p, 3]
@@ -223,7 +228,7 @@ def _recompute(prev, pos, width, h_rep_off, h_rep_val, h_isr_off, h_isr_val, h_e
             tin = ril
         else:
             for q in range(pil):
-                x = h_isr_val[is_ + q]
+                x = h_vals[is_ + q]
                 if fence_like and (x == B or x < 0):
                     continue
                 ti[tin] = x
@@ -255,7 +260,7 @@ def _recompute(prev, pos, width, h_rep_off, h_rep_val, h_isr_off, h_isr_val, h_e
         acc = _ZERO
         base = act_at[i]
         for j in range(w):
-            if act_table[base + act_lut[h_rep_val[rs + j]]]:
+            if act_table[base + act_lut[h_vals[rs + j]]]:
                 acc |= _bit(j)
         if fence_like:
             acc &= ~eqB
@@ -266,13 +271,13 @@ def _recompute(prev, pos, width, h_rep_off, h_rep_val, h_isr_off, h_isr_val, h_e
         keep = eqPL != _ZERO and PL >= 0 and (valid & _lowest(eqPL)) != _ZERO
         # the replica at the lowest position of a set (-1: none, or a padding position)
         j = _pos(_lowest(valid)) if valid != _ZERO else 64
-        first_valid = h_rep_val[rs + j] if j < w else NO_LEADER
+        first_valid = h_vals[rs + j] if j < w else NO_LEADER
         r0_valid = (valid & _ONE) != _ZERO
-        r0 = h_rep_val[rs] if w > 0 else -1
+        r0 = h_vals[rs] if w > 0 else -1
         j = _pos(_lowest(valid & ~_ONE)) if (valid & ~_ONE) != _ZERO and width > 1 else 64
-        rest_valid = h_rep_val[rs + j] if j < w else NO_LEADER
+        rest_valid = h_vals[rs + j] if j < w else NO_LEADER
         j = _pos(_lowest(acc)) if acc != _ZERO else 64
-        first_acceptable = h_rep_val[rs + j] if j < w else NO_LEADER
+        first_acceptable = h_vals[rs + j] if j < w else NO_LEADER
         k0_in_r = eqK != _ZERO
         k0_acceptable = k0_in_r and (acc & _lowest(eqK)) != _ZERO
         lkl_known = not (pkl == 1 and not k0_in_r and check)
@@ -314,7 +319,7 @@ def _recompute(prev, pos, width, h_rep_off, h_rep_val, h_isr_off, h_isr_val, h_e
         if not differs:
             for q in range(max(tin, pil)):
                 a = ti[q] if q < tin else -1
-                b = h_isr_val[is_ + q] if q < pil else -1
+                b = h_vals[is_ + q] if q < pil else -1
                 if a != b:
                     differs = True
                     break
@@ -363,7 +368,6 @@ def _recompute(prev, pos, width, h_rep_off, h_rep_val, h_isr_off, h_isr_val, h_e
 def warm() -> None:
     """Compile the loop (or load it from numba's cache) with the argument types of a real run."""
     i64, i32 = np.zeros(1, np.int64), np.zeros(1, np.int32)
-    off = np.zeros(2, np.int32)
-    recompute(i64, i64, 1, off, i32, off, i32, off, i32, off, i32, off, off, i32, i32, np.zeros((1, 6), np.int32),
-              np.full((1, 12), -1, np.int32), i32, np.zeros(1, np.int8), i32, np.zeros(1, np.int16),
-              np.zeros(1, np.bool_), i32, np.zeros(1, np.bool_), i64, i32)
+    recompute(i64, i64, 1, np.zeros((1, 7), np.int32), np.zeros((7, 2), np.int32), i32, i32, i32,
+              np.zeros((1, 6), np.int32), np.full((1, 12), -1, np.int32), i32, np.zeros(1, np.int8), i32,
+              np.zeros(1, np.int16), np.zeros(1, np.bool_), i32, np.zeros(1, np.bool_), i64, i32)

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from controller_core.vector import recompute as V
 from controller_core.brokers import active_matrix, active_table
 from controller_core.kernels import context, recompute_pass
-from controller_core.kernels.layout import CHANGE, Layout
+from controller_core.kernels.layout import CHANGE, LISTS, R, Layout
 from controller_core.codec.arrowutil import from_numpy, strings, to_numpy
 from controller_core.codec.bronze import by_type
 from controller_core.vector.fold import _array, _raw, _valid
@@ -162,7 +162,8 @@ EXPLAINED_SCHEMA = pa.schema([  # what explain returns, one row per PartitionCha
 
 
 def explain(bronze: pa.Table, history: pa.Table, brokers: pa.Table, topics: pa.Table,
-            lay: Layout | None = None, rows: np.ndarray | None = None, changes: np.ndarray | None = None) -> pa.Table:
+            lay: Layout | None = None, rows: np.ndarray | None = None, changes: np.ndarray | None = None,
+            refs: tuple | None = None) -> pa.Table:
     """Per PartitionChangeRecord: offset, topic_id, partition_id, trigger, matched, modelled.
 
     With ``lay`` (the dense layout of ``bronze``, :func:`controller_core.kernels.layout.build`) the records are
@@ -171,15 +172,19 @@ def explain(bronze: pa.Table, history: pa.Table, brokers: pa.Table, topics: pa.T
     ids it cannot index), by the NumPy builder (:func:`controller_core.vector.recompute.recompute`, its reference).
     Both give the same table.  ``rows``: the input row of each history row, when the fold says so
     (:class:`controller_core.kernels.fold_pass.Fold`); else each change record is found by its offset.
-    ``changes``: the history rows of the change records that are not orphans, when the fold says which."""
+    ``changes``: the history rows of the change records that are not orphans, when the fold says which.
+    ``refs``: where the compiled fold's history rows have their lists on the layout's tape (``Fold.refs``), read
+    there instead of the history's list columns, which a findings-only replay does not make."""
     idx = changes if changes is not None else np.flatnonzero(
         _of_type(history.column("record_type"), (PCR,)) & ~_bools(history.column("orphan")))
     if len(idx) == 0:
         return EXPLAINED_SCHEMA.empty_table()
     offset = _ints_at(history.column("offset"), idx, 0, np.int64)
-    judged = _judge_compiled(bronze, history, brokers, topics, lay, idx, offset, rows) if lay is not None else None
+    before = before_lists(history, refs, lay)
+    judged = _judge_compiled(bronze, history, brokers, topics, lay, idx, offset, rows, before) \
+        if lay is not None and before is not None else None
     if judged is None:
-        judged = _judge_numpy(bronze, history, brokers, topics, idx, offset)
+        judged = _judge_numpy(bronze, *_with_lists(history, before, idx), brokers, topics, offset)
     trig, chosen_ev, ev, matched, modelled = judged
     return pa.table({"offset": from_numpy(offset), "topic_id": _take(history.column("topic_id"), idx),
                      "partition_id": from_numpy(_ints_at(history.column("partition_id"), idx, 0)),
@@ -187,7 +192,7 @@ def explain(bronze: pa.Table, history: pa.Table, brokers: pa.Table, topics: pa.T
                      "modelled": from_numpy(modelled & (trig >= 0))}, schema=EXPLAINED_SCHEMA)
 
 
-def _judge_numpy(bronze, history, brokers, topics, idx, offset, width: int | None = None):
+def _judge_numpy(bronze, history, idx, brokers, topics, offset, width: int | None = None):
     """(trigger, chosen event, events, matched, modelled) by the NumPy builder over padded matrices (``width``:
     the replica positions to pad to, as for a larger set of records; None: the widest list of these)."""
     before = _state_before(history, idx - 1, width)  # the partition's row before each change record
@@ -221,16 +226,60 @@ def _flat_list(col):
     return offs, vals
 
 
-def _judge_compiled(bronze, history, brokers, topics, lay: Layout, idx, offset, rows=None):
-    """:func:`_judge_numpy` by the compiled builder, reading the history rows before the records and the
-    records' layout rows in place; None for what it does not take (the NumPy builder judges those inputs)."""
+def before_lists(history: pa.Table, refs: tuple | None = None, lay: Layout | None = None):
+    """The history rows' six lists (layout.LISTS order) as the compiled loops read them: (starts int32 (rows, >= 6),
+    running lengths int32 (>= 6, rows + 1), values int32) -- list f of row h is ``values[starts[h, f]:]``,
+    ``lengths[f, h + 1] - lengths[f, h]`` long.  With ``refs`` (the compiled fold's ``Fold.refs``) the values are
+    the layout's tape, where the fold found them (no list column was made); else the history's list columns,
+    joined (null rows empty).  None when they pass 32-bit positions."""
+    if refs is not None:
+        return refs[0], refs[1], lay.tape
+    m = history.num_rows
+    starts = np.empty((m, len(LISTS)), np.int32)
+    lengths = np.empty((len(LISTS), m + 1), np.int32)
+    parts, base = [], 0
+    for f, name in enumerate(LISTS):
+        offs, vals = _flat_list(history.column(name))
+        if base + len(vals) >= 1 << 31:
+            return None
+        starts[:, f] = offs[:-1] + base
+        lengths[f] = offs
+        parts.append(vals)
+        base += len(vals)
+    return starts, lengths, np.concatenate(parts).astype(np.int32, copy=False)
+
+
+def _with_lists(history: pa.Table, before, idx: np.ndarray) -> tuple[pa.Table, np.ndarray]:
+    """(a history, the rows of ``idx`` in it) with the list columns :func:`_judge_numpy` reads: ``history`` itself
+    when it has them, else its rows ``idx`` and the row before each (interleaved) with their lists from ``before``
+    -- a findings-only replay's history has none, and only the few records the compiled builder leaves come here."""
+    if "replicas" in history.schema.names:
+        return history, idx
+    rows = np.stack([idx - 1, idx], axis=1).ravel()
+    sub = history.take(from_numpy(rows))
+    src, off, vals = before
+    for f, name in enumerate(LISTS):
+        lens = (off[f, rows + 1] - off[f, rows]).astype(np.int64)
+        at = np.zeros(len(rows) + 1, np.int64)
+        np.cumsum(lens, out=at[1:])
+        gather = np.repeat(src[rows, f].astype(np.int64) - at[:-1], lens) + np.arange(int(at[-1]))
+        sub = sub.append_column(name, pa.ListArray.from_arrays(from_numpy(at.astype(np.int32)),
+                                                              from_numpy(vals[gather].astype(np.int32))))
+    return sub, np.arange(1, len(rows), 2)
+
+
+def _judge_compiled(bronze, history, brokers, topics, lay: Layout, idx, offset, rows, before):
+    """:func:`_judge_numpy` by the compiled builder, reading the history rows' lists before the records where
+    ``before`` (:func:`before_lists`) says and the records' layout rows in place; None for what it does not take
+    (the NumPy builder judges those inputs)."""
     prev = idx - 1  # the partition's row before each change record
-    rep = _flat_list(history.column("replicas"))
-    lens = (rep[0][prev + 1] - rep[0][prev]).astype(np.int64)
+    src, off, vals = before
+    lens = (off[R, prev + 1] - off[R, prev]).astype(np.int64)
     width = max(int(lens.max(initial=0)), 1)  # the NumPy form pads every record to the widest replica list
     if width > recompute_pass.MAX_POSITIONS:
         return None
-    r_lo, r_hi = int(rep[1].min(initial=0)), int(rep[1].max(initial=0))
+    # the broker ids the lookup must index: those of every list (a superset of the replicas')
+    r_lo, r_hi = int(vals.min(initial=0)), int(vals.max(initial=0))
     lookup = active_table(brokers, offset, r_lo, r_hi)
     if lookup is None:
         return None
@@ -240,20 +289,19 @@ def _judge_compiled(bronze, history, brokers, topics, lay: Layout, idx, offset, 
         pcr_rows = np.flatnonzero(lay.kind == CHANGE)
         pos = _row_of(lay.offset[pcr_rows], pcr_rows, offset)
     batch = _ints_at(bronze.column("batch_base_offset"), pos, 0, np.int64)
-    isr, elr, lke = (_flat_list(history.column(c)) for c in ("isr", "eligible_leader_replicas", "last_known_elr"))
     ev = _event_rows(_broker_events(bronze, brokers))
-    trig, chosen_ev = context.batch_events(ev, batch, offset, prev, isr, elr)
+    trig, chosen_ev = context.batch_events(ev, batch, offset, prev, before)
     mv, elr_on, min_isr = context.topic_settings(topics, lay.topic_dict, lay.topic[pos], offset)
-    add, rm = _flat_list(history.column("adding_replicas")), _flat_list(history.column("removing_replicas"))
     table, at, lut, _ = lookup
     at = at.astype(np.int64, copy=False)  # one machine function for every broker table size (kernels/recompute_pass)
     matched, modelled, unjudged = recompute_pass.recompute(
-        prev, pos, width, *rep, *isr, *elr, *lke, add[0], rm[0],
+        prev, pos, width, src, off, vals,
         _ints_at(history.column("leader"), None, 0), _ints_at(history.column("leader_recovery_state"), None, 0),
         lay.ints, lay.lists, lay.tape, trig, _event_broker(ev, chosen_ev), mv, elr_on, min_isr, table, at, lut)
     left = np.flatnonzero(unjudged)
     if len(left):  # replicas repeating a broker (or a repeating ISR): the NumPy builder, padded to the same width
-        t2, c2, _, m2, d2 = _judge_numpy(bronze, history, brokers, topics, idx[left], offset[left], width)
+        t2, c2, _, m2, d2 = _judge_numpy(bronze, *_with_lists(history, before, idx[left]), brokers, topics,
+                                         offset[left], width)
         trig[left], chosen_ev[left], matched[left], modelled[left] = t2, c2, m2, d2
     return trig, chosen_ev, ev, matched, modelled
 

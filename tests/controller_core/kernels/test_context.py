@@ -40,7 +40,11 @@ def test_batch_events_equal_the_numpy_form(seed, far):
         return V.padded_rows(isr, prev[at])[0], V.padded_rows(elr, prev[at])[0]
 
     want_trig, want_ev = X._batch_event(ev, members, batch, offset)
-    trig, chosen = context.batch_events(ev, batch, offset, prev, X._flat_list(isr), X._flat_list(elr))
+    empty = pa.array([[]] * n_rows, pa.list_(pa.int32()))
+    before = X.before_lists(pa.table({"replicas": empty, "isr": isr, "removing_replicas": empty,
+                                      "adding_replicas": empty, "eligible_leader_replicas": elr,
+                                      "last_known_elr": empty}))
+    trig, chosen = context.batch_events(ev, batch, offset, prev, before)
     assert (trig == want_trig).all() and (chosen == want_ev).all()
     assert (trig != V.ALTER).sum() > 0 or not len(ev)  # some records have an event to choose
 

@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from controller_core import timelines
+from controller_core import pipeline, timelines
 from controller_core.image import Cluster
 from controller_core.kernels import fold_pass, layout, recompute_pass
 from controller_core.replay import plan, read_log_dir
@@ -46,12 +46,6 @@ import test_recompute as builder_tests  # noqa: E402  (its random cases)
 
 
 # ------------------------------------------------------------------------------- the loop, directly
-def _flat(lists):
-    off = np.zeros(len(lists) + 1, np.int32)
-    off[1:] = np.cumsum([len(x) for x in lists])
-    return off, np.array([v for x in lists for v in x] or [0], np.int32)
-
-
 def _kernel_args(cases, changes):
     """The loop's inputs for the cases of vector/test_recompute.py: history rows = the states before, layout rows =
     the recorded changes, a broker table with one row per record (its active brokers)."""
@@ -76,10 +70,10 @@ def _kernel_args(cases, changes):
     for i, c in enumerate(cases):
         for b in c[4]:
             table[i * nb + b] = True
-    empty = [[] for _ in ps]
-    return (np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64), width,
-            *_flat([p.replicas for p in ps]), *_flat([p.isr for p in ps]), *_flat([p.elr for p in ps]),
-            *_flat([p.last_known_elr for p in ps]), _flat(empty)[0], _flat(empty)[0],
+    before = pa.table({name: pa.array(vals, pa.list_(pa.int32())) for name, vals in zip(layout.LISTS, (
+        [p.replicas for p in ps], [p.isr for p in ps], [[] for _ in ps], [[] for _ in ps], [p.elr for p in ps],
+        [p.last_known_elr for p in ps]))})
+    return (np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64), width, *X.before_lists(before),
             np.array([p.leader for p in ps], np.int32), np.array([p.lrs for p in ps], np.int32),
             ints, lists, np.array(tape or [0], np.int32), np.array([c[2] for c in cases], np.int8),
             np.array([c[3] for c in cases], np.int32), np.array([c[5] for c in cases], np.int16),
@@ -102,7 +96,7 @@ def test_the_loop_judges_every_record_as_the_numpy_builder(seed):
         args = _kernel_args(cases, recs)
         matched, modelled, unjudged = recompute_pass.recompute(*args)
         assert not unjudged.any()
-        np.testing.assert_array_equal(args[18], trig)  # the loop completed the triggers alike
+        np.testing.assert_array_equal(args[11], trig)  # the loop completed the triggers alike
         np.testing.assert_array_equal(modelled, want.modelled)
         np.testing.assert_array_equal(matched, want.matched)
         matched_some += int(matched.sum())
@@ -111,15 +105,21 @@ def test_the_loop_judges_every_record_as_the_numpy_builder(seed):
 
 # ------------------------------------------------------------------------------------ through explain
 def assert_same_judgement(records: pa.Table) -> pa.Table:
-    """explain with the layout (the compiled loop) equals explain without (the NumPy builder)."""
+    """explain with the layout (the compiled loop) equals explain without (the NumPy builder), the lists before
+    each record read from the history's columns or, as a findings-only replay reads them, from the layout's tape
+    where the fold found them (a history without list columns)."""
     lay = layout.build(records, cluster=False)
     folded = fold_pass.fold(records, lay)
     history = folded.history
+    narrow = fold_pass.fold(records, lay, columns=pipeline.JUDGED_COLUMNS)
+    assert narrow.refs is not None and "replicas" not in narrow.history.schema.names
     brokers, topics = timelines.build(X.cluster_level_recs(records), Cluster(), None)
     want = X.explain(records, history, brokers, topics)
     # the records found by offset, and by the fold's own note of each history row's input row
     for got in (X.explain(records, history, brokers, topics, lay),
-                X.explain(records, history, brokers, topics, lay, folded.rows)):
+                X.explain(records, history, brokers, topics, lay, folded.rows),
+                X.explain(records, history, brokers, topics, lay, folded.rows, folded.changes, folded.refs),
+                X.explain(records, narrow.history, brokers, topics, lay, narrow.rows, narrow.changes, narrow.refs)):
         if not got.equals(want):
             g, w = got.to_pylist(), want.to_pylist()
             diff = [(a, b) for a, b in zip(g, w) if a != b]
