@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks import inputs  # noqa: E402
 
 
-def figures(partitions: int, events: int = 10, reference: bool = True, checker: bool = True) -> dict:
+def figures(partitions: int, events: int = 10, reference: bool = True, checker: bool = True, again: int = 0) -> dict:
     """The figures this script prints, as a dict (seconds; ``records`` rows): ``decode`` (bronze rows),
     ``core`` (pipeline without invariants), ``invariants`` (the compiled pass), ``verify`` (``verify.run``,
     after the compiled code is loaded), with ``reference`` the ``scalar_route`` (the scalar reference replay
@@ -63,6 +63,12 @@ def figures(partitions: int, events: int = 10, reference: bool = True, checker: 
     out["verify_exit"] = verify.run(str(data), out=text)
     out["verify"] = time.perf_counter() - t0
     out["summary"] = text.getvalue().splitlines()[-1]
+    # ``again``: more calls in the same process, once the memory the first one used is the process's own
+    out["verify_again"] = []
+    for _ in range(again):
+        t0 = time.perf_counter()
+        verify.run(str(data), out=io.StringIO())
+        out["verify_again"].append(time.perf_counter() - t0)
     if reference and checker:
         from controller_core.image import Cluster
         from controller_core.rules.invariants import check_batches
