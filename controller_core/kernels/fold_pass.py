@@ -75,7 +75,8 @@ class Fold(NamedTuple):
     fallback_partitions: int  # partitions folded by the NumPy fold instead (the whole input, when any)
     rows: np.ndarray | None = None  # per history row, the input row it comes from (None: the NumPy fold's table)
     # with ``rows``: the history rows of the PartitionChangeRecords that are not orphans (what explain judges),
-    # ascending, and per history row the row whose offset is its valid_to_offset (-1: none)
+    # ascending, and per history row the row whose offset is its valid_to_offset (-1: none; None when the caller
+    # asked for no valid_to_offset column)
     changes: np.ndarray | None = None
     successor: np.ndarray | None = None
     # offset, topic_id, partition_id of the change records of partitions that did not exist, in the history's order
@@ -350,10 +351,11 @@ def _valid_to(part, orphan, offset, valid_to, has_next, succ):
         nxt = j
 
 
-def _columns(lay: L.Layout, order: np.ndarray, rank: np.ndarray, state_only: bool, dirs: bool, lists: bool = True):
+def _columns(lay: L.Layout, order: np.ndarray, rank: np.ndarray, state_only: bool, dirs: bool, lists: bool = True,
+             dated: bool = True):
     """Pass 1 and pass 2 into NumPy-allocated columns (the six lists' values only if ``lists``, the directories'
-    only if ``dirs``); None when a list column's values reach 2**31 (int32 offsets: the caller folds with the NumPy
-    fold)."""
+    only if ``dirs``, valid-to and the successors only if ``dated``: else pass 2 is not run and those three are
+    empty); None when a list column's values reach 2**31 (int32 offsets: the caller folds with the NumPy fold)."""
     kind, part = lay.kind, lay.part
     n_parts, n_topics = len(lay.part_id), len(lay.topic_ids)
     in_order = len(order) and order[0] == 0 and order[-1] == len(order) - 1 and (
@@ -408,9 +410,12 @@ def _columns(lay: L.Layout, order: np.ndarray, rank: np.ndarray, state_only: boo
             a[:m] for a in (topic_code, pid, part_o, kind_o, valid, deleted, orphan, leader, lrs, le, pe, offset, Src))
         src, off = src[:m], np.ascontiguousarray(off[:, :m + 1])
     values = [e(int(t) if (dirs if k == _DIRS else lists) else 0, np.int32) for k, t in enumerate(total)]
-    valid_to, has_next, succ = e(m, np.int64), e(m, np.bool_), e(m, np.int64)
-    _list_values(src, off, valid, lay.tape, lay.dir_codes, lay.dir_mig, *values, lists, dirs, part_o, orphan, offset,
-                 valid_to, has_next, succ)
+    if lists or dirs or dated:
+        valid_to, has_next, succ = e(m, np.int64), e(m, np.bool_), e(m, np.int64)
+        _list_values(src, off, valid, lay.tape, lay.dir_codes, lay.dir_mig, *values, lists, dirs, part_o, orphan,
+                     offset, valid_to, has_next, succ)
+    else:  # (verify: 25 bytes a row of fresh memory, and a pass, for nothing it reads)
+        valid_to, has_next, succ = e(0, np.int64), e(0, np.bool_), e(0, np.int64)
     return (topic_code, pid, kind_o, valid, deleted, orphan, leader, lrs, le, pe, offset, off, *values, valid_to,
             has_next, succ, Src, orphans[:orphans[-1]], src)
 
@@ -508,7 +513,8 @@ def fold(records: pa.Table, lay: L.Layout | None = None, timings: dict | None = 
     rank = _partition_rank(lay, order)
     clock("checks, log order, partition order")
     wanted = F.HISTORY_SCHEMA.names if columns is None else [c for c in F.HISTORY_SCHEMA.names if c in columns]
-    cols = _columns(lay, order, rank, state_only, "directories" in wanted, any(c in wanted for c in L.LISTS))
+    cols = _columns(lay, order, rank, state_only, "directories" in wanted, any(c in wanted for c in L.LISTS),
+                    "valid_to_offset" in wanted)
     if cols is None:  # beyond int32 list offsets: the NumPy fold (which chunks strings)
         return _whole(F.fold_partitions(records), len(lay.part_id), state_only)
     (topic_code, pid, kind_o, valid, deleted, orphan, leader, lrs, le, pe, O, off, v_rep, v_isr, v_rm, v_ad, v_elr,
@@ -541,7 +547,7 @@ def fold(records: pa.Table, lay: L.Layout | None = None, timings: dict | None = 
                         "topic_id": F._strings(lay.topic_dict, lay.part_topic[o_part], False),
                         "partition_id": from_numpy(lay.part_id[o_part].astype(np.int32))}, schema=_ORPHANS)
     changes = np.zeros(0, np.int64) if state_only else np.flatnonzero((kind_o == _C) & ~orphan)
-    return Fold(out, 0, Src, changes, succ, orphans, (src, off))
+    return Fold(out, 0, Src, changes, succ if len(succ) == len(O) else None, orphans, (src, off))
 
 
 def _whole(history: pa.Table, fallback: int, state_only: bool) -> Fold:
