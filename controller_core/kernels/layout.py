@@ -98,13 +98,21 @@ def _dense(col: pa.ChunkedArray, arrow: bool = False):
         enc = pa.array([], pa.string()).dictionary_encode()
         return (np.zeros(0, np.int32), [], enc.dictionary) if arrow else (np.zeros(0, np.int32), [])
     chunks = [c for c in (col.chunks if isinstance(col, pa.ChunkedArray) else [col]) if len(c)]
-    enc = pa.chunked_array([c.dictionary_encode() for c in chunks]).unify_dictionaries()
+    enc = pa.chunked_array([_encoded(c) for c in chunks]).unify_dictionaries()
     idx = np.concatenate([pc.fill_null(c.indices, -1).to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
                           for c in enc.chunks])
     dictionary = enc.chunk(0).dictionary
     if arrow:
         return idx, dictionary.to_pylist(), dictionary
     return idx, dictionary.to_pylist()
+
+
+def _encoded(c: pa.Array) -> pa.DictionaryArray:
+    """``c.dictionary_encode()``; a chunk holding one value throughout (a replay's ``source_file``: one file's
+    records) found by a comparison, a quarter of a hash of every string."""
+    if not c.null_count and c[0] == c[len(c) - 1] and pc.all(pc.equal(c, c[0])).as_py():
+        return pa.DictionaryArray.from_arrays(pa.array(np.zeros(len(c), np.int32)), c.slice(0, 1))
+    return c.dictionary_encode()
 
 
 def _unset(col, is_p: np.ndarray, p_fill: int, fill: int) -> np.ndarray:
