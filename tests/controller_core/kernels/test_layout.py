@@ -71,3 +71,19 @@ def test_list_references_the_same_however_the_columns_are_chunked(tmp_path):
         got = layout.build(table, cluster=False)
         assert (got.lists == want.lists).all() and (got.tape == want.tape).all()
         assert (got.lists[:, 1::2] == -1).any() and (got.lists[:, 1::2] > 0).any()
+
+
+@pytest.mark.parametrize("chunks", [
+    [["a", "a", "a"], ["b", "b"], ["a"]],  # one value per chunk, the values shared across chunks
+    [["a", "b", "a"], ["a", "a"], ["c", "c", "c"]],  # a chunk's ends equal, its middle not; then constant chunks
+    [["x", None, "x"], ["x", "x"]],  # a null: never the shortcut
+    [[None, None], ["y", "y"], []],
+])
+def test_dense_codes_equal_a_dictionary_of_the_whole_column(chunks):
+    """``_dense`` (constant chunks by a comparison, the rest by a hash) gives every row the code of its value in
+    the values in order of first appearance, as one dictionary encoding of the whole column does; -1 for null."""
+    col = pa.chunked_array([pa.array(c, pa.string()) for c in chunks], pa.string())
+    codes, values = layout._dense(col)
+    first = list(dict.fromkeys(v for v in col.to_pylist() if v is not None))
+    assert values == first == pa.concat_arrays(col.chunks).dictionary_encode().dictionary.to_pylist()
+    assert codes.tolist() == [first.index(v) if v is not None else -1 for v in col.to_pylist()]
