@@ -291,11 +291,26 @@ def _column(a: np.ndarray, f, pos: np.ndarray, cnt: np.ndarray, tagged: bool) ->
     return from_numpy(np.where(present, v, np.asarray(f.default_value(), v.dtype)))
 
 
+@njit(cache=True, nogil=True, inline="always")
+def uuid_chars(a, p, alphabet, out, w):
+    """The base64url text of the 16 bytes at ``a[p]`` into ``out[w:w + 22]`` (Kafka's ``Uuid.toString()``): five
+    3-byte groups of four characters, then the last byte's two."""
+    for g in range(5):
+        b0, b1, b2 = np.int64(a[p + 3 * g]), np.int64(a[p + 3 * g + 1]), np.int64(a[p + 3 * g + 2])
+        out[w + 4 * g] = alphabet[b0 >> 2]
+        out[w + 4 * g + 1] = alphabet[((b0 & 3) << 4) | (b1 >> 4)]
+        out[w + 4 * g + 2] = alphabet[((b1 & 15) << 2) | (b2 >> 6)]
+        out[w + 4 * g + 3] = alphabet[b2 & 63]
+    b15 = np.int64(a[p + 15])
+    out[w + 20] = alphabet[b15 >> 2]
+    out[w + 21] = alphabet[(b15 & 3) << 4]
+
+
 @njit(cache=True, nogil=True)
 def _uuid_text(a, pos, alphabet, out):
     """Kafka's ``Uuid.toString()`` of the 16 bytes at each of ``pos`` into 22 bytes of ``out`` each: the text of the
     row before when the bytes are the same (a log names one topic or directory in runs of records), else their
-    base64url -- five 3-byte groups of four characters, then the last byte's two."""
+    base64url (:func:`uuid_chars`)."""
     prev = np.int64(-1)
     for i in range(len(pos)):
         p = pos[i]
@@ -310,15 +325,7 @@ def _uuid_text(a, pos, alphabet, out):
                 for k in range(22):
                     out[w + k] = out[w - 22 + k]
                 continue
-        for g in range(5):
-            b0, b1, b2 = np.int64(a[p + 3 * g]), np.int64(a[p + 3 * g + 1]), np.int64(a[p + 3 * g + 2])
-            out[w + 4 * g] = alphabet[b0 >> 2]
-            out[w + 4 * g + 1] = alphabet[((b0 & 3) << 4) | (b1 >> 4)]
-            out[w + 4 * g + 2] = alphabet[((b1 & 15) << 2) | (b2 >> 6)]
-            out[w + 4 * g + 3] = alphabet[b2 & 63]
-        b15 = np.int64(a[p + 15])
-        out[w + 20] = alphabet[b15 >> 2]
-        out[w + 21] = alphabet[(b15 & 3) << 4]
+        uuid_chars(a, p, alphabet, out, w)
         prev = p
 
 

@@ -21,26 +21,12 @@ from numba import njit
 from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip cache across jobs)
 from controller_core.codec import vector as V
 from controller_core.codec.arrowutil import NUMPY_TYPES, from_numpy
+from controller_core.codec.flat import uuid_chars
 
 _INT_LIST = pa.list_(pa.int32())
 _STR_LIST = pa.list_(pa.string())
 _UUID = 22  # characters of Kafka's Uuid.toString()
 _FIXED = {"int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64, "bool": np.bool_}
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _uuid_chars(a, p, alphabet, out, w):
-    """The base64url text of the 16 bytes at ``a[p]`` into ``out[w:w + 22]``: five 3-byte groups of four
-    characters, then the last byte's two."""
-    for g in range(5):
-        b0, b1, b2 = np.int64(a[p + 3 * g]), np.int64(a[p + 3 * g + 1]), np.int64(a[p + 3 * g + 2])
-        out[w + 4 * g] = alphabet[b0 >> 2]
-        out[w + 4 * g + 1] = alphabet[((b0 & 3) << 4) | (b1 >> 4)]
-        out[w + 4 * g + 2] = alphabet[((b1 & 15) << 2) | (b2 >> 6)]
-        out[w + 4 * g + 3] = alphabet[b2 & 63]
-    b15 = np.int64(a[p + 15])
-    out[w + 20] = alphabet[b15 >> 2]
-    out[w + 21] = alphabet[(b15 & 3) << 4]
 
 
 @njit(cache=True, nogil=True)
@@ -78,7 +64,7 @@ def _uuids(a, pos, cnt, single, rows, dest, alphabet, out):
                         out[w + c] = out[prev_w + c]
                     prev_w = w
                     continue
-            _uuid_chars(a, p, alphabet, out, w)
+            uuid_chars(a, p, alphabet, out, w)
             prev_p = p
             prev_w = w
 

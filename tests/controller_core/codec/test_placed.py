@@ -16,15 +16,16 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from controller_core.codec import bronze, flat, logfile, placed
-from controller_core.codec import vector as V
-from controller_core.codec.arrowutil import from_numpy
 from controller_core.codec.logfile import iter_chunks
-from controller_core.codec.message import encode_body, uuid_to_str
+from controller_core.codec.message import encode_body
 from controller_core.records import BY_TYPE_NAME
 from controller_core.replay import TYPED_ONLY
 from realdata_facts import REALDATA, readme_table
 
 ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import test_flat as flat_tests  # noqa: E402  (its generated partition records of every version)
+import test_scatter as scatter_tests  # noqa: E402  (the Arrow placement: concatenate, then take)
 REAL_FILES = sorted(REALDATA / rel for rel in readme_table())
 SMALL = REALDATA / "vasifvortex-pre3.3-fence/kafka1/__cluster_metadata-0/00000000000000000000.log"
 
@@ -85,55 +86,10 @@ def test_placed_columns_equal_the_group_columns_placed_on_a_simulated_log(tmp_pa
 
 
 # ------------------------------------------------------------------------------------ generated bodies
-uuids = st.binary(min_size=16, max_size=16).map(uuid_to_str)
-ids = st.lists(st.integers(-1, 2 ** 31 - 1), max_size=5)
-
-
-@st.composite
-def partition_record(draw, version):
-    d = {"partitionId": draw(st.integers(0, 2 ** 31 - 1)), "topicId": draw(uuids), "replicas": draw(ids),
-         "isr": draw(ids), "removingReplicas": draw(ids), "addingReplicas": draw(ids),
-         "leader": draw(st.integers(-1, 9)), "leaderEpoch": draw(st.integers(-1, 2 ** 31 - 1)),
-         "partitionEpoch": draw(st.integers(0, 2 ** 31 - 1))}
-    if version >= 1:
-        d["directories"] = draw(st.lists(uuids, max_size=4))
-    if version >= 2:
-        for key in ("eligibleLeaderReplicas", "lastKnownElr"):
-            got = draw(st.none() | ids)
-            if got is not None:
-                d[key] = got
-    if draw(st.booleans()):
-        d["leaderRecoveryState"] = draw(st.integers(0, 1))
-    return d
-
-
-@st.composite
-def partition_change(draw, version):
-    d = {"partitionId": draw(st.integers(0, 2 ** 31 - 1)), "topicId": draw(uuids)}
-    for key in ("isr", "replicas", "removingReplicas", "addingReplicas"):
-        got = draw(st.none() | ids)
-        if got is not None:
-            d[key] = got
-    if draw(st.booleans()):
-        d["leader"] = draw(st.integers(-2, 9))
-    if draw(st.booleans()):
-        d["leaderRecoveryState"] = draw(st.integers(-1, 1))
-    if version >= 1 and draw(st.booleans()):
-        d["directories"] = draw(st.lists(uuids, max_size=4))
-    if version >= 2:
-        for key in ("eligibleLeaderReplicas", "lastKnownElr"):
-            got = draw(st.none() | ids)
-            if got is not None:
-                d[key] = got
-    return d
-
-
 def _group(name, version, records):
     rdef = BY_TYPE_NAME[name]
-    bodies = [encode_body(rdef.fields, version, d) for d in records]
-    buf = b"".join(bodies)
-    ends = np.cumsum([len(b) for b in bodies]).astype(np.int64)
-    loc = flat.decode(V.padded(buf), ends - np.array([len(b) for b in bodies], np.int64), ends, flat.plan(rdef, version))
+    loc = flat.decode(*flat_tests._bodies([encode_body(rdef.fields, version, d) for d in records]),
+                      flat.plan(rdef, version))
     assert loc is not None
     return loc
 
@@ -144,8 +100,8 @@ def _group(name, version, records):
 def test_place_equals_the_group_columns_placed_on_generated_bodies(data, v_rec, v_change, spare):
     """A PartitionRecord group and a PartitionChangeRecord group (each version), rows interleaved with rows no
     group holds: every bronze column the two share or hold alone, placed straight, equals their columns placed."""
-    recs = data.draw(st.lists(partition_record(v_rec), min_size=1, max_size=12))
-    changes = data.draw(st.lists(partition_change(v_change), min_size=1, max_size=12))
+    recs = data.draw(st.lists(flat_tests.partition_record(v_rec), min_size=1, max_size=12))
+    changes = data.draw(st.lists(flat_tests.partition_change(v_change), min_size=1, max_size=12))
     n = len(recs) + len(changes) + spare
     order = np.array(data.draw(st.permutations(range(n))), np.int64)
     rows_r, rows_c = np.sort(order[:len(recs)]), np.sort(order[len(recs):len(recs) + len(changes)])
@@ -159,12 +115,7 @@ def test_place_equals_the_group_columns_placed_on_generated_bodies(data, v_rec, 
             continue
         got = placed.place(held, n, f.type)
         assert got is not None, f.name  # every partition field is one placed straight
-        pieces = [(loc[key].cast(f.type), rows) for rows, loc, key in held]
-        inverse, valid = np.zeros(n, np.int64), np.zeros(n, bool)
-        rows_all = np.concatenate([r for _, r in pieces])
-        inverse[rows_all] = np.arange(len(rows_all))
-        valid[rows_all] = True
-        want = pa.concat_arrays([a for a, _ in pieces]).take(from_numpy(inverse, valid))
+        want = scatter_tests._arrow_way([(rows, loc[key].cast(f.type)) for rows, loc, key in held], n, f.type)
         assert got.type == want.type and got.equals(want), (f.name, got.to_pylist(), want.to_pylist())
         checked += 1
     assert checked >= 10
