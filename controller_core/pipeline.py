@@ -38,6 +38,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from controller_core import threads as _threads
 from controller_core import timelines
 from controller_core.codec.arrowutil import column_ints, from_numpy, to_numpy
 from controller_core.image import Cluster
@@ -63,6 +64,9 @@ BREACH_SCHEMA = pa.schema([
     ("message", pa.string()),
 ])
 
+
+# from this many records a replay runs its invariant pass on a thread of its own (fewer: not worth the handover)
+PARALLEL_MIN_RECORDS = 50_000
 
 # what a findings-only replay (``history=False``) reads of the fold's table: the state before each change record
 # (explain; its lists where the fold found them on the layout's tape, ``Fold.refs``), where it is (the scalar
@@ -93,7 +97,7 @@ class Replay:
 
 def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool = True, recompute: bool = True,
         context_topics: frozenset[str] = frozenset(), rejected: list | None = None, history: bool = True,
-        state_only: bool = False) -> Replay:
+        state_only: bool = False, threads: int | None = None) -> Replay:
     """Replay ``records`` (bronze rows in replay order).
 
     ``elr_override``: whether eligible.leader.replicas.enable was on where the log cannot tell (MV >=
@@ -112,12 +116,17 @@ def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool
     if state_only and recompute:
         raise ValueError("state_only replays the state without recomputing the changes (recompute=False)")
     total = records.num_rows
+    threads = _threads.available() if threads is None else threads
     # NoOps, transaction markers and control records (replay.SKIP) stay in: no step folds them (the layout's
     # kind OTHER; the timelines and the scalar reference take rows by type), and filtering them out copied
     # every column of the replay (6 s of verify on a 1 M-partition log)
     snaps = frozenset(pc.unique(records.column("source_file").filter(
         pc.equal(records.column("source_kind"), SNAPSHOT))).to_pylist())
     lay = layout.build(records, cluster=invariants)  # one layout for the compiled fold and the invariant pass
+    # the invariant pass reads only the records and the layout: on a second core it runs beside the fold and the
+    # recompute (its loop and theirs hold no GIL)
+    checking = (_threads.pool(threads).submit(invariant_pass.check, records, elr_override, lay)
+                if invariants and threads > 1 and total >= PARALLEL_MIN_RECORDS else None)
     folded = fold_pass.fold(records, lay, state_only=state_only, columns=None if history else JUDGED_COLUMNS)
     undated = folded.history
     image = Cluster(elr_override=elr_override)
@@ -127,7 +136,8 @@ def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool
     exp = (explain(records, undated, brokers, topics, lay, folded.rows, folded.changes, folded.refs) if recompute
            else EXPLAINED_SCHEMA.empty_table())
     todo, divergences, labels = _scalar_fallback(records, exp, elr_override, snaps)
-    found = invariant_pass.check(records, elr_override, lay) if invariants else []
+    found = (checking.result() if checking is not None else
+             invariant_pass.check(records, elr_override, lay) if invariants else [])
     triggers = _triggers(exp, labels)
     # dated before the context rows go: the fold's row arrays describe the history as it is (each row's dates
     # and trigger are its own partition's, so dropping rows after changes no other row)

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from controller_core.codec.bronze import records_table
 from controller_core.codec.logfile import iter_chunks
+from controller_core.codec.ranges import decode_files
 from controller_core.logdir import BOOTSTRAP_KIND, SEGMENT, SNAPSHOT, LogFile, discover
 
 # Records that change nothing an auditor replays (kept out of the JSON parsing path).
@@ -109,12 +110,12 @@ TYPED_ONLY = frozenset({"PARTITION_RECORD", "PARTITION_CHANGE_RECORD"})
 
 
 def read_log_dir(log_dir: str | Path, quarantine: list | None = None,
-                 partition_json: bool = True) -> tuple[pa.Table | None, int]:
+                 partition_json: bool = True, threads: int | None = None) -> tuple[pa.Table | None, int]:
     """The bronze rows a replay of a log directory reads (:func:`read_plan` of its :func:`plan`) and
     the first log offset replayed after the starting snapshot (0 without one).  ``partition_json=False``:
     ``data_json`` is null on partition records (:data:`TYPED_ONLY`; writing it was a third of decoding)."""
     p = plan(log_dir)
-    return read_plan(p, quarantine, partition_json), p.start_offset
+    return read_plan(p, quarantine, partition_json, threads), p.start_offset
 
 
 def nothing_to_replay(log_dir, spans: list) -> str:
@@ -127,19 +128,22 @@ def nothing_to_replay(log_dir, spans: list) -> str:
     return f"{log_dir}: no metadata records to replay"
 
 
-def read_plan(p: Plan, quarantine: list | None = None, partition_json: bool = True) -> pa.Table | None:
+def read_plan(p: Plan, quarantine: list | None = None, partition_json: bool = True,
+              threads: int | None = None) -> pa.Table | None:
     """The bronze rows of a replay plan's files, in replay order; rows of the starting snapshot are
     dated at the snapshot's end offset - 1 (the state they describe).  None when there is nothing.
     Spans that could not be decoded (:class:`~controller_core.codec.logfile.Quarantine`, naming the file
-    and byte position) are left out and appended to ``quarantine`` when given."""
+    and byte position) are left out and appended to ``quarantine`` when given.  The files are decoded on
+    ``threads`` threads (default: the cores this process may use; :mod:`controller_core.codec.ranges`)."""
+    skip = frozenset() if partition_json else TYPED_ONLY
+    kinds = {lf.label: lf.kind for lf in p.files}
+    decoded = decode_files([(str(lf.path), lf.label, lf.first_offset) for lf in p.files],
+                           lambda chunk: records_table(chunk, "", chunk.file, kinds[chunk.file], skip), threads)
     parts = []
-    for lf in p.files:
-        for chunk in iter_chunks(str(lf.path), lf.label, first_offset=lf.first_offset):
-            if quarantine is not None:
-                quarantine.extend(chunk.quarantine)
-            if not len(chunk):
-                continue
-            t = records_table(chunk, "", lf.label, lf.kind, frozenset() if partition_json else TYPED_ONLY)
+    for lf, got in zip(p.files, decoded):
+        if quarantine is not None:
+            quarantine.extend(got.quarantine)
+        for t in got.results:
             if lf.kind == SEGMENT and p.start_offset:
                 t = t.filter(pc.greater_equal(t.column("offset"), p.start_offset))
             if lf.kind == SNAPSHOT:

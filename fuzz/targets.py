@@ -5,6 +5,8 @@
 * the full decoder (``logfile.iter_chunks``) with the NumPy/Python batch and record walk and with the
   compiled one (``codec/walk.py``), each with the default window (every chunk turned into bronze rows,
   ``bronze.records_table``) and with small windows (so batches straddle window boundaries);
+* the threads' decoder of a replay (``codec/ranges.py``: the file cut into ranges of a kilobyte decoded at once),
+  which must find exactly the one-pass decoder's records and quarantine;
 * the ``decode --summary`` reader (``iter_chunks`` with ``walk.SummaryWalk``);
 * the compiled walk on its own (``walk.walk`` with per-batch and per-record rows);
 * the segment walk of ``collect-log-info`` (``audit.loginfo.segment_log_end_offset``).
@@ -21,7 +23,9 @@ import os
 from pathlib import Path
 
 from audit import loginfo
-from controller_core.codec import bronze, logfile, walk
+import numpy as np
+
+from controller_core.codec import bronze, logfile, ranges, walk
 
 SMALL_WINDOW = 4096
 
@@ -39,6 +43,16 @@ def _full(path: str, compiled: bool, chunk_bytes: int, first_offset, rows: bool 
         return n
     finally:
         logfile._use_compiled = saved
+
+
+def _ranges(path: str, first_offset) -> int:
+    got = ranges.decode_files([(path, "fuzz.log", first_offset)], lambda c: c.offset, threads=3,
+                              min_range_bytes=1024)[0]
+    one = list(logfile.iter_chunks(path, "fuzz.log", first_offset=first_offset))
+    offsets = np.concatenate(got.results) if got.results else np.zeros(0, np.int64)
+    assert offsets.tolist() == [o for c in one for o in c.offset.tolist()]
+    assert got.quarantine == [q for c in one for q in c.quarantine]
+    return len(offsets)
 
 
 def _summary(path: str, first_offset) -> int:
@@ -59,6 +73,7 @@ def decode_bytes(data: bytes, workdir: str | Path, first_offset: int | None = No
         "numpy_small": _full(path, False, SMALL_WINDOW, first_offset, rows=False),
         "compiled_small": _full(path, True, SMALL_WINDOW, first_offset, rows=False),
         "summary": _summary(path, first_offset),
+        "ranges": _ranges(path, first_offset),
     }
     w = walk.walk(data, records=True, prev_last=None if first_offset is None else first_offset - 1)
     out["walk_regular"] = w.regular

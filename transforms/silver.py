@@ -197,7 +197,7 @@ def core(bucketed: DataFrame, snapshot_start: int | None = None, invariants: boo
         if "context" in table.column_names:
             ctx = frozenset(pc.unique(table.column("topic_id").filter(
                 pc.fill_null(table.column("context"), False))).to_pylist())
-        rep = pipeline.run(ordered(table, snapshot_start), invariants=invariants, context_topics=ctx)
+        rep = pipeline.run(ordered(table, snapshot_start), invariants=invariants, context_topics=ctx, threads=1)
         return _core_output(rep, write)
 
     return bucketed.groupBy("bucket").applyInArrow(core_group, from_arrow_schema(CORE))
@@ -319,7 +319,7 @@ def _replay_bucket(own: pa.Table, context: np.ndarray, shared: pa.Table, snapsho
     mine = mine.append_column("phase", phase_of(mine))
     ctx = frozenset(own.column("topic_id").filter(pa.array(context)).unique().to_pylist())
     del own
-    rep = pipeline.run(in_replay_order(mine, snapshot_start), invariants=invariants, context_topics=ctx)
+    rep = pipeline.run(in_replay_order(mine, snapshot_start), invariants=invariants, context_topics=ctx, threads=1)
     return _core_output(rep, write)
 
 

@@ -458,6 +458,28 @@ def _plain_record(a, p, bend, prog):
 
 
 @njit(cache=True, nogil=True)
+def chain_points(a, target, out):
+    """Batch-boundary positions about ``target`` bytes apart along the header chain of a whole file ``a``
+    (``logfile.split_points``): the first boundary at or past ``target``, then at or past that one plus
+    ``target``, ... , never the file's end; the chain stops at a header that declares an impossible length.
+    Reads only each batch's length field.  Writes into ``out`` (at most its length) and returns the count."""
+    size = len(a)
+    pos = 0
+    nxt = target
+    m = 0
+    while pos + LOG_OVERHEAD <= size and m < len(out):
+        blen = _be32(a, pos + 8)
+        if blen < HEADER_SIZE - LOG_OVERHEAD or blen > MAX_BATCH_BYTES:
+            break
+        pos += blen + LOG_OVERHEAD
+        if pos >= nxt and pos < size:
+            out[m] = pos
+            m += 1
+            nxt = pos + target
+    return m
+
+
+@njit(cache=True, nogil=True)
 def intact_run(a, pos, end, hw, out):
     """The run of intact batches of a[0:end] starting at ``pos``, as ``logfile._fast_chain`` defines
     it for the full decoder: batches follow each other while each header fits and declares a sane

@@ -36,7 +36,7 @@ def _ro(a, dtype) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------------ topic settings
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _settings(rtopic, offset, starts, t_off, t_row, mv_v, elr_v, mis_v, mv, elr_on, min_isr):
     for i in range(len(offset)):
         mv[i] = 0
@@ -103,7 +103,7 @@ def _holds(src, off, vals, f, h, b):
     return False
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _events(ev_batch, ev_off, ev_trig, ev_broker, ev_side, base, bits, batch, offset, prev, h_src, h_off, h_vals,
             trig, chosen_ev):
     n_ev = len(ev_batch)

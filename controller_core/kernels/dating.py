@@ -10,7 +10,7 @@ from numba import njit
 from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip cache across jobs)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def times(rows, successor, us, known, from_us, from_ok, to_us, to_ok) -> None:
     """Each history row's valid-from, the time of its own input row (``us`` where ``known``, else null), and its
     valid-to, the valid-from of its successor row (none: null)."""

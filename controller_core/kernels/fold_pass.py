@@ -99,7 +99,7 @@ def _has_real(row, ints, dir_start, dir_codes, mig):
     return False
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _topic_events(rows, kind, topic, name, n_names, ev_row, ev_topic):
     """The RemoveTopic and ClearElr records among ``rows`` (the TopicRecords, RemoveTopic and ClearElr records in
     log order) that act on a topic: each one's row and topic (-2: ClearElr of every topic) into ``ev_row`` /
@@ -123,7 +123,7 @@ def _topic_events(rows, kind, topic, name, n_names, ev_row, ev_topic):
     return c
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _by_partition(rows, part, rank, at, out):
     """``rows`` (in log order) grouped by their partition's output rank, log order kept within a partition: a
     counting sort, ``at`` each rank's first place (consumed)."""
@@ -133,7 +133,7 @@ def _by_partition(rows, part, rank, at, out):
         at[k] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _fold(by_rank, part_topic, part_id, prow, prow_at, tev_row, tev_at, logpos, kind, ints, lists, offsets,
           dir_start, dir_codes, mig, state_only, topic_code, pid, part_o, kind_o, valid, deleted, orphan, leader, lrs,
           le, pe, offset, src, off, Src, orphans):
@@ -298,7 +298,7 @@ def _copy(out, w, n, src, a):
 # The columns are allocated by NumPy, not inside the loops: NumPy asks the kernel for huge pages on large arrays,
 # and the pages an array inside a compiled loop got were faulted in 4 kB at a time (2.7x the time for the same
 # bytes; the columns are ~150 bytes per history row).
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _list_values(src, off, valid, tape, dir_codes, mig, v_rep, v_isr, v_rm, v_ad, v_elr, v_lke, v_dir, lists, dirs,
                  part, orphan, offset, valid_to, has_next, succ):
     """Pass 2b: each list column's values, copied from the tape (fetched some rows ahead: a partition's lists

@@ -100,12 +100,12 @@ def _has(tape, s, n, x):
     return False
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _is_only(tape, s, n, x):
     return n == 1 and tape[s] == x
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _subset(tape, s, n, s2, n2):
     """Every member of list 1 is in list 2."""
     for j in range(n):
@@ -114,7 +114,7 @@ def _subset(tape, s, n, s2, n2):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _meets(tape, s, n, s2, n2):
     for j in range(n):
         if _has(tape, s2, n2, tape[s + j]):
@@ -122,7 +122,7 @@ def _meets(tape, s, n, s2, n2):
     return False
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _has_dups(tape, s, n):
     for j in range(1, n):
         if _has(tape, s, j, tape[s + j]):
@@ -130,7 +130,7 @@ def _has_dups(tape, s, n):
     return False
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _any_negative(tape, s, n):
     for j in range(n):
         if tape[s + j] < 0:
@@ -138,7 +138,7 @@ def _any_negative(tape, s, n):
     return False
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _distinct_assigned(tape, ps, p):
     """|replicas ∪ adding ∪ removing| of partition p (what caps its topic's min ISR when p is partition 0)."""
     lists = (LR, LAD, LRM)
@@ -158,7 +158,7 @@ def _distinct_assigned(tape, ps, p):
     return count
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _union_in(tape, a, b):
     """Every member of lists a[0..2] (starts and lengths interleaved) is in one of lists b[0..2]."""
     for k in range(3):
@@ -188,7 +188,7 @@ def _length(out):
     return out[1][0]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _open(out, rule, sev, row, part, name):
     _word(out, rule)
     _word(out, sev)
@@ -199,26 +199,26 @@ def _open(out, rule, sev, row, part, name):
     return _length(out) - 1  # where the payload length goes
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _close(out, at):
     if at < len(out[0]):
         out[0][at] = _length(out) - at - 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _push2(out, x, y):
     _word(out, x)
     _word(out, y)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _push3(out, x, y, z):
     _word(out, x)
     _word(out, y)
     _word(out, z)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _append3(lst, x, y, z):
     """Three values onto a typed List (a batch's fences)."""
     lst.append(x)
@@ -226,25 +226,25 @@ def _append3(lst, x, y, z):
     lst.append(z)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _put_list(out, tape, s, n):
     _word(out, n)
     for j in range(n):
         _word(out, tape[s + j])
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _put_state_list(out, tape, ps, p, which):
     _put_list(out, tape, ps[p, P_LISTS + 2 * which], ps[p, P_LISTS + 2 * which + 1])
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _name_now(ts, t):
     return ts[t, T_NAME] if ts[t, T_LIVE] == 1 else -1
 
 
 # ------------------------------------------------------------------------------------------ image queries
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _broker_index(broker_ids, x):
     j = np.searchsorted(broker_ids, x)
     if j < len(broker_ids) and broker_ids[j] == x:
@@ -252,7 +252,7 @@ def _broker_index(broker_ids, x):
     return -1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _row_active(bs, b):
     """``brokers.rule`` (the one definition of an active broker) read off row ``b`` of the broker states; -1, no row:
     not registered."""
@@ -261,7 +261,7 @@ def _row_active(bs, b):
     return _active_rule(bs[b, B_REG] == 1, bs[b, B_FENCED] == 1, bs[b, B_CS] == 1)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _broker_state(bs, b):
     """0 not registered, 1 fenced, 2 in controlled shutdown (for a broker that is not active)."""
     if b < 0 or bs[b, B_REG] == 0:
@@ -269,7 +269,7 @@ def _broker_state(bs, b):
     return 1 if bs[b, B_FENCED] == 1 else 2
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _elr_enabled(g):
     """§1.8, as Cluster.elr_enabled."""
     if g[G_MV] < MV_4_0_IV1:
@@ -281,7 +281,7 @@ def _elr_enabled(g):
     return g[G_EVIDENCE] == 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _elr_flag(g):
     """(ELR in effect?, severity of an ELR-only state if not), as InvariantChecker._elr_flag."""
     if g[G_MV] < MV_4_0_IV1:
@@ -293,7 +293,7 @@ def _elr_flag(g):
     return (True, S_DEFAULT) if g[G_EVIDENCE] == 1 else (False, S_WARN)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _config(tcfg, bcfg, g, name, absent):
     """§1.7 resolution of one key: the topic, the active controller's node, the cluster default."""
     if name >= 0 and tcfg[name] != absent:
@@ -306,7 +306,7 @@ def _config(tcfg, bcfg, g, name, absent):
     return absent
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _min_isr(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, t):
     """Cluster.min_isr: the resolved min.insync.replicas (1 if none) capped by partition 0's replicas."""
     m = _config(tcfg_min, bcfg_min, g, _name_now(ts, t), MISSING)
@@ -318,7 +318,7 @@ def _min_isr(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, t):
     return min(m, _distinct_assigned(tape, ps, p0))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _min_isr_known(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, t):
     if _config(tcfg_min, bcfg_min, g, _name_now(ts, t), MISSING) != MISSING:
         return True
@@ -326,7 +326,7 @@ def _min_isr_known(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, t):
     return p0 >= 0 and ps[p0, P_LIVE] == 1 and _distinct_assigned(tape, ps, p0) <= 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _unclean(tape, rl, ri_s, ri_n, rlrs, bi_s, bi_n, be_s, be_n):
     """§2.6-5 is_unclean_election on the record's leader / isr / LRS and the previous ISR and ELR."""
     if rl < 0 or not _is_only(tape, ri_s, ri_n, rl):
@@ -338,7 +338,7 @@ def _unclean(tape, rl, ri_s, ri_n, rlrs, bi_s, bi_n, be_s, be_n):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _still_in_isr(tape, ps, p, x, elr_on):
     """The fence / controlled-shutdown rule's offender test for broker id x on partition p."""
     if ps[p, P_LIVE] == 0:
@@ -350,13 +350,13 @@ def _still_in_isr(tape, ps, p, x, elr_on):
 
 
 # ------------------------------------------------------------------------------------------ record-level rules
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _ls(a, k):
     """(start, length) of list k of a state row."""
     return a[P_LISTS + 2 * k], a[P_LISTS + 2 * k + 1]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _put(out, tape, a, k):
     s, n = _ls(a, k)
     _put_list(out, tape, s, n)
@@ -517,7 +517,7 @@ def _check_change(out, tape, g, b, a, w, rl, ri_s, ri_n, rlrs, row, p, nm):
             _close(out, at)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _newly_inactive(tape, bs, broker_ids, b, a, has_before, rl, x):
     """Whether ISR member x of ``a`` joins the ISR while inactive (INV-ISR-EXPAND-ACTIVE's filter)."""
     if has_before:
@@ -586,7 +586,7 @@ def _check_election(out, tape, ps, ts, g, bs, broker_ids, tcfg_unc, bcfg_unc, un
         _close(out, at)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _epoch_match(out, bs, bints, broker, i):
     x = broker[i]
     if x < 0 or bs[x, B_REG] == 0:
@@ -605,7 +605,7 @@ def _epoch_match(out, bs, bints, broker, i):
 
 
 # ------------------------------------------------------------------------------------------ the batch's touches
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _grow(arr, need):
     bigger = np.empty((max(arr.shape[0] * 2, need), arr.shape[1]), arr.dtype)
     bigger[:arr.shape[0]] = arr
@@ -630,7 +630,7 @@ def _set_touch(tch, nt, p, row, has_b, b, a, rl, ri_s, ri_n, rlrs):
     tch[nt, X_RLRS] = rlrs
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _elected_last_known_leader(tape, tch, j, x):
     """§2.3 step 3 in touch j: broker id x elected as the single LastKnownElr member (unclean)."""
     rl = tch[j, X_RL]
@@ -638,7 +638,7 @@ def _elected_last_known_leader(tape, tch, j, x):
             and _is_only(tape, tch[j, X_BK_S], tch[j, X_BK_N], rl) and _is_only(tape, tch[j, X_RI_S], tch[j, X_RI_N], rl))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _elected_from_elr(tape, tch, j):
     """B4 with the winner taken from ELR in touch j: it becomes the sole ISR member."""
     rl = tch[j, X_RL]
@@ -646,7 +646,7 @@ def _elected_from_elr(tape, tch, j):
             and _is_only(tape, tch[j, X_RI_S], tch[j, X_RI_N], rl) and tch[j, X_RLRS] != RECOVERING)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _mark_last_known_leader(tape, ps, tch, nt, x, stamp):
     """Stamp P_MARK of the partitions whose records in this batch elected x as last known leader."""
     for j in range(nt):
@@ -654,7 +654,7 @@ def _mark_last_known_leader(tape, ps, tch, nt, x, stamp):
             ps[tch[j, X_PART], P_MARK] = stamp
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _member_breach(out, tape, ps, ts, part_topic, rule, row, p, x, first, second):
     """A broker x still in partition p's ISR / ELR: payload x, the rule's two membership flags, ISR, ELR."""
     at = _open(out, rule, S_DEFAULT, row, p, _name_now(ts, part_topic[p]))
@@ -666,7 +666,7 @@ def _member_breach(out, tape, ps, ts, part_topic, rule, row, p, x, first, second
     _close(out, at)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _register_unclean_batch(out, tape, ps, ts, g, tch, nt, part_topic, x, row, stamp, clean):
     """INV-REGISTER-UNCLEAN-BATCH: a new incarnation registering while still in an ISR / ELR (in an ELR only if
     not ``clean``: a 4.1+ controller keeps it there after a clean shutdown, rules/invariants._clean_restart)."""
@@ -684,7 +684,7 @@ def _register_unclean_batch(out, tape, ps, ts, g, tch, nt, part_topic, x, row, s
 
 
 # ------------------------------------------------------------------------------------------ after a batch
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _fence_breach(out, tape, ps, ts, g, part_topic, p, x, row, kind):
     at = _open(out, FENCE_REMOVES_ISR, S_DEFAULT, row, p, _name_now(ts, part_topic[p]))
     _word(out, x)
@@ -695,7 +695,7 @@ def _fence_breach(out, tape, ps, ts, g, part_topic, p, x, row, kind):
     _close(out, at)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _closing_min_isr(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, t, batch_no):
     """m of topic t while batch ``batch_no`` is closed (the image does not change then): computed once
     per topic, not once per partition -- a min ISR config re-evaluates every partition, and each batch's end
@@ -707,7 +707,7 @@ def _closing_min_isr(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, t, batch_no)
     return ts[t, T_M]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _check_windows(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, p, row, batch_no, eval_m):
     """INV-UNDER-MINISR / INV-OFFLINE-NO-CANDIDATE for partition p, reported (at ``row``) when it enters
     the state.  ``eval_m[p]``: the m of this check (a later re-evaluation with the same m can skip p)."""
@@ -736,7 +736,7 @@ def _check_windows(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topi
         ps[p, P_OFFLINE] = 0
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _check_elr_below_min_isr(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, tch, tkeys, ntk,
                              batch_no):
     if not _elr_enabled(g):
@@ -767,7 +767,7 @@ def _check_elr_below_min_isr(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0,
         _close(out, at)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _pop_pending(bs, x):
     """(row, pool start, count) of broker x's pending controlled shutdown, now taken off; row -1: none."""
     row = bs[x, B_PEND_ROW]
@@ -775,7 +775,7 @@ def _pop_pending(bs, x):
     return row, bs[x, B_PEND_AT], bs[x, B_PEND_LEN]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _check_fences(out, tape, ps, ts, g, bs, broker_ids, part_topic, tch, nt, fences, pool, batch_no):
     """INV-FENCE-REMOVES-ISR (InvariantChecker._check_fences): pending controlled shutdowns first, then
     this batch's fences and controlled shutdowns, the last one of each broker winning."""
@@ -832,7 +832,7 @@ def _check_fences(out, tape, ps, ts, g, bs, broker_ids, part_topic, tch, nt, fen
                 bs[x, B_PEND_ROW], bs[x, B_PEND_AT], bs[x, B_PEND_LEN] = row, start, len(pool) - start
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _check_unclean_shutdowns(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, broker_ids, tch, nt,
                              regs, offsets, stamp, batch_no):
     """INV-ELR-UNCLEAN-REMOVED: after a batch that handled an unclean shutdown of B, B is in no ELR and no
@@ -870,7 +870,7 @@ def _check_unclean_shutdowns(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0,
     return stamp
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _recheck_m(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, p, reeval_row, batch_no, eval_m):
     """Partition p, which the batch did not write, checked again if its m moved.  Its ISR, leader and ELR are
     those of its last check: with the same m that check stands.  eval_m is a compact array so that a sweep
@@ -883,7 +883,7 @@ def _recheck_m(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, p
     _check_windows(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, p, reeval_row, batch_no, eval_m)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _after_batch(out, tape, ps, ts, g, bs, broker_ids, tcfg_min, bcfg_min, topic_p0, part_topic, tch, nt, tkeys,
                  ntk, fences, regs, deleted, pool, offsets, batch_no, reeval_row, stamp, eval_m, sweep_all, rtop, nrt,
                  topic_parts, topic_parts_at):
@@ -937,7 +937,7 @@ def _after_batch(out, tape, ps, ts, g, bs, broker_ids, tcfg_min, bcfg_min, topic
     return stamp
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _finish(out, tape, ps, ts, g, bs, broker_ids, part_topic, pool):
     """Controlled shutdowns still waiting for more batches when the log ends."""
     elr_on = _elr_enabled(g)
@@ -951,7 +951,7 @@ def _finish(out, tape, ps, ts, g, bs, broker_ids, part_topic, pool):
                     _fence_breach(out, tape, ps, ts, g, part_topic, pool[q], broker_ids[x], row, 1)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _record_state(a, ints, lists, i):
     """The state a PartitionRecord writes (absent lists are empty)."""
     a[P_LIVE] = 1
@@ -1004,7 +1004,7 @@ C_FIELDS = 7
 REEVAL_ALL, REEVAL_NONE = -1, -2  # _reevaluate's scopes beyond one topic
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _reevaluate(cur, row, img, t):
     """m may change for partitions the batch does not write: re-check them at its end (reported at the
     batch's first such ``row``).  ``t``: the topic whose m may have moved (a topic-level min ISR, partition 0's
@@ -1065,7 +1065,7 @@ def _write(img, p, a, record_lists, i):
         g[G_EVIDENCE] = 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _on_topic(out, inp, img, i):
     ts, name_live = img[1], img[4]
     t, nm = inp[3][i], inp[5][i]
@@ -1080,7 +1080,7 @@ def _on_topic(out, inp, img, i):
             name_live[nm] = t
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _on_remove_topic(out, inp, img, bat, i):
     ps, ts, name_live, tcfg_min, tcfg_unc = img[0], img[1], img[4], img[5], img[6]
     topic_parts, topic_parts_at = inp[16], inp[17]
@@ -1174,7 +1174,7 @@ def _on_change(out, inp, img, bat, cur, i, a, b):
     _write(img, p, a, lists, i)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _on_clear_elr(out, inp, img, bat, cur, i, a, b):
     """A ClearElrRecord: ELR and LastKnownElr emptied in every partition of the topic named (all: no name)."""
     part_topic = inp[13]
@@ -1203,7 +1203,7 @@ def _on_clear_elr(out, inp, img, bat, cur, i, a, b):
             ps[pp, f] = a[f]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _on_cluster_record(inp, img, cur, i, k):
     """ConfigRecord, FeatureLevelRecord, LeaderChange, ZkMigrationStateRecord: what m, ELR and the
     creation rules depend on."""
@@ -1243,7 +1243,7 @@ def _on_cluster_record(inp, img, cur, i, k):
         g[G_ZK] = inp[6][i, 5]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _on_register(out, inp, img, bat, cur, i):
     """RegisterBrokerRecord: an amended registration keeps controlled shutdown (§1.5-2); a new incarnation
     at MV >= 4.0-IV1 must come after the records removing it from ISRs and ELRs."""
@@ -1273,7 +1273,7 @@ def _on_register(out, inp, img, bat, cur, i):
     bs[x, B_CS] = bints[i, 4]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _on_broker_change(out, inp, img, bat, i, k):
     """BrokerRegistrationChange / Fence / Unfence / Unregister: the registration epoch they carry, the
     fences and controlled shutdowns the batch's end checks, and the broker state they set."""
@@ -1308,7 +1308,7 @@ def _on_broker_change(out, inp, img, bat, i, k):
         bs[x, B_REG] = 0
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _close_batch(out, inp, img, bat, cur):
     tape, offsets, part_topic, topic_p0, broker_ids = inp[8], inp[12], inp[13], inp[15], inp[18]
     ps, ts, bs, g, tcfg_min, bcfg_min = img[0], img[1], img[2], img[3], img[5], img[7]
@@ -1318,7 +1318,7 @@ def _close_batch(out, inp, img, bat, cur):
                                 cur[C_NRT], inp[16], inp[17])
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _new_image(ps, n_topics, n_brokers, n_names, n_bslots, broker_slot_ids, default_slot, override):
     """The image's arrays; ``ps`` (the partitions' state lines, zeros) comes from the caller: NumPy asks the kernel
     for huge pages on large arrays, and an array made here faults its pages in 4 kB at a time (184 bytes a
@@ -1348,7 +1348,7 @@ def _new_image(ps, n_topics, n_brokers, n_names, n_bslots, broker_slot_ids, defa
             np.full(n_parts, MISSING, np.int64), np.empty(max(n_topics, 1), np.int64))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def check(kind, batch, snapshot, topic, part, name, ints, lists, tape, broker, bints, cfg, offsets, part_topic,
           part_id, topic_p0, topic_parts, topic_parts_at, broker_ids, broker_slot_ids, default_slot, unclean_true,
           n_names, n_bslots, override, capacity, ps):

@@ -134,7 +134,7 @@ def _chunks(col: pa.ChunkedArray) -> list:
     return [c for c in col.chunks if len(c)]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _refs(offs, valid, has_nulls, lists, row0, at, base):
     """(start, length or -1 for null) of each list of one chunk into ``lists[row0:, at:at + 2]``."""
     lo = offs[0]
@@ -162,7 +162,7 @@ def _fill_refs(chunks: list, lists: np.ndarray, at: int, base: int, tape_parts: 
     return base
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _refs_rows(o0, o1, o2, o3, o4, o5, v0, v1, v2, v3, v4, v5, nulls, lists, row0, base):
     """:func:`_refs` of the six lists of one chunk together: each row of ``lists`` written once (a pass per list
     wrote every row's line six times over).  Written out, no helper: numba counts the references of every array

@@ -110,7 +110,7 @@ def recompute(prev, pos, width, *arrays):
 _TRIG = 8  # the position of ``trig`` among ``arrays`` (after prev, pos, width)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _recompute(prev, pos, width, h_src, h_off, h_vals, h_leader, h_lrs, ints, lists, tape, trig, broker, mv, elr_on,
                min_isr, act_table, act_at, act_lut):
     """Judge change record i (history row ``prev[i]`` before it, layout row ``pos[i]`` as written).  The history
