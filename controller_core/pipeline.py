@@ -122,10 +122,13 @@ def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool
     # every column of the replay (6 s of verify on a 1 M-partition log)
     snaps = frozenset(pc.unique(records.column("source_file").filter(
         pc.equal(records.column("source_kind"), SNAPSHOT))).to_pylist())
-    lay = layout.build(records, cluster=invariants)  # one layout for the compiled fold and the invariant pass
-    # the invariant pass reads only the records and the layout: on a second core it runs beside the fold and the
-    # recompute (its loop and theirs hold no GIL)
-    checking = (_threads.pool(threads).submit(invariant_pass.check, records, elr_override, lay)
+    lay = layout.build(records, cluster=False)  # one layout for the compiled fold and the invariant pass
+
+    def check() -> list:
+        return invariant_pass.check(records, elr_override, layout.with_cluster(lay, records))
+    # the invariant pass reads only the records and the layout (with its cluster fields, made for it alone): on a
+    # second core it runs beside the fold and the recompute (its loop and theirs hold no GIL)
+    checking = (_threads.pool(threads).submit(check)
                 if invariants and threads > 1 and total >= PARALLEL_MIN_RECORDS else None)
     folded = fold_pass.fold(records, lay, state_only=state_only, columns=None if history else JUDGED_COLUMNS)
     undated = folded.history
@@ -136,8 +139,7 @@ def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool
     exp = (explain(records, undated, brokers, topics, lay, folded.rows, folded.changes, folded.refs) if recompute
            else EXPLAINED_SCHEMA.empty_table())
     todo, divergences, labels = _scalar_fallback(records, exp, elr_override, snaps)
-    found = (checking.result() if checking is not None else
-             invariant_pass.check(records, elr_override, lay) if invariants else [])
+    found = checking.result() if checking is not None else check() if invariants else []
     triggers = _triggers(exp, labels)
     # dated before the context rows go: the fold's row arrays describe the history as it is (each row's dates
     # and trigger are its own partition's, so dropping rows after changes no other row)

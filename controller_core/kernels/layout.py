@@ -14,6 +14,7 @@ a handful per broker event, never per partition.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 
@@ -327,14 +328,28 @@ _CLUSTER_FIELDS = ("batch", "snapshot", "broker", "bints", "cfg", "broker_ids", 
                    "unclean_true", "values", "n_bslots")
 
 
+def with_cluster(lay: Layout, records: pa.Table) -> Layout:
+    """``build(records)`` from ``lay = build(records, cluster=False)``: a new layout sharing ``lay``'s arrays, with
+    the batch, broker and config fields the invariant pass reads.  ``lay`` itself is not changed (the pipeline
+    builds these fields on the invariant pass's own thread while the fold reads ``lay``; the one array both
+    would hold, ``ints``, is copied when the new layout's must differ: a ZkMigrationStateRecord's flag)."""
+    if lay.batch is not None:
+        return lay
+    fields = _cluster(records, lay.kind, lay.name, lay.ints, column_ints(records.column("config_resource_type"), -1),
+                      records.column("config_resource_name"), copy_ints=True)
+    return dataclasses.replace(lay, **fields)
+
+
 def _cluster(records: pa.Table, kind: np.ndarray, name: np.ndarray, ints: np.ndarray, cfg_type: np.ndarray,
-             res_name) -> dict:
-    """The batches and the broker, config, feature and controller fields (the invariant pass reads them).
+             res_name, copy_ints: bool = False) -> dict:
+    """The batches and the broker, config, feature and controller fields (the invariant pass reads them);
+    ``ints`` too when ``copy_ints`` and its aux column had to change (then a copy).
 
     ``bints`` and ``cfg`` are read only on the rows of their kinds (broker records; configs, features and
     LeaderChange): those few rows are filled, the rest stay zero pages the pass never touches (filling every
     row was 0.9 GB of writes on a 1 M-partition log)."""
     n = records.num_rows
+    extra = {}
     files, file_names = _dense(records.column("source_file"))
     bbo = column_ints(records.column("batch_base_offset"), -1)
     new_batch = np.ones(n, bool)
@@ -359,8 +374,10 @@ def _cluster(records: pa.Table, kind: np.ndarray, name: np.ndarray, ints: np.nda
     # RegisterBrokerRecord: absent fenced means fenced, absent inControlledShutdown means not (image._register)
     bints[brows, 3] = to_numpy(pc.fill_null(records.column("fenced").filter(on_broker), True), bool)
     bints[brows, 4] = to_numpy(pc.fill_null(records.column("in_controlled_shutdown").filter(on_broker), False), bool)
-    aux = ints[:, 5]
     raw = np.flatnonzero((kind == REG_CHANGE) | (kind == ZK_MIGRATION))
+    if copy_ints and (kind[raw] == ZK_MIGRATION).any():
+        ints = extra["ints"] = ints.copy()
+    aux = ints[:, 5]
     if len(raw):
         col = records.column("data_json")  # a few rows: ChunkedArray.take would first join every chunk
         texts = [col[int(i)].as_py() for i in raw] if len(raw) < 4096 else col.take(pa.array(raw)).to_pylist()
@@ -404,7 +421,7 @@ def _cluster(records: pa.Table, kind: np.ndarray, name: np.ndarray, ints: np.nda
     unclean_true = np.array([t.strip().lower() == "true" for t in values] or [False], bool)
     return dict(batch=batch.astype(np.int64), snapshot=snapshot, broker=broker, bints=bints, cfg=cfg,
                 broker_ids=broker_ids.astype(np.int64), broker_slot_ids=slot_ids, default_slot=default,
-                unclean_true=unclean_true, values=values, n_bslots=max(len(bres_names), 1))
+                unclean_true=unclean_true, values=values, n_bslots=max(len(bres_names), 1), **extra)
 
 
 def with_directories(lay: Layout, records: pa.Table) -> Layout:

@@ -87,3 +87,40 @@ def test_dense_codes_equal_a_dictionary_of_the_whole_column(chunks):
     first = list(dict.fromkeys(v for v in col.to_pylist() if v is not None))
     assert values == first == pa.concat_arrays(col.chunks).dictionary_encode().dictionary.to_pylist()
     assert codes.tolist() == [first.index(v) if v is not None else -1 for v in col.to_pylist()]
+
+
+def _fields_equal(a: layout.Layout, b: layout.Layout) -> None:
+    import dataclasses
+
+    for f in dataclasses.fields(layout.Layout):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(x, np.ndarray):
+            assert x.dtype == y.dtype and np.array_equal(x, y), f.name
+        elif isinstance(x, pa.Array):
+            assert x.equals(y), f.name
+        else:
+            assert x == y, f.name
+
+
+def test_cluster_fields_added_later_equal_one_build_and_leave_the_first_layout_alone(tmp_path):
+    """The pipeline builds the partition fields, then (on the invariant pass's thread) the cluster fields:
+    ``with_cluster`` must give what one ``build`` gives -- also with a ZkMigrationStateRecord, whose flag goes into
+    ``ints`` -- without changing the layout the fold reads meanwhile."""
+    simulate(load("fleet-large", params={"partitions": 100, "events": 4}), tmp_path, seed=3)
+    records, _ = read_log_dir(tmp_path)
+    # a NoOp made a ZkMigrationStateRecord (MIGRATION = 1): its flag is the layout's aux column
+    noop = int(np.flatnonzero(np.asarray(records.column("record_type").to_pylist()) == "NO_OP_RECORD")[3])
+    edits = {"record_type": "ZK_MIGRATION_STATE_RECORD", "record_type_id": 21, "data_json": '{"zkMigrationState":1}'}
+    for column, value in edits.items():
+        vals = records.column(column).to_pylist()
+        vals[noop] = value
+        records = records.set_column(records.schema.get_field_index(column), column,
+                                     pa.array(vals, records.schema.field(column).type))
+    whole = layout.build(records)
+    assert whole.ints[noop, 5] == 1 and whole.batch is not None
+    first = layout.build(records, cluster=False)
+    ints_before = first.ints.copy()
+    later = layout.with_cluster(first, records)
+    _fields_equal(later, whole)
+    assert first.batch is None and np.array_equal(first.ints, ints_before) and first.ints[noop, 5] == 0
+    assert layout.with_cluster(later, records) is later
