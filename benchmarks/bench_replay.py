@@ -13,7 +13,7 @@ recomputes every change (partitions it cannot explain go to the scalar reference
 ``--invariants`` adds the §4 checks.  Printed: records/s, the partitions left to the scalar path,
 divergences, peak RSS, and the scalar reference (verify_batches) on a slice for the speed ratio.
 
-    python benchmarks/bench_replay.py [--partitions 1000000] [--events 10] [--groups 8] [--invariants]
+    python benchmarks/bench_replay.py [--partitions 1000000] [--events 10] [--groups 8] [--invariants] [--threads 1]
 """
 from __future__ import annotations
 
@@ -38,6 +38,8 @@ def main(argv=None) -> int:
     ap.add_argument("--events", type=int, default=10, help="timeline events of the simulated fleet")
     ap.add_argument("--groups", type=int, default=8)
     ap.add_argument("--invariants", action="store_true", help="also check the §4 invariants (scalar checker today)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="cores pipeline.run may use (default 1: the figure is records per second per core)")
     ap.add_argument("--scalar-slice", type=int, default=20000,
                     help="partitions of the smaller fleet replayed by the scalar reference")
     args = ap.parse_args(argv)
@@ -49,7 +51,7 @@ def main(argv=None) -> int:
     for g in range(args.groups):
         table, groups[g] = groups[g], None
         t1 = time.perf_counter()
-        rep = pipeline.run(table, invariants=args.invariants)
+        rep = pipeline.run(table, invariants=args.invariants, threads=args.threads)
         t2 = time.perf_counter()
         totals["records"] += table.num_rows
         totals["changes"] += rep.partition_changes
@@ -64,7 +66,8 @@ def main(argv=None) -> int:
     rec, ch = totals["records"], totals["changes"]
     what = "fold + recompute + invariants" if args.invariants else "fold + recompute + dating, no invariants"
     print(f"\n{args.partitions:,} partitions, {rec:,} records ({ch:,} PartitionChangeRecords) in {args.groups} groups")
-    print(f"pipeline  {rec / totals['core']:>14,.0f} records/s ({what}, one core)")
+    cores = "one core" if args.threads == 1 else f"{args.threads} threads"
+    print(f"pipeline  {rec / totals['core']:>14,.0f} records/s ({what}, {cores})")
     print(f"scalar path: {totals['scalar']} partitions; divergences {totals['div']}; breaches {totals['breaches']}; "
           f"partitions the compiled fold left to the NumPy fold: {totals['fold_fallback']}")
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB; "
@@ -72,7 +75,7 @@ def main(argv=None) -> int:
     # the scalar reference and the pipeline on the same smaller cluster
     small = inputs.bronze(inputs.fleet(args.scalar_slice, args.events, seed=1)[0])
     t0 = time.perf_counter()
-    pipeline.run(small, invariants=False)
+    pipeline.run(small, invariants=False, threads=args.threads)
     vec = time.perf_counter() - t0
     batches = scalar_batches(small, {(t, p) for t, p in zip(small.column("topic_id").to_pylist(),
                                                             small.column("partition_id").to_pylist()) if t})

@@ -65,9 +65,6 @@ BREACH_SCHEMA = pa.schema([
 ])
 
 
-# from this many records a replay runs its invariant pass on a thread of its own (fewer: not worth the handover)
-PARALLEL_MIN_RECORDS = 50_000
-
 # what a findings-only replay (``history=False``) reads of the fold's table: the state before each change record
 # (explain; its lists where the fold found them on the layout's tape, ``Fold.refs``), where it is (the scalar
 # fallback) and the orphans; no list column, not the directories' and record types' strings
@@ -122,14 +119,14 @@ def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool
     # every column of the replay (6 s of verify on a 1 M-partition log)
     snaps = frozenset(pc.unique(records.column("source_file").filter(
         pc.equal(records.column("source_kind"), SNAPSHOT))).to_pylist())
-    lay = layout.build(records, cluster=False)  # one layout for the compiled fold and the invariant pass
+    lay = layout.build(records, cluster=False, threads=threads)  # one layout for the fold and the invariant pass
 
     def check() -> list:
         return invariant_pass.check(records, elr_override, layout.with_cluster(lay, records))
     # the invariant pass reads only the records and the layout (with its cluster fields, made for it alone): on a
     # second core it runs beside the fold and the recompute (its loop and theirs hold no GIL)
     checking = (_threads.pool(threads).submit(check)
-                if invariants and threads > 1 and total >= PARALLEL_MIN_RECORDS else None)
+                if invariants and _threads.worth(threads, total) else None)
     folded = fold_pass.fold(records, lay, state_only=state_only, columns=None if history else JUDGED_COLUMNS)
     undated = folded.history
     image = Cluster(elr_override=elr_override)

@@ -3,7 +3,8 @@
 In process (``verify``, ``describe``, ``audit --log-dir``, the benchmarks) a replay decodes its files on several
 threads (:mod:`controller_core.codec.ranges`) and runs the invariant pass beside the fold and the recompute
 (:mod:`controller_core.pipeline`): the compiled loops run without the GIL (``nogil=True``) and NumPy and Arrow
-release it in their kernels.  A Spark task is one core of its executor and gets ``threads=1`` from its caller.
+release it in their kernels; the layout builds its list columns beside the rest.  Only the calling thread hands
+work to a pool, never a pool's thread (two threads waiting on each other's pool).  A Spark task is one core of its executor and gets ``threads=1`` from its caller.
 """
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 MAX_THREADS = 8
+# from this many records a replay hands a step to another thread (fewer: the handover costs more than it saves)
+MIN_RECORDS = 50_000
 
 _POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
 _LOCK = threading.Lock()
@@ -25,6 +28,11 @@ def available() -> int:
     except (AttributeError, OSError):
         n = os.cpu_count() or 1
     return max(1, min(n, MAX_THREADS))
+
+
+def worth(threads: int, records: int) -> bool:
+    """Whether a replay of ``records`` records on ``threads`` cores hands work to another thread."""
+    return threads > 1 and records >= MIN_RECORDS
 
 
 def pool(threads: int) -> ThreadPoolExecutor:

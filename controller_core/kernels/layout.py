@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 from numba import njit
 
 from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip cache across jobs)
+from controller_core import threads as _threads
 from controller_core.numba_cache import read_only
 from controller_core.codec.arrowutil import column_ints, from_numpy, to_numpy
 from controller_core.codec.bronze import by_type
@@ -255,11 +256,37 @@ def _partitions(topic: np.ndarray, pid: np.ndarray) -> tuple[np.ndarray, np.ndar
     return (slots // width) * (1 << 32) + slots % width, index[dense]
 
 
-def build(records: pa.Table, cluster: bool = True) -> Layout:
+def _rows(records: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(ints, lists, tape, offset): every row's epochs, count of directories and list references, the tape, the
+    offsets -- what needs no record kind (``ints``' leader and LRS columns are left for :func:`build`)."""
+    n = records.num_rows
+    # Kafka's int32 fields and list positions in 32 bits: the two largest arrays of a replay (11.5 M rows on a
+    # 1 M-partition log, 0.8 GB less than in int64, and a first call's fresh pages are most of the layout's time)
+    ints = np.empty((n, 6), np.int32)
+    ints[:, 1] = column_ints(records.column("leader_epoch"), -1, np.int32)
+    ints[:, 2] = column_ints(records.column("partition_epoch"), -1, np.int32)
+    wide = sum(c.offsets[-1].as_py() - c.offsets[0].as_py() for col in LISTS + ("directories",)
+               for c in _chunks(records.column(col))) >= POSITIONS_32
+    pos = np.int64 if wide else np.int32
+    refs = np.empty((n, 2), pos)
+    _fill_refs(_chunks(records.column("directories")), refs, 0, 0, None)
+    ints[:, 4] = refs[:, 1]
+    ints[:, 5] = 0
+
+    lists = np.empty((n, 12), pos)
+    tape_parts: list = []
+    _fill_list_refs([records.column(col) for col in LISTS], lists, tape_parts)
+    tape = np.concatenate(tape_parts) if tape_parts else np.zeros(0, np.int32)
+    return ints, lists, tape, column_ints(records.column("offset"), 0)
+
+
+def build(records: pa.Table, cluster: bool = True, threads: int = 1) -> Layout:
     """The layout of ``records`` (bronze rows in replay order; the types a replay skips are kind OTHER).
     ``cluster=False``: the partition fields only (what the fold reads); the batch, broker and config fields
-    the invariant pass reads are None."""
+    the invariant pass reads are None.  ``threads``: the list columns and the epochs are read on another thread
+    (controller_core/threads.py) while this one reads the kinds, the topics and the partitions."""
     n = records.num_rows
+    rows = (_threads.pool(threads).submit(_rows, records) if _threads.worth(threads, n) else None)
     kind = _kinds(records)
 
     topic, topic_ids, topic_dict = _dense(records.column("topic_id"), arrow=True)
@@ -294,28 +321,10 @@ def build(records: pa.Table, cluster: bool = True) -> Layout:
     if "" in names:  # ClearElrRecord's topicName "" means every topic: no name
         name[(kind == CLEAR_ELR) & (name == names.index(""))] = -1
 
-    # Kafka's int32 fields and list positions in 32 bits: the two largest arrays of a replay (11.5 M rows on a
-    # 1 M-partition log, 0.8 GB less than in int64, and a first call's fresh pages are most of the layout's time)
-    ints = np.empty((n, 6), np.int32)
+    ints, lists, tape, offset = rows.result() if rows is not None else _rows(records)
     is_p = kind == PARTITION
     ints[:, 0] = _unset(records.column("leader"), is_p, -1, -2)
-    ints[:, 1] = column_ints(records.column("leader_epoch"), -1, np.int32)
-    ints[:, 2] = column_ints(records.column("partition_epoch"), -1, np.int32)
     ints[:, 3] = _unset(records.column("leader_recovery_state"), is_p, 0, -1)
-    wide = sum(c.offsets[-1].as_py() - c.offsets[0].as_py() for col in LISTS + ("directories",)
-               for c in _chunks(records.column(col))) >= POSITIONS_32
-    pos = np.int64 if wide else np.int32
-    refs = np.empty((n, 2), pos)
-    _fill_refs(_chunks(records.column("directories")), refs, 0, 0, None)
-    ints[:, 4] = refs[:, 1]
-    ints[:, 5] = 0
-
-    lists = np.empty((n, 12), pos)
-    tape_parts: list = []
-    _fill_list_refs([records.column(col) for col in LISTS], lists, tape_parts)
-    tape = np.concatenate(tape_parts) if tape_parts else np.zeros(0, np.int32)
-
-    offset = column_ints(records.column("offset"), 0)
     parts = dict(kind=kind, topic=topic, part=part, name=name, ints=ints, lists=lists, tape=tape, part_topic=part_topic,
                  part_id=part_id, topic_p0=topic_p0, topic_parts=order, topic_parts_at=topic_parts_at,
                  topic_ids=topic_ids, names=names, n_names=max(len(names), 1), offset=offset, topic_dict=topic_dict)

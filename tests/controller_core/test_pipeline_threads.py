@@ -1,5 +1,6 @@
 """A replay on two cores (controller_core/threads.py): the invariant pass on a thread of its own beside the fold
-and the recompute, and the files decoded by threads, give what one thread gives -- breaches, divergences, the
+and the recompute, the layout's list columns beside its kinds and partitions, and the files decoded by threads,
+give what one thread gives -- breaches, divergences, the
 dated history, the recomputed changes -- on simulated logs with and without breaches and on every real log."""
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from controller_core import pipeline
+from controller_core import pipeline, threads
 from controller_core.replay import read_log_dir
 from realdata_facts import CLUSTERS, REALDATA
 from simulator.engine import simulate
@@ -23,7 +24,7 @@ import test_fold_pass as fold_tests  # noqa: E402  (its simulator scenario: fenc
 
 @pytest.fixture(autouse=True)
 def every_replay_on_threads(monkeypatch):
-    monkeypatch.setattr(pipeline, "PARALLEL_MIN_RECORDS", 0)
+    monkeypatch.setattr(threads, "MIN_RECORDS", 0)
 
 
 def _same(records: pa.Table) -> pipeline.Replay:
@@ -66,7 +67,7 @@ def test_records_edited_to_break_the_rules(tmp_path):
 @pytest.mark.parametrize("folder", sorted(CLUSTERS.values()))
 def test_real_logs(folder):
     out = {}
-    for threads in (1, 2):
-        out[threads], _ = pipeline.from_log_dir(REALDATA / folder, threads=threads)
+    for n in (1, 2):
+        out[n], _ = pipeline.from_log_dir(REALDATA / folder, threads=n)
     assert out[2].breaches.equals(out[1].breaches) and out[2].divergences.equals(out[1].divergences)
     assert out[2].history.equals(out[1].history) and out[1].history.num_rows

@@ -7,6 +7,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from controller_core import threads
 from controller_core.kernels import layout
 from controller_core.replay import read_log_dir
 from realdata_facts import CLUSTERS, REALDATA
@@ -102,7 +103,7 @@ def _fields_equal(a: layout.Layout, b: layout.Layout) -> None:
             assert x == y, f.name
 
 
-def test_cluster_fields_added_later_equal_one_build_and_leave_the_first_layout_alone(tmp_path):
+def test_cluster_fields_added_later_equal_one_build_and_leave_the_first_layout_alone(tmp_path, monkeypatch):
     """The pipeline builds the partition fields, then (on the invariant pass's thread) the cluster fields:
     ``with_cluster`` must give what one ``build`` gives -- also with a ZkMigrationStateRecord, whose flag goes into
     ``ints`` -- without changing the layout the fold reads meanwhile."""
@@ -118,6 +119,8 @@ def test_cluster_fields_added_later_equal_one_build_and_leave_the_first_layout_a
                                      pa.array(vals, records.schema.field(column).type))
     whole = layout.build(records)
     assert whole.ints[noop, 5] == 1 and whole.batch is not None
+    monkeypatch.setattr(threads, "MIN_RECORDS", 0)
+    _fields_equal(layout.build(records, threads=2), whole)  # the list columns read on another thread
     first = layout.build(records, cluster=False)
     ints_before = first.ints.copy()
     later = layout.with_cluster(first, records)
