@@ -119,6 +119,12 @@ def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool
     # every column of the replay (6 s of verify on a 1 M-partition log)
     snaps = frozenset(pc.unique(records.column("source_file").filter(
         pc.equal(records.column("source_kind"), SNAPSHOT))).to_pylist())
+    # the timelines read only the few cluster-level records (Python, per record): on another thread while the
+    # layout and the fold run
+    image = Cluster(elr_override=elr_override)
+    def timed_build() -> tuple[pa.Table, pa.Table]:
+        return timelines.build(cluster_level_recs(records), image, rejected)
+    timed = _threads.pool(threads).submit(timed_build) if _threads.worth(threads, total) else None
     lay = layout.build(records, cluster=False, threads=threads)  # one layout for the fold and the invariant pass
 
     def check() -> list:
@@ -129,8 +135,7 @@ def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool
                 if invariants and _threads.worth(threads, total) else None)
     folded = fold_pass.fold(records, lay, state_only=state_only, columns=None if history else JUDGED_COLUMNS)
     undated = folded.history
-    image = Cluster(elr_override=elr_override)
-    brokers, topics = timelines.build(cluster_level_recs(records), image, rejected)
+    brokers, topics = timed.result() if timed is not None else timed_build()
     if rejected is not None:
         _orphans(folded.orphans, records, rejected)
     exp = (explain(records, undated, brokers, topics, lay, folded.rows, folded.changes, folded.refs) if recompute

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import weakref
 
 import numpy as np
@@ -264,6 +265,7 @@ def by_type(records: pa.Table, values: dict, default, dtype) -> np.ndarray:
 # 1.15 M-record log, from the same immutable table): id -> (weak reference, width, slots); an entry leaves with
 # its table
 _SLOTS: dict[int, tuple] = {}
+_SLOTS_LOCK = threading.Lock()
 
 
 def _type_slots(records: pa.Table, width: int) -> np.ndarray:
@@ -276,10 +278,11 @@ def _type_slots(records: pa.Table, width: int) -> np.ndarray:
     last = width - 1
     slots = np.where((type_id >= 0) & (type_id < last), type_id, last).astype(np.intp, copy=False)
     slots += column_ints(records.column("is_control"), 0, np.intp) * width
-    if len(_SLOTS) >= 4:
-        _SLOTS.pop(next(iter(_SLOTS)))
     key = id(records)
-    _SLOTS[key] = (weakref.ref(records, lambda _: _SLOTS.pop(key, None)), width, slots)  # gone with the table
+    with _SLOTS_LOCK:  # a replay asks from two threads at once (controller_core/threads.py)
+        while len(_SLOTS) >= 4:
+            _SLOTS.pop(next(iter(_SLOTS)))
+        _SLOTS[key] = (weakref.ref(records, lambda _: _SLOTS.pop(key, None)), width, slots)  # gone with the table
     return slots
 
 
