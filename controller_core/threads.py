@@ -20,13 +20,21 @@ _POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
 _LOCK = threading.Lock()
 
 
+# an operator's cap on the cores an in-process command uses (a shared box at 3 a.m.): a positive integer
+ENV = "KRAFT_AUDIT_THREADS"
+
+
 def available() -> int:
     """The cores this process may run on (its CPU affinity: a ``taskset``-pinned process gets one), at most
-    :data:`MAX_THREADS`."""
+    :data:`MAX_THREADS` and at most ``$KRAFT_AUDIT_THREADS`` when that is set (a value that is not a positive
+    integer is ignored: the commands' results do not depend on it)."""
     try:
         n = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         n = os.cpu_count() or 1
+    cap = os.environ.get(ENV, "").strip()
+    if cap.isdigit() and int(cap) > 0:
+        n = min(n, int(cap))
     return max(1, min(n, MAX_THREADS))
 
 

@@ -95,7 +95,7 @@ def test_a_small_file_or_one_thread_is_one_range(tmp_path, stitched):
     assert stitched == []
 
 
-def test_threads_follow_the_cpu_affinity():
+def test_threads_follow_the_cpu_affinity_and_the_operators_cap(monkeypatch):
     if not hasattr(os, "sched_setaffinity"):
         pytest.skip("no CPU affinity on this platform")
     saved = os.sched_getaffinity(0)
@@ -105,6 +105,11 @@ def test_threads_follow_the_cpu_affinity():
     finally:
         os.sched_setaffinity(0, saved)
     assert threads.available() == min(len(saved), threads.MAX_THREADS)
+    monkeypatch.setenv(threads.ENV, "1")
+    assert threads.available() == 1
+    for ignored in ("0", "-2", "two", ""):
+        monkeypatch.setenv(threads.ENV, ignored)
+        assert threads.available() == min(len(saved), threads.MAX_THREADS)
 
 
 @pytest.mark.parametrize("target", [1000, 64 << 10, 1 << 20])
