@@ -47,6 +47,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from controller_core import threads as _threads
 from controller_core.codec.arrowutil import from_numpy, to_numpy
 from controller_core.image import NO_LEADER, TOPIC, Cluster, Partition, replica_dirs
 from controller_core.point import Reached, fmt_ms, fmt_us, replay_to, with_partitions
@@ -209,24 +210,22 @@ def render_state(c: Cluster, history: pa.Table, names: list[str]) -> str:
     part = state.select(["partition_id", "leader", "replicas", "isr", "adding_replicas", "removing_replicas",
                          "eligible_leader_replicas", "last_known_elr"]).take(rows_at)
 
-    def ids(column: str) -> pa.Array:  # ",".join of each list ("" for an empty or null one)
-        col = part.column(column)
-        return pc.fill_null(pc.binary_join(col.cast(pa.list_(pa.string())), ","), "")
-
     def length(column: str) -> np.ndarray:
         return to_numpy(pc.fill_null(pc.list_value_length(part.column(column)), 0), np.int64)
 
-    leader = part.column("leader")
-    leader_text = pc.if_else(pc.equal(leader, NO_LEADER), "none", leader.cast(pa.string()))
     names_col = pa.array(shown, pa.string()).take(from_numpy(rank[rows]))
     adding, removing = length("adding_replicas"), length("removing_replicas")
     moving = (adding > 0) | (removing > 0)
-    reassigning = pc.if_else(from_numpy(moving), pc.binary_join_element_wise(
-        "\tAdding Replicas: ", ids("adding_replicas"), "\tRemoving Replicas: ", ids("removing_replicas"), ""), "")
-    lines = pc.binary_join_element_wise(
-        "\tTopic: ", names_col, "\tPartition: ", part.column("partition_id").cast(pa.string()), "\tLeader: ",
-        leader_text, "\tReplicas: ", ids("replicas"), "\tIsr: ", ids("isr"), reassigning,
-        "\tElr: ", ids("eligible_leader_replicas"), "\tLastKnownElr: ", ids("last_known_elr"), "")
+    # the partition lines, in two halves on two threads when the process may use two cores (Arrow's string
+    # kernels hold no GIL)
+    cores = _threads.available()
+    if _threads.worth(cores, len(rows)):
+        half = len(rows) // 2
+        pieces = list(_threads.pool(cores).map(lambda lo_hi: _partition_lines(part, names_col, moving, *lo_hi),
+                                               [(0, half), (half, len(rows))]))
+        lines = pa.chunked_array([c for piece in pieces for c in piece.chunks], pa.string())
+    else:
+        lines = _partition_lines(part, names_col, moving, 0, len(rows))
     # the topic lines: each topic's partition count, and the replication factor of its first partition
     counts = np.bincount(rank[rows], minlength=len(shown))
     first = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
@@ -245,6 +244,26 @@ def render_state(c: Cluster, history: pa.Table, names: list[str]) -> str:
     every = pa.concat_arrays([heads.cast(pa.large_string()), *(p.cast(pa.large_string()) for p in pieces)])
     eol = pa.scalar("\n", pa.large_string())
     return _joined(pc.binary_join_element_wise(every.take(from_numpy(at)), pa.scalar("", pa.large_string()), eol))
+
+
+def _partition_lines(part: pa.Table, names: pa.Array, moving: np.ndarray, lo: int, hi: int) -> pa.ChunkedArray:
+    """The ``kafka-topics.sh --describe`` lines of rows [lo, hi) of ``part`` (a partition's state a row; ``names``
+    its topic's name, ``moving`` whether it is being reassigned)."""
+    part, names = part.slice(lo, hi - lo), names.slice(lo, hi - lo)
+
+    def ids(column: str) -> pa.Array:  # ",".join of each list ("" for an empty or null one)
+        col = part.column(column)
+        return pc.fill_null(pc.binary_join(col.cast(pa.list_(pa.string())), ","), "")
+
+    leader = part.column("leader")
+    leader_text = pc.if_else(pc.equal(leader, NO_LEADER), "none", leader.cast(pa.string()))
+    reassigning = pc.if_else(from_numpy(moving[lo:hi]), pc.binary_join_element_wise(
+        "\tAdding Replicas: ", ids("adding_replicas"), "\tRemoving Replicas: ", ids("removing_replicas"), ""), "")
+    lines = pc.binary_join_element_wise(
+        "\tTopic: ", names, "\tPartition: ", part.column("partition_id").cast(pa.string()), "\tLeader: ",
+        leader_text, "\tReplicas: ", ids("replicas"), "\tIsr: ", ids("isr"), reassigning,
+        "\tElr: ", ids("eligible_leader_replicas"), "\tLastKnownElr: ", ids("last_known_elr"), "")
+    return lines if isinstance(lines, pa.ChunkedArray) else pa.chunked_array([lines], pa.string())
 
 
 def _joined(text: pa.Array) -> str:

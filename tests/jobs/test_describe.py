@@ -437,13 +437,25 @@ def _both_renderings(log_dir, at_offset=None, names=()):
                                                                   _NO_FILTER, False)
 
 
+def _on_two_cores(monkeypatch) -> None:
+    """Every replay and rendering on two threads, however small (controller_core/threads.py)."""
+    from controller_core import threads
+
+    monkeypatch.setattr(threads, "MIN_RECORDS", 0)
+    monkeypatch.setattr(threads, "available", lambda: 2)
+
+
+@pytest.mark.parametrize("two_cores", [False, True], ids=["one core", "two cores"])
 @pytest.mark.parametrize("log_dir", [DEFAULT, ROOT / "data" / "last-replica-standing-elr-off",
                                      *(REALDATA / rel for rel in CLUSTERS.values())], ids=lambda p: p.parent.name)
-def test_text_from_the_state_table_equals_the_partition_objects_text(log_dir):
+def test_text_from_the_state_table_equals_the_partition_objects_text(log_dir, two_cores, monkeypatch):
     """describe prints its text (no filter, not --json) a column at a time from the partition state table; the
     same text as formatting each Partition object of the image, at the end of the log, after the first records,
-    half way, and for the first topic alone."""
+    half way, and for the first topic alone -- also with the partition lines made in two halves on two threads."""
     import pyarrow.compute as pc
+
+    if two_cores:
+        _on_two_cores(monkeypatch)
 
     from controller_core.point import replay_to
 
@@ -461,10 +473,12 @@ def test_text_from_the_state_table_equals_the_partition_objects_text(log_dir):
     assert one == one_ref and one.startswith(f"Topic: {first}\t") and one.count("\nTopic: ") == 0
 
 
-def test_text_from_the_state_table_during_reassignments(tmp_path, capsys):
+def test_text_from_the_state_table_during_reassignments(tmp_path, capsys, monkeypatch):
     """The same at every offset of a simulated log with two reassignments in flight (Adding / Removing columns,
-    the replication factor without the adding replicas)."""
+    the replication factor without the adding replicas), the lines made in two halves on two threads."""
     import yaml
+
+    _on_two_cores(monkeypatch)
 
     sc = {"description": "reassignments in flight", "metadata_version": "3.9-IV0", "heartbeat_interval_ms": 5000,
           "brokers": [{"id": b, "rack": r} for b, r in ((1, "a"), (2, "b"), (3, "c"), (4, "a"))],
