@@ -23,6 +23,10 @@ Steps, in order:
    the scalar checker :mod:`controller_core.rules.invariants` is its reference in the tests);
 5. date the history: valid-from / valid-to times from the segment records at those offsets.
 
+On a process that may use more than one core (:mod:`controller_core.threads`) step 2 and step 4 run on other
+threads beside steps 1 and 3, and the layout reads its list columns on one; the results are the same on one core
+(``threads=1``, what a Spark task passes).
+
 Callers: ``verify``, ``describe``, ``audit --log-dir`` / ``plan --log-dir`` (:func:`from_log_dir`), the
 Spark replay (one call per partition bucket inside the executors) and the benchmarks.
 
@@ -119,20 +123,21 @@ def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool
     # every column of the replay (6 s of verify on a 1 M-partition log)
     snaps = frozenset(pc.unique(records.column("source_file").filter(
         pc.equal(records.column("source_kind"), SNAPSHOT))).to_pylist())
-    # the timelines read only the few cluster-level records (Python, per record): on another thread while the
-    # layout and the fold run
     image = Cluster(elr_override=elr_override)
+
     def timed_build() -> tuple[pa.Table, pa.Table]:
         return timelines.build(cluster_level_recs(records), image, rejected)
-    timed = _threads.pool(threads).submit(timed_build) if _threads.worth(threads, total) else None
-    lay = layout.build(records, cluster=False, threads=threads)  # one layout for the fold and the invariant pass
 
     def check() -> list:
         return invariant_pass.check(records, elr_override, layout.with_cluster(lay, records))
-    # the invariant pass reads only the records and the layout (with its cluster fields, made for it alone): on a
-    # second core it runs beside the fold and the recompute (its loop and theirs hold no GIL)
-    checking = (_threads.pool(threads).submit(check)
-                if invariants and _threads.worth(threads, total) else None)
+
+    # on a second core: the timelines (the few cluster-level records, in Python) while the layout and the fold run,
+    # then the invariant pass (the records and the layout with its cluster fields, made for it alone) beside the
+    # fold and the recompute -- the compiled loops hold no GIL
+    parallel = _threads.worth(threads, total)
+    timed = _threads.pool(threads).submit(timed_build) if parallel else None
+    lay = layout.build(records, cluster=False, threads=threads)  # one layout for the fold and the invariant pass
+    checking = _threads.pool(threads).submit(check) if invariants and parallel else None
     folded = fold_pass.fold(records, lay, state_only=state_only, columns=None if history else JUDGED_COLUMNS)
     undated = folded.history
     brokers, topics = timed.result() if timed is not None else timed_build()

@@ -69,7 +69,8 @@ def decode_files(files: list[tuple[str, str, int | None]], fn: Callable[[Decoded
         return _decode(path, label, start, end, first if start == 0 else None, fn, check=i in split)
 
     by_file: dict[int, list[_Range]] = {}
-    for (i, _, _), r in zip(units, _threads.pool(threads).map(work, units)):
+    done = _threads.pool(threads).map(work, units) if len(units) > 1 else map(work, units)  # one: no handover
+    for (i, _, _), r in zip(units, done):
         by_file.setdefault(i, []).append(r)
     out = [FileDecode() for _ in files]
     for i, parts in by_file.items():
