@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from controller_core.codec.bronze import records_table
 from controller_core.codec.logfile import iter_chunks
 from controller_core.codec.ranges import decode_files
+from controller_core.gcpause import paused
 from controller_core.logdir import BOOTSTRAP_KIND, SEGMENT, SNAPSHOT, LogFile, discover
 
 # Records that change nothing an auditor replays (kept out of the JSON parsing path).
@@ -137,8 +138,9 @@ def read_plan(p: Plan, quarantine: list | None = None, partition_json: bool = Tr
     ``threads`` threads (default: the cores this process may use; :mod:`controller_core.codec.ranges`)."""
     skip = frozenset() if partition_json else TYPED_ONLY
     kinds = {lf.label: lf.kind for lf in p.files}
-    decoded = decode_files([(str(lf.path), lf.label, lf.first_offset) for lf in p.files],
-                           lambda chunk: records_table(chunk, "", chunk.file, kinds[chunk.file], skip), threads)
+    with paused():  # Arrow and NumPy objects by the thousand, no cycles: see gcpause
+        decoded = decode_files([(str(lf.path), lf.label, lf.first_offset) for lf in p.files],
+                               lambda chunk: records_table(chunk, "", chunk.file, kinds[chunk.file], skip), threads)
     parts = []
     for lf, got in zip(p.files, decoded):
         if quarantine is not None:
