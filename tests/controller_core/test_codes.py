@@ -124,6 +124,7 @@ NOT_CODES = {
     "UNKNOWN_TOPIC_OR_PARTITION", "UNKNOWN_TOPIC_ID", "NEW_LEADER_ELECTED", "OPERATION_NOT_ATTEMPTED",
     "ARROW_DEFAULT_MEMORY_POOL", "BENCH_NO_HUGEPAGE", "GX_ANALYTICS_ENABLED", "KRAFT_AUDIT_LAKE", "PYSPARK_PYTHON",
     "SPARK_LOCAL_IP", "TIMESTAMP_MICROS", "PYSPARK_GATEWAY_PORT", "PYSPARK_SUBMIT_ARGS", "KRAFT_AUDIT_CRASH_AFTER",
+    "KRAFT_AUDIT_THREADS",
     # a quarantine reason (controller_core/copies.py: a span of a node's copy that differs from bronze), like the
     # decoder's reasons of codec/errors.py: not a finding
     "COPY_DIVERGED",
