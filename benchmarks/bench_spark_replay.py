@@ -55,7 +55,9 @@ def main(argv=None) -> int:
     slake = Lake.from_config(config, spark)
     reset_peak()
     t3 = time.perf_counter()
-    counts = replay(spark, slake, "bench", args.buckets, invariants=not args.no_invariants)
+    start = time.perf_counter()
+    counts = replay(spark, slake, "bench", args.buckets, invariants=not args.no_invariants,
+                    progress=lambda m: print(f"  {time.perf_counter() - start:6.1f} s  {m}", flush=True))
     t4 = time.perf_counter()
     print(f"{args.partitions:,} partitions, {table.num_rows:,} bronze records "
           f"(simulated (cached) and decoded in {t1 - t0:.1f} s, written to Delta in {t2 - t1:.1f} s)")
