@@ -93,10 +93,35 @@ def plan_for(log_dir, at_offset: int | None, at_time: int | None) -> Plan:
                      "earlier state can be rebuilt")
 
 
+def _at_end(records: pa.Table, seg: np.ndarray, snapshot: LogFile | None) -> Reached:
+    """Where the end of the log is: the last segment record and its batch's time (the batch's first record's), as
+    :func:`cut` finds it for a point past everything -- from the last batch's rows only (a pass over every row's
+    offsets, batches and times was most of a default ``describe``'s cut, and its fresh pages on a first call)."""
+    reached = Reached(snapshot=snapshot)
+    if not seg.any():
+        return reached
+    last = len(seg) - 1 - int(np.argmax(seg[::-1]))  # the last segment row
+    batch = records.column("batch_base_offset")
+    base = batch[last].as_py()
+    first, step = last, 64
+    while first > 0:  # back to the first row of its batch (a batch's rows are together; cut compares base offsets)
+        lo = max(0, first - step)
+        same = (to_numpy(batch.slice(lo, first - lo)) == base) & seg[lo:first]
+        if not same.all():
+            first = lo + int(np.flatnonzero(~same)[-1]) + 1
+            break
+        first, step = lo, step * 2
+    ts = records.column("timestamp").slice(first, 1).cast(pa.timestamp("ms", tz="UTC")).cast(pa.int64())
+    reached.offset, reached.timestamp = int(records.column("offset")[last].as_py()), int(ts[0].as_py())
+    return reached
+
+
 def cut(records: pa.Table, at_offset: int | None, at_time: int | None, snapshot: LogFile | None,
         notes: list[str]) -> tuple[pa.Table, Reached]:
     """The rows of a replay (bootstrap and snapshot rows whole, then segment rows) up to the point."""
     seg = to_numpy(pc.equal(records.column("source_kind"), SEGMENT))
+    if at_offset is None and at_time is None:
+        return records, _at_end(records, seg, snapshot)
     rows = np.flatnonzero(seg)
     off = to_numpy(records.column("offset"))[rows]
     batch = to_numpy(records.column("batch_base_offset"))[rows]

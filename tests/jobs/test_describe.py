@@ -501,3 +501,57 @@ def test_text_from_the_state_table_during_reassignments(tmp_path, capsys, monkey
         assert text == ref, at
         moving += "\tAdding Replicas: " in text
     assert moving > 0
+
+
+def _end_both_ways(records, snapshot):
+    """(the end of the log as describe's default point finds it from the last batch, as ``cut`` finds it for a
+    point at the last segment offset by its pass over every row)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    from controller_core import point
+    from controller_core.codec.arrowutil import to_numpy
+
+    seg = to_numpy(pc.equal(records.column("source_kind"), "segment"))
+    fast = point.cut(records, None, None, snapshot, [])
+    if not seg.any():
+        return fast[1], point.Reached(snapshot=snapshot)
+    last = int(records.column("offset")[int(np.flatnonzero(seg)[-1])].as_py())
+    return fast[1], point.cut(records, last, None, snapshot, [])[1]
+
+
+@pytest.mark.parametrize("log_dir", [DEFAULT, *(REALDATA / rel for rel in CLUSTERS.values())],
+                         ids=lambda p: p.parent.name)
+def test_the_end_of_the_log_found_from_its_last_batch(log_dir):
+    from controller_core import point
+    from controller_core.replay import read_plan
+
+    p = point.plan_for(log_dir, None, None)
+    records = read_plan(p, [], partition_json=False)
+    fast, ref = _end_both_ways(records, p.snapshot)
+    assert fast == ref and fast.offset is not None
+    assert point.cut(records, None, None, p.snapshot, [])[0] is records  # every row: no copy
+
+
+def test_the_end_of_a_long_last_batch_and_of_a_snapshot_alone(cut_log):
+    """A last batch of 3,000 rows (the walk back to its first row goes past its first steps), and a replay plan
+    holding nothing after its snapshot (no segment row: the point is the snapshot's)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from controller_core import point
+    from controller_core.replay import read_plan
+
+    p = point.plan_for(cut_log, None, None)
+    records = read_plan(p, [], partition_json=False)
+    base = records.column("batch_base_offset").to_numpy().copy()
+    base[-3000:] = base[-3000]  # the last 3,000 rows one batch
+    longer = records.set_column(records.schema.get_field_index("batch_base_offset"), "batch_base_offset",
+                                pa.array(base, pa.int64()))
+    fast, ref = _end_both_ways(longer, p.snapshot)
+    first_ms = longer.column("timestamp").cast(pa.timestamp("ms", tz="UTC")).cast(pa.int64())[-3000].as_py()
+    assert fast == ref and fast.timestamp == first_ms  # the batch's time: its first record's
+    snap_only = records.filter(pa.array(records.column("source_kind").to_numpy(zero_copy_only=False) != "segment"))
+    fast, ref = _end_both_ways(snap_only, p.snapshot)
+    assert fast == ref and fast.offset is None and np.any(records.column("source_kind").to_numpy(
+        zero_copy_only=False) == "snapshot")
