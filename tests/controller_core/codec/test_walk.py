@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from controller_core.codec import logfile
 from controller_core.codec import walk as W
 from controller_core.codec.batch import crc32c, encode_batch, iter_batches_scalar
 from controller_core.codec.logfile import TYPE_NAMES, DecodedChunk, iter_chunks
@@ -244,23 +245,26 @@ def test_decode_summary_job_prints_what_the_decoder_alone_prints(tmp_path):
 
 
 # ------------------------------------------------------------------------------ plain Python / start-up
-def test_walk_runs_as_plain_python_without_the_jit():
+def test_walk_runs_as_plain_python_without_the_jit(monkeypatch):
     """NUMBA_DISABLE_JIT=1: the same functions run as Python, so the logic can be stepped through."""
     code = ("import json, sys; from controller_core.codec import logfile, walk as W; "
             "w = W.walk(open(sys.argv[1], 'rb').read(), records=True); "
             "logfile._use_compiled = lambda size: True; "  # the full decoder's pieces too
             "chunks = list(logfile.iter_chunks(sys.argv[1])); "
+            "points = logfile.split_points(sys.argv[1], 1024); "  # the header chain walk, W.chain_points
             "print(json.dumps([W.HAS_SSE42, w.status, w.batches, w.records, w.counts.tolist(), "
-            "w.record_rows.tolist(), [c.position.tolist() for c in chunks]]))")
+            "w.record_rows.tolist(), [c.position.tolist() for c in chunks], points]))")
     env = dict(os.environ, NUMBA_DISABLE_JIT="1", PYTHONPATH=str(ROOT))
     res = subprocess.run([sys.executable, "-c", code, str(SMALL)], capture_output=True, text=True, env=env,
                          check=True, timeout=300)
-    hw, status, batches, records, counts, rows, positions = json.loads(res.stdout)
+    hw, status, batches, records, counts, rows, positions, points = json.loads(res.stdout)
     w = W.walk(SMALL.read_bytes(), records=True)
     assert hw is False  # the instruction needs the compiler; the table runs anywhere
     assert (status, batches, records, counts, rows) == (W.OK, w.batches, w.records, w.counts.tolist(),
                                                        w.record_rows.tolist())
     assert positions == [c.position.tolist() for c in iter_chunks(str(SMALL))]
+    monkeypatch.setattr(logfile, "_use_compiled", lambda size: False)  # the seek-by-seek walk
+    assert points == logfile.split_points(str(SMALL), 1024) and len(points) > 3
 
 
 def test_cached_summary_starts_fast():
