@@ -24,18 +24,45 @@ _LOCK = threading.Lock()
 ENV = "KRAFT_AUDIT_THREADS"
 
 
+# where a container's CPU quota is (cgroup v2; v1: the quota and the period in two files)
+CGROUP_V2 = "/sys/fs/cgroup/cpu.max"
+CGROUP_V1 = ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu/cpu.cfs_period_us")
+
+
 def available() -> int:
-    """The cores this process may run on (its CPU affinity: a ``taskset``-pinned process gets one), at most
-    :data:`MAX_THREADS` and at most ``$KRAFT_AUDIT_THREADS`` when that is set (a value that is not a positive
-    integer is ignored: the commands' results do not depend on it)."""
+    """The cores this process may run on (its CPU affinity: a ``taskset``-pinned process gets one; a container's
+    CPU quota, rounded up: a Kubernetes pod's ``limits.cpu``), at most :data:`MAX_THREADS` and at most
+    ``$KRAFT_AUDIT_THREADS`` when that is set (a value that is not a positive integer is ignored: the commands'
+    results do not depend on it)."""
     try:
         n = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         n = os.cpu_count() or 1
+    quota = cgroup_cpus()
+    if quota is not None:
+        n = min(n, quota)
     cap = os.environ.get(ENV, "").strip()
     if cap.isdigit() and int(cap) > 0:
         n = min(n, int(cap))
     return max(1, min(n, MAX_THREADS))
+
+
+def cgroup_cpus(v2: str | None = None, v1: tuple[str, str] | None = None) -> int | None:
+    """The CPUs a container's quota allows (quota / period, rounded up, at least 1), or None: no quota, no cgroup
+    files, or files this cannot read.  ``v2``, ``v1``: the files (default :data:`CGROUP_V2`, :data:`CGROUP_V1`)."""
+    v2, v1 = v2 or CGROUP_V2, v1 or CGROUP_V1
+    try:
+        with open(v2) as fh:
+            quota, period = (fh.read().split() + ["100000"])[:2]
+    except OSError:
+        try:
+            with open(v1[0]) as fq, open(v1[1]) as fp:
+                quota, period = fq.read().strip(), fp.read().strip()
+        except OSError:
+            return None
+    if quota in ("max", "-1") or not quota.lstrip("-").isdigit() or not period.isdigit() or int(period) <= 0:
+        return None
+    return max(1, -(-int(quota) // int(period)))
 
 
 def worth(threads: int, records: int) -> bool:

@@ -126,3 +126,28 @@ def test_split_points_compiled_walk_equals_the_seek_walk(tmp_path, monkeypatch, 
         assert logfile.split_points(str(path), target) == seek
         assert len(seek) > 1 and all(b > a for a, b in zip(seek, seek[1:]))
     assert max(logfile.split_points(str(broken), target)) <= mid
+
+
+def test_a_containers_cpu_quota_caps_the_threads(tmp_path, monkeypatch):
+    """A Kubernetes pod with limits.cpu 1.5 on an 8-core node: two threads, not eight (cgroup v2 cpu.max, and v1's
+    quota and period); no quota ("max", -1) or no files: the affinity alone."""
+    v2 = tmp_path / "cpu.max"
+    quota, period = tmp_path / "cfs_quota_us", tmp_path / "cfs_period_us"
+    none = tmp_path / "absent"
+    v2.write_text("150000 100000\n")
+    assert threads.cgroup_cpus(str(v2), (str(none), str(none))) == 2
+    v2.write_text("max 100000\n")
+    assert threads.cgroup_cpus(str(v2), (str(none), str(none))) is None
+    v2.write_text("50000 100000\n")
+    assert threads.cgroup_cpus(str(v2)) == 1
+    quota.write_text("300000\n")
+    period.write_text("100000\n")
+    assert threads.cgroup_cpus(str(none), (str(quota), str(period))) == 3
+    quota.write_text("-1\n")
+    assert threads.cgroup_cpus(str(none), (str(quota), str(period))) is None
+    assert threads.cgroup_cpus(str(none), (str(none), str(none))) is None
+    v2.write_text("150000 100000\n")
+    monkeypatch.setattr(threads, "CGROUP_V2", str(v2))
+    monkeypatch.delenv(threads.ENV, raising=False)
+    monkeypatch.setattr(threads.os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    assert threads.available() == 2
