@@ -4,7 +4,8 @@ In process (``verify``, ``describe``, ``audit --log-dir``, the benchmarks) a rep
 threads (:mod:`controller_core.codec.ranges`) and runs the invariant pass beside the fold and the recompute
 (:mod:`controller_core.pipeline`): the compiled loops run without the GIL (``nogil=True``) and NumPy and Arrow
 release it in their kernels; the layout builds its list columns beside the rest.  Only the calling thread hands
-work to a pool, never a pool's thread (two threads waiting on each other's pool).  A Spark task is one core of its executor and gets ``threads=1`` from its caller.
+work to a pool, never a pool's thread (two threads waiting on each other's pool).  A Spark task is one core of
+its executor and gets ``threads=1`` from its caller.
 """
 from __future__ import annotations
 
@@ -15,18 +16,14 @@ from concurrent.futures import ThreadPoolExecutor
 MAX_THREADS = 8
 # from this many records a replay hands a step to another thread (fewer: the handover costs more than it saves)
 MIN_RECORDS = 50_000
-
-_POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
-_LOCK = threading.Lock()
-
-
 # an operator's cap on the cores an in-process command uses (a shared box at 3 a.m.): a positive integer
 ENV = "KRAFT_AUDIT_THREADS"
-
-
 # where a container's CPU quota is (cgroup v2; v1: the quota and the period in two files)
 CGROUP_V2 = "/sys/fs/cgroup/cpu.max"
 CGROUP_V1 = ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu/cpu.cfs_period_us")
+
+_POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
+_LOCK = threading.Lock()
 
 
 def available() -> int:

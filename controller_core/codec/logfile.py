@@ -985,17 +985,3 @@ def split_points(path: str, target_bytes: int) -> list[int]:
                 points.append(pos)
                 nxt = pos + target_bytes
     return points
-    with open(path, "rb") as fh:
-        pos = 0
-        nxt = target_bytes
-        while pos + 12 <= size:
-            fh.seek(pos + 8)
-            raw = fh.read(4)
-            blen = struct.unpack(">i", raw)[0]
-            if blen < B.HEADER_SIZE - B.LOG_OVERHEAD or blen > MAX_BATCH_BYTES:
-                break
-            pos += blen + 12
-            if pos >= nxt and pos < size:
-                points.append(pos)
-                nxt = pos + target_bytes
-    return points

@@ -48,9 +48,9 @@ def decode_files(files: list[tuple[str, str, int | None]], fn: Callable[[Decoded
                  threads: int | None = None, min_range_bytes: int | None = None) -> list[FileDecode]:
     """Decode ``files`` [(path, label, first offset or None)] with ``fn`` applied to every non-empty chunk,
     on ``threads`` threads (default: :func:`controller_core.threads.available`); one :class:`FileDecode` per
-    file, equal to iterating ``logfile.iter_chunks(path, label, first_offset=...)`` over each file in turn (module docstring).
-    ``fn`` runs in the worker threads; a file is cut into ranges of at least ``min_range_bytes`` (default
-    :data:`MIN_RANGE_BYTES`)."""
+    file, equal to iterating ``logfile.iter_chunks(path, label, first_offset=...)`` over each file in turn (see
+    the module docstring).  ``fn`` runs in the worker threads; a file is cut into ranges of at least
+    ``min_range_bytes`` (default :data:`MIN_RANGE_BYTES`)."""
     threads = _threads.available() if threads is None else max(1, threads)
     min_range_bytes = MIN_RANGE_BYTES if min_range_bytes is None else min_range_bytes
     if threads == 1:
@@ -103,9 +103,9 @@ def _decode(path: str, label: str, start: int, end: int | None, first_offset: in
     return r
 
 
-def _stitched(ranges: list[_Range]) -> bool:
+def _stitched(parts: list[_Range]) -> bool:
     """The ranges of one file together are what one pass decodes: nothing quarantined, no range empty, every
     range's rows contiguous and each range starting one offset after the one before ends."""
-    if any(r.quarantine or not r.contiguous or r.first is None for r in ranges):
+    if any(r.quarantine or not r.contiguous or r.first is None for r in parts):
         return False
-    return all(b.first == a.last + 1 for a, b in zip(ranges, ranges[1:]))
+    return all(b.first == a.last + 1 for a, b in zip(parts, parts[1:]))

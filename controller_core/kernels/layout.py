@@ -286,7 +286,7 @@ def build(records: pa.Table, cluster: bool = True, threads: int = 1) -> Layout:
     the invariant pass reads are None.  ``threads``: the list columns and the epochs are read on another thread
     (controller_core/threads.py) while this one reads the kinds, the topics and the partitions."""
     n = records.num_rows
-    rows = (_threads.pool(threads).submit(_rows, records) if _threads.worth(threads, n) else None)
+    rows = _threads.pool(threads).submit(_rows, records) if _threads.worth(threads, n) else None
     kind = _kinds(records)
 
     topic, topic_ids, topic_dict = _dense(records.column("topic_id"), arrow=True)

@@ -95,21 +95,26 @@ def test_a_small_file_or_one_thread_is_one_range(tmp_path, stitched):
     assert stitched == []
 
 
-def test_threads_follow_the_cpu_affinity_and_the_operators_cap(monkeypatch):
-    if not hasattr(os, "sched_setaffinity"):
-        pytest.skip("no CPU affinity on this platform")
-    saved = os.sched_getaffinity(0)
-    try:
-        os.sched_setaffinity(0, {min(saved)})
-        assert threads.available() == 1
-    finally:
-        os.sched_setaffinity(0, saved)
-    assert threads.available() == min(len(saved), threads.MAX_THREADS)
+def test_threads_follow_the_cpu_affinity_and_the_operators_cap(tmp_path, monkeypatch):
+    monkeypatch.setattr(threads, "CGROUP_V2", str(tmp_path / "absent"))  # no container quota here
+    monkeypatch.setattr(threads, "CGROUP_V1", (str(tmp_path / "absent"),) * 2)
+    monkeypatch.delenv(threads.ENV, raising=False)
+    if hasattr(os, "sched_setaffinity"):  # the process pinned for real (taskset -c 0): one thread
+        saved = os.sched_getaffinity(0)
+        try:
+            os.sched_setaffinity(0, {min(saved)})
+            assert threads.available() == 1
+        finally:
+            os.sched_setaffinity(0, saved)
+    monkeypatch.setattr(threads.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    assert threads.available() == threads.MAX_THREADS
+    monkeypatch.setattr(threads.os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    assert threads.available() == 3
     monkeypatch.setenv(threads.ENV, "1")
     assert threads.available() == 1
     for ignored in ("0", "-2", "two", ""):
         monkeypatch.setenv(threads.ENV, ignored)
-        assert threads.available() == min(len(saved), threads.MAX_THREADS)
+        assert threads.available() == 3
 
 
 @pytest.mark.parametrize("target", [1000, 64 << 10, 1 << 20])
