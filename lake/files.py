@@ -192,9 +192,10 @@ def _single_key(batch: pa.Table, parts: list[str]) -> tuple | None:
 def write_task(table_path: str, target: pa.Schema, parts: list[str], tag: str):
     """The ``mapInArrow`` function writing a task's rows into the table at ``table_path``: ``target`` is the
     table's Arrow schema (the rows are cast to it, ``safe=True``: any loss fails the task), ``parts`` its
-    partition columns.  Yields FILE_SCHEMA rows, one per file."""
+    partition columns.  Yields FILE_SCHEMA rows, one per file.  The items may also be whole tables
+    (:func:`write_table`): their chunks, however small, go into the file's row groups of ROW_GROUP_ROWS rows."""
 
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def run(batches: Iterator[pa.RecordBatch | pa.Table]) -> Iterator[pa.RecordBatch]:
         import time
 
         import pyarrow.compute as pc
@@ -211,7 +212,7 @@ def write_task(table_path: str, target: pa.Schema, parts: list[str], tag: str):
         dictionary = dictionary_columns(data_schema)
         open_files: dict = {}  # partition values -> [relative path, writer, stats]
 
-        def sink(values: tuple, batch: pa.RecordBatch) -> None:
+        def sink(values: tuple, batch: pa.Table) -> None:
             entry = open_files.get(values)
             if entry is None:
                 folder = partition_dir(parts, values)
@@ -220,7 +221,7 @@ def write_task(table_path: str, target: pa.Schema, parts: list[str], tag: str):
                 os.makedirs(os.path.dirname(full), exist_ok=True)
                 writer = pq.ParquetWriter(full, data_schema, compression="snappy", use_dictionary=dictionary)
                 entry = open_files[values] = [rel, writer, _Stats(data_schema)]
-            entry[1].write_batch(batch, row_group_size=ROW_GROUP_ROWS)
+            entry[1].write_table(batch, row_group_size=ROW_GROUP_ROWS)
             entry[2].add(batch)
 
         try:
@@ -228,7 +229,9 @@ def write_task(table_path: str, target: pa.Schema, parts: list[str], tag: str):
                 if batch.num_rows == 0:
                     continue
                 try:
-                    batch = pa.Table.from_batches([batch]).select(target.names).cast(target, safe=True)
+                    if isinstance(batch, pa.RecordBatch):
+                        batch = pa.Table.from_batches([batch])
+                    batch = batch.select(target.names).cast(target, safe=True)
                 except (ValueError, pa.ArrowInvalid) as exc:  # a lossy cast, a null in a non-nullable column
                     raise RowError(f"{ROW_ERROR}{exc}") from exc
                 for f in target:
@@ -236,13 +239,11 @@ def write_task(table_path: str, target: pa.Schema, parts: list[str], tag: str):
                         raise RowError(f"{ROW_ERROR}column {f.name!r} is non-nullable in the table but the frame "
                                        f"holds {batch.column(f.name).null_count} null(s)")
                 if not parts:
-                    for b in batch.to_batches():
-                        sink((), b)
+                    sink((), batch)
                     continue
                 key = _single_key(batch, parts)
                 if key is not None:  # the usual case (one cluster's rows): no filter copying every column
-                    for b in batch.select(data_schema.names).to_batches():
-                        sink(key, b)
+                    sink(key, batch.select(data_schema.names))
                     continue
                 keys = batch.select(parts).group_by(parts).aggregate([]).to_pylist()
                 for key in keys:
@@ -251,9 +252,7 @@ def write_task(table_path: str, target: pa.Schema, parts: list[str], tag: str):
                         m = pc.is_null(batch.column(c)) if key[c] is None else pc.equal(batch.column(c), key[c])
                         m = pc.fill_null(m, False)
                         mask = m if mask is None else pc.and_(mask, m)
-                    part = batch.filter(mask).select(data_schema.names)
-                    for b in part.to_batches():
-                        sink(tuple(key[c] for c in parts), b)
+                    sink(tuple(key[c] for c in parts), batch.filter(mask).select(data_schema.names))
         finally:
             for entry in open_files.values():
                 entry[1].close()
@@ -283,7 +282,7 @@ def write_table(table_path: str, target: pa.Schema, parts: list[str], tag: str, 
             index = pa.array(np.zeros(table.num_rows, np.int32))
             table = table.append_column(name, pa.array([value], target.field(name).type).take(index))
         out = []
-        for batch in write_task(table_path, target, parts, tag)(iter(table.to_batches())):
+        for batch in write_task(table_path, target, parts, tag)(iter([table])):
             out += batch.to_pylist()
         return out
 
@@ -291,15 +290,23 @@ def write_table(table_path: str, target: pa.Schema, parts: list[str], tag: str, 
 
 
 # ------------------------------------------------------------------------------------------ memory
-def return_freed_memory() -> None:
-    """Arrow allocates from jemalloc with no decay from here on, in this process: pyarrow's default allocator
-    (mimalloc) keeps the pages it frees for reuse, and after a million-partition audit's chunks that was 3-4 GB
-    of RSS above what Arrow held (a replay task's scan: a gigabyte).  For the processes that hold whole tables
-    (audit, plan, quality, a full replay's tasks); the decoder keeps the default, faster for its many small
-    buffers.  Without jemalloc in the build: the C library's malloc, which gives large blocks back at once."""
+# how long a replay task's jemalloc keeps a page freed before it gives it back: long enough that the next batch of
+# the scan or the next bucket reuses it (a fresh page costs 2 ms/MB on a VM whose host backs it on first touch: given
+# back at once, a 1 M-partition replay's driver scan of bronze took 4.2 s instead of 1.9 and a replay task 21 s
+# instead of 17), short enough that a bucket's pages are back while the next one runs
+REPLAY_PAGES_KEPT_MS = 1000
+
+
+def return_freed_memory(kept_ms: int = 0) -> None:
+    """Arrow allocates from jemalloc, which gives freed pages back after ``kept_ms``, from here on in this process:
+    pyarrow's default allocator (mimalloc) keeps the pages it frees for reuse, and after a million-partition audit's
+    chunks that was 3-4 GB of RSS above what Arrow held (a replay task's scan: a gigabyte).  For the processes that
+    hold whole tables (audit, plan, quality: at once, their peaks are near the 8 GiB budget; a full replay's tasks:
+    :data:`REPLAY_PAGES_KEPT_MS`); the decoder keeps the default, faster for its many small buffers.  Without
+    jemalloc in the build: the C library's malloc, which gives large blocks back at once."""
     try:
         pa.set_memory_pool(pa.jemalloc_memory_pool())
-        pa.jemalloc_set_decay_ms(0)
+        pa.jemalloc_set_decay_ms(kept_ms)
     except NotImplementedError:
         pa.set_memory_pool(pa.system_memory_pool())
 
@@ -318,10 +325,13 @@ def scan_task(files: list[str], columns: list[str], where, dictionary: tuple[str
     cannot open raises :class:`MissingDataFile` naming it: a worker that cannot see the lake fails loudly,
     never replays nothing."""
 
-    def read(keep=None) -> pa.Table:
+    def read(keep=None, split=None) -> pa.Table | list[pa.Table]:
+        """With ``split`` = (n, masks) instead of ``keep``: n tables, the rows ``masks(batch)`` (n NumPy masks over
+        a batch's rows) marks for each -- a task's buckets copied out of the scan's batches once, not its share
+        copied and then each bucket's rows again (a sixth of a 1 M-partition replay task)."""
         import pyarrow.dataset as ds
 
-        return_freed_memory()  # the task then replays what it read: the scan's freed pages go back
+        return_freed_memory(REPLAY_PAGES_KEPT_MS)  # the task then replays what it read: the scan's pages go back
         missing = [f for f in files if not os.path.exists(f)]
         if missing:
             raise MissingDataFile(f"{READ_ERROR}data file {missing[0]} is listed by the table's Delta log but not on "
@@ -336,9 +346,12 @@ def scan_task(files: list[str], columns: list[str], where, dictionary: tuple[str
         # scan's filter, far cheaper when it chooses few rows: the cluster-level rows' data_json read in 2.8 s of
         # 16.5 M rows, 11 s as a column
         chosen = {c: ds.field(c) for c in have}
+        if split is not None:
+            keep = split[1]
         if keep is not None:
             chosen[_WHERE] = where(ds.field)
         out = []
+        parts: list[list] = [[] for _ in range(split[0])] if split is not None else []
         # little read-ahead: Arrow's default decodes a dozen batches of several files ahead, gigabytes a task
         # then holds (its allocator keeps the pages) while it replays
         for batch in data.to_batches(columns=chosen, filter=None if keep is not None else where(ds.field),
@@ -350,23 +363,38 @@ def scan_task(files: list[str], columns: list[str], where, dictionary: tuple[str
                 continue
             mask = np.asarray(batch.column(len(have)).fill_null(False).to_numpy(zero_copy_only=False), bool)
             batch = batch.select(have)
+            if split is not None:
+                if mask.any():
+                    for i, m in enumerate(keep(batch)):
+                        _keep_rows(batch, mask & m, parts[i])
+                continue
             if mask.any():
                 mask &= keep(batch)
-            if mask.all():
-                out.append(batch)
-            elif mask.any():
-                out.append(batch.filter(pa.array(mask)))
+            _keep_rows(batch, mask, out)
         schema = pa.schema([data.schema.field(c) for c in have])
         # every column nullable, as Spark reads them: the callers join these rows with rows they make (nulls, an
         # if_else), and a bronze whose files declare columns not null (appended from Arrow rather than written by
         # Spark) would not concatenate with them
-        table = pa.Table.from_batches(out, schema=schema).cast(pa.schema([f.with_nullable(True) for f in schema]))
-        for c in columns:  # a column an older bronze table lacks: null (as Spark's read of it is)
-            if c not in have:
-                table = table.append_column(c, pa.nulls(table.num_rows, pa.string()))
-        return table.select(columns)
+        nullable = pa.schema([f.with_nullable(True) for f in schema])
+
+        def table_of(batches: list) -> pa.Table:
+            table = pa.Table.from_batches(batches, schema=schema).cast(nullable)
+            for c in columns:  # a column an older bronze table lacks: null (as Spark's read of it is)
+                if c not in have:
+                    table = table.append_column(c, pa.nulls(table.num_rows, pa.string()))
+            return table.select(columns)
+
+        return [table_of(p) for p in parts] if split is not None else table_of(out)
 
     return read
+
+
+def _keep_rows(batch: pa.RecordBatch, mask: np.ndarray, out: list) -> None:
+    """The rows of ``batch`` ``mask`` marks, onto ``out``: the batch itself when it is all of them."""
+    if mask.all():
+        out.append(batch)
+    elif mask.any():
+        out.append(batch.filter(pa.array(mask)))
 
 
 def _row_groups_of(data, where):

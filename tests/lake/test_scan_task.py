@@ -81,3 +81,18 @@ def test_row_groups_the_statistics_rule_out_are_never_decoded(tmp_path):
     assert segments(lambda b: np.asarray(b.column("partition_id")) > 0).column("offset").to_pylist() == [4, 5]
     with pytest.raises(Exception):  # the damage is real: a read that needs the snapshot's row group fails
         LF.scan_task([str(path)], ["offset"], lambda f: f("source_file").isin(["old.checkpoint"]))()
+
+
+def test_a_split_read_returns_each_masks_rows_as_the_masked_reads_do(tmp_path):
+    files = _files(tmp_path)
+    read = LF.scan_task(files, ["offset", "partition_id"],
+                        lambda f: f("record_type").isin(["PARTITION_RECORD", "PARTITION_CHANGE_RECORD"]))
+    masks = [lambda b: np.asarray(b.column("partition_id")) % 2 == 1,
+             lambda b: np.asarray(b.column("partition_id")) == 0,
+             lambda b: np.asarray(b.column("partition_id")) > 99]  # none: an empty table, still returned
+    tables = read(split=(3, lambda batch: [m(batch) for m in masks]))
+    assert len(tables) == 3
+    for table, mask in zip(tables, masks):
+        assert table.column_names == ["offset", "partition_id"]
+        assert sorted(table.column("offset").to_pylist()) == sorted(read(mask).column("offset").to_pylist())
+    assert sorted(tables[0].column("offset").to_pylist()) == [2, 22] and tables[2].num_rows == 0

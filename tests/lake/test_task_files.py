@@ -70,3 +70,18 @@ def test_offsets_and_times_are_not_dictionary_encoded_the_rest_is(tmp_path):
     assert LF.dictionary_columns(SCHEMA) == ["cluster", "part", "name", "replicas.list.element"]
     nested = pa.schema([("s", pa.struct([("a", pa.int64()), ("b", pa.list_(pa.string()))]))])
     assert LF.dictionary_columns(nested) == ["s.b.list.element"]
+
+
+def test_a_whole_table_of_many_small_chunks_is_written_in_full_row_groups(tmp_path, monkeypatch):
+    # a replay bucket's history less the partitions another bucket owns: runs of the table, not copied together
+    monkeypatch.setattr(LF, "ROW_GROUP_ROWS", 1000)
+    chunks = [_batch("a", 1, range(i, i + 37)) for i in range(0, 37 * 70, 37)]
+    table = pa.Table.from_batches(chunks).drop_columns(["cluster", "part"])
+    write = LF.write_table(str(tmp_path), SCHEMA, ["cluster", "part"], "tag", {"cluster": "a", "part": 1})
+    files = write(table)
+    assert len(files) == 1 and files[0]["rows"] == 37 * 70
+    meta = pq.ParquetFile(os.path.join(tmp_path, files[0]["path"])).metadata
+    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [1000, 1000, 590]
+    assert _read_back(tmp_path, files, ["cluster", "part"]) == pa.Table.from_batches(chunks).to_pylist()
+    stats = json.loads(files[0]["stats"])
+    assert stats["minValues"]["offset"] == 0 and stats["maxValues"]["offset"] == 37 * 70 - 1
