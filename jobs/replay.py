@@ -311,8 +311,9 @@ def _write_findings(lake: Lake, cluster: str, found, since: int | None) -> dict:
     by an incremental one; {table: rows written}.  A full replay's few findings (the usual case: a healthy
     log has none) are collected once and committed by the driver, many are written by Spark's tasks."""
     tables = ((DIVERGENCES, "divergence", S.divergences_of), (BREACHES, "breach", S.breaches_of))
-    if since is None and found.count() <= FEW_FINDINGS:
-        rows = found.toArrow()
+    # one Spark job: the findings, or one more than few of them (then written by Spark's tasks)
+    rows = found.limit(FEW_FINDINGS + 1).toArrow() if since is None else None
+    if rows is not None and rows.num_rows <= FEW_FINDINGS:
         written = {}
         for t, kind, _ in tables:
             table = S.findings_table(rows, kind)
