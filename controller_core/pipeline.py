@@ -235,8 +235,8 @@ def _drop_context(topics: frozenset[str], divergences: list, found: list, tables
     ctx = pa.array(sorted(topics), pa.string())
 
     def mine(t: pa.Table) -> pa.Table:
-        # the ids looked up for partition 0's rows only, and the rows kept as runs of the table, not copied: a
-        # lookup of every row's id and a filter copying the history were a quarter of a 1.4 M-row bucket's replay
+        # the ids looked up for partition 0's rows only, and the kept rows copied run by run: a lookup of every
+        # row's id and a filter of the history's list columns were a quarter of a 1.4 M-row bucket's replay
         first = np.flatnonzero(column_ints(t.column("partition_id"), fill=-1) == 0)
         if not len(first):
             return t

@@ -188,6 +188,7 @@ def _replay_order(table: pa.Table) -> np.ndarray | None:
     rank = np.append(rank, len(rank))  # a null kind: after every value
     kind = rank[np.asarray(pc.fill_null(kinds.indices, len(kinds.dictionary)).to_numpy(zero_copy_only=False),
                            np.int64)]
+
     def up(key):  # (after, same) of each row against the one before (no subtraction: a null is int64's max)
         return key[1:] > key[:-1], key[1:] == key[:-1]
 
@@ -304,11 +305,6 @@ def _topic_crcs(ids: pa.Array) -> np.ndarray:
     return crc[np.asarray(index.to_numpy(zero_copy_only=False), np.int64)]
 
 
-def core_tasks(spark, buckets: int) -> int:
-    """How many tasks :func:`core_from_files` runs: one per core of the cluster, at most ``buckets``."""
-    return max(1, min(buckets, int(spark.sparkContext.defaultParallelism)))
-
-
 def core_from_files(spark, read, shared: pa.Table, buckets: int, snapshot_start: int | None = None,
                     invariants: bool = True, write=None) -> DataFrame:
     """:func:`core` of a full replay without moving bronze through Spark.  One task per core of the cluster
@@ -320,7 +316,7 @@ def core_from_files(spark, read, shared: pa.Table, buckets: int, snapshot_start:
     (:data:`READ_COLUMNS` and ``data_json``), read once by the driver; ``read`` returns the
     :data:`PARTITION_READ_COLUMNS` of the partition records.  A partition record needs no
     ``data_json``: its typed columns hold it (``explain.record_data``).  Same rows out as :func:`core`."""
-    tasks = core_tasks(spark, buckets)
+    tasks = max(1, min(buckets, int(spark.sparkContext.defaultParallelism)))
 
     def bucket_rows(table) -> np.ndarray:
         return bucket_of(table.column("topic_id"), _partitions(table), buckets)

@@ -77,11 +77,11 @@ def strings(values: list) -> pa.Array:
     return pa.Array.from_buffers(pa.string(), len(raw), [vbuf, pa.py_buffer(offsets), pa.py_buffer(b"".join(raw))])
 
 
-def gather(table: pa.Table, rows: np.ndarray, combine: bool = True) -> pa.Table:
-    """``table.take(rows)``.  Rows that come in a few long runs of consecutive rows (a bucket's records nearly in
-    log order, a history less a few partitions') are copied run by run -- a take gathers row by row and column by
-    column, twice the time on list and string columns -- and, with ``combine=False``, left as the runs' chunks
-    (no copy at all: Parquet's writer and Arrow's kernels take chunked columns)."""
+def gather(table: pa.Table, rows: np.ndarray) -> pa.Table:
+    """``table.take(rows)``, one chunk per column.  Rows that come in a few long runs of consecutive rows (a bucket's
+    records nearly in log order, a history less a few partitions') are copied run by run: a take gathers row by row
+    and column by column, twice the time on list and string columns.  (Left as the runs' chunks instead, the
+    Parquet writer spent more on a bucket's ~900 small chunks than the copy costs.)"""
     if not len(rows):
         return table.slice(0, 0)
     breaks = np.flatnonzero(np.diff(rows) != 1) + 1
@@ -89,5 +89,4 @@ def gather(table: pa.Table, rows: np.ndarray, combine: bool = True) -> pa.Table:
         return table.take(from_numpy(np.asarray(rows, np.int64)))
     starts = np.concatenate([[0], breaks]).astype(np.int64)
     lengths = np.diff(np.concatenate([starts, [len(rows)]]))
-    runs = pa.concat_tables([table.slice(int(rows[s]), int(n)) for s, n in zip(starts, lengths)])
-    return runs.combine_chunks() if combine else runs
+    return pa.concat_tables([table.slice(int(rows[s]), int(n)) for s, n in zip(starts, lengths)]).combine_chunks()

@@ -60,17 +60,15 @@ def test_rows_in_order_are_not_copied_and_a_snapshot_is_dated_before_its_start()
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.integers(0, 400), st.lists(st.tuples(st.integers(0, 399), st.integers(1, 60)), max_size=12),
-       st.booleans())
-def test_gather_is_a_take(n, runs, combine):
+@given(st.integers(0, 400), st.lists(st.tuples(st.integers(0, 399), st.integers(1, 60)), max_size=12))
+def test_gather_is_a_take(n, runs):
     table = pa.table({"i": pa.array(np.arange(n), pa.int64()),
                       "l": pa.array([[j, j % 3] if j % 5 else None for j in range(n)], pa.list_(pa.int32())),
                       "s": pa.array([f"s{j % 7}" for j in range(n)])})
     rows = np.concatenate([np.arange(a, min(a + k, n)) for a, k in runs if a < n] or [np.zeros(0, np.int64)])
-    got = gather(table, rows, combine=combine)
+    got = gather(table, rows)
     assert got.equals(table.take(pa.array(rows, pa.int64())))
-    if combine:
-        assert all(c.num_chunks <= 1 for c in got.columns)
+    assert all(c.num_chunks <= 1 for c in got.columns)
     shuffled = np.random.default_rng(n).permutation(n)  # no runs: a take
     assert gather(table, shuffled).equals(table.take(pa.array(shuffled, pa.int64())))
 
