@@ -309,10 +309,11 @@ def core_from_files(spark, read, shared: pa.Table, buckets: int, snapshot_start:
                     invariants: bool = True, write=None) -> DataFrame:
     """:func:`core` of a full replay without moving bronze through Spark.  One task per core of the cluster
     (Spark's default parallelism, at most ``buckets``) reads, in one pass over bronze's data files
-    (``read(keep)``: :func:`lake.files.scan_task` with :func:`replay_filter`), the partition records of its
-    buckets (:func:`bucket_of`; bucket ``b`` belongs to task ``b % tasks``) and every partition 0, then replays
-    its buckets one after the other: each bucket's own records, every partition 0 (context where another
-    bucket owns it, as :func:`bucketize` sends them) and ``shared`` -- the cluster-level rows
+    (``read(split=...)``: :func:`lake.files.scan_task` with :func:`replay_filter`), the partition records of each
+    of its buckets (:func:`bucket_of`; bucket ``b`` belongs to task ``b % tasks``) with every partition 0, then
+    replays its buckets one after the other (the broker and topic timelines built by the first): each bucket's own
+    records, every partition 0 (context where another bucket owns it, as :func:`bucketize` sends them) and
+    ``shared`` -- the cluster-level rows
     (:data:`READ_COLUMNS` and ``data_json``), read once by the driver; ``read`` returns the
     :data:`PARTITION_READ_COLUMNS` of the partition records.  A partition record needs no
     ``data_json``: its typed columns hold it (``explain.record_data``).  Same rows out as :func:`core`."""
