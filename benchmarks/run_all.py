@@ -794,7 +794,7 @@ def m_e2e(cfg: dict) -> list[dict]:
         if parts == ingest_scale:
             rows.append(row("spark-ingest", "Spark ingest job, local[2] (bench_e2e.py)", records=n, partitions=parts,
                             seconds=ingest, rate=n / ingest,
-                            base_what="in process: the tasks' decode + write of every split, 1 core",
+                            base_what="in process: the tasks' decode + write of every split, a thread per core",
                             base_records=n, base_seconds=inproc_ingest, base_rate=n / inproc_ingest,
                             versus=speed(ingest, inproc_ingest), target="<= 2x in-process",
                             met=ingest / inproc_ingest <= 2.0, rss_driver_mb=driver, rss_exec_mb=proc.get("exec_mb"),
