@@ -346,31 +346,26 @@ def scan_task(files: list[str], columns: list[str], where, dictionary: tuple[str
         # scan's filter, far cheaper when it chooses few rows: the cluster-level rows' data_json read in 2.8 s of
         # 16.5 M rows, 11 s as a column
         chosen = {c: ds.field(c) for c in have}
+        if keep is not None:  # one mask: a split in one
+            split = (1, lambda batch: [keep(batch)])
         if split is not None:
-            keep = split[1]
-        if keep is not None:
             chosen[_WHERE] = where(ds.field)
-        out = []
+        out: list = []
         parts: list[list] = [[] for _ in range(split[0])] if split is not None else []
         # little read-ahead: Arrow's default decodes a dozen batches of several files ahead, gigabytes a task
         # then holds (its allocator keeps the pages) while it replays
-        for batch in data.to_batches(columns=chosen, filter=None if keep is not None else where(ds.field),
+        for batch in data.to_batches(columns=chosen, filter=None if split is not None else where(ds.field),
                                      batch_size=1 << 17, batch_readahead=2, fragment_readahead=1):
             if not batch.num_rows:
                 continue
-            if keep is None:
+            if split is None:
                 out.append(batch)
                 continue
             mask = np.asarray(batch.column(len(have)).fill_null(False).to_numpy(zero_copy_only=False), bool)
             batch = batch.select(have)
-            if split is not None:
-                if mask.any():
-                    for i, m in enumerate(keep(batch)):
-                        _keep_rows(batch, mask & m, parts[i])
-                continue
             if mask.any():
-                mask &= keep(batch)
-            _keep_rows(batch, mask, out)
+                for i, m in enumerate(split[1](batch)):
+                    _keep_rows(batch, mask & m, parts[i])
         schema = pa.schema([data.schema.field(c) for c in have])
         # every column nullable, as Spark reads them: the callers join these rows with rows they make (nulls, an
         # if_else), and a bronze whose files declare columns not null (appended from Arrow rather than written by
@@ -384,6 +379,8 @@ def scan_task(files: list[str], columns: list[str], where, dictionary: tuple[str
                     table = table.append_column(c, pa.nulls(table.num_rows, pa.string()))
             return table.select(columns)
 
+        if keep is not None:
+            return table_of(parts[0])
         return [table_of(p) for p in parts] if split is not None else table_of(out)
 
     return read
