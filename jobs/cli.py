@@ -230,8 +230,12 @@ def console() -> None:
     runtime threads that can abort the interpreter's shutdown ("terminate called without an active
     exception", exit 134) after all work is done and flushed."""
     argv = sys.argv[1:]
-    code = main(argv)
     command = next((a for a in argv if not a.startswith("-")), None)  # after a global --debug
+    if command in LOG_ONLY:  # the process is this command's: its replay reuses what it frees (controller_core/heap)
+        from controller_core.heap import keep_freed_memory
+
+        keep_freed_memory()
+    code = main(argv)
     if command in SPARK_FREE:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from controller_core.codec.arrowutil import NUMPY_TYPES, column_ints, from_numpy, repeat_str, strings
+from controller_core.codec.arrowutil import NUMPY_TYPES, column_ints, from_numpy, nulls, repeat_str, strings
 from controller_core.codec.jsonwrite import chunk_json
 from controller_core.codec.logfile import COMPILED_MIN_RECORDS, TYPE_NAMES, DecodedChunk, Quarantine, distinct
 from controller_core.records import UNKNOWN_RECORD_TYPE as UNKNOWN_RECORD
@@ -302,7 +302,7 @@ class _Placement:
     def __call__(self, pieces: list, typ: pa.DataType) -> pa.Array:
         held = [k for k, arr in enumerate(pieces) if arr is not None]
         if not held:
-            return pa.nulls(self.n, typ)
+            return nulls(self.n, typ)
         located = [k for k in held if isinstance(pieces[k], tuple)]  # (Located, key): fields not decoded yet
         if located:
             if len(located) == len(held):
@@ -336,7 +336,7 @@ class _Placement:
             inverse = np.empty(self.n, np.int64)
             inverse[rows] = np.arange(self.n)
             self._inverse = from_numpy(inverse)
-        return pa.concat_arrays([pa.nulls(len(self.order[k]), typ) if arr is None else arr
+        return pa.concat_arrays([nulls(len(self.order[k]), typ) if arr is None else arr
                                  for k, arr in enumerate(pieces)]).take(self._inverse)
 
     def _scatter(self, held: list, typ: pa.DataType) -> pa.Array:
