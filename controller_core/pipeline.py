@@ -44,7 +44,7 @@ import pyarrow.compute as pc
 
 from controller_core import threads as _threads
 from controller_core import timelines
-from controller_core.codec.arrowutil import column_ints, from_numpy, gather, to_numpy
+from controller_core.codec.arrowutil import column_ints, from_numpy, gather, nulls, to_numpy
 from controller_core.gcpause import paused
 from controller_core.image import Cluster
 from controller_core.kernels import dating, fold_pass, layout
@@ -312,7 +312,7 @@ def date_history(history: pa.Table, records: pa.Table, triggers: pa.Table, *, ro
 
     def at(offsets) -> pa.Array:
         if not len(s_off):
-            return pa.nulls(len(offsets), TS)
+            return nulls(len(offsets), TS)
         j = find(np.asarray(pc.fill_null(offsets, -1), np.int64))
         k = np.maximum(j, 0)
         valid = j >= 0 if s_known is None else (j >= 0) & s_known[k]
@@ -401,7 +401,7 @@ def _place_triggers(history: pa.Table, triggers: pa.Table, changes: np.ndarray |
     order = np.argsort(t_off, kind="stable")
     sorted_off = t_off[order]
     if not len(t_off) or not n:
-        return pa.nulls(n, pa.string())
+        return nulls(n, pa.string())
     if (sorted_off[1:] == sorted_off[:-1]).any():
         return _join_triggers(history, triggers)
     j = _offset_finder(sorted_off)(np.asarray(pc.fill_null(history.column("offset"), -1), np.int64))
@@ -442,7 +442,7 @@ def _join_triggers(history: pa.Table, triggers: pa.Table) -> pa.Array:
     keys = history.select(["offset", "topic_id", "partition_id"]).append_column(
         "_row", pa.array(np.arange(history.num_rows, dtype=np.int64)))
     hit = keys.join(triggers, ["offset", "topic_id", "partition_id"], join_type="inner")
-    trigger = pa.nulls(history.num_rows, pa.string())
+    trigger = nulls(history.num_rows, pa.string())
     if hit.num_rows:
         placed = np.full(history.num_rows, -1, np.int64)
         placed[np.asarray(hit.column("_row"), np.int64)] = np.arange(hit.num_rows)

@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from controller_core.codec import bronze as B
+from controller_core.codec.arrowutil import nulls
 from lake import catalog
 
 SPLIT_DDL = ("path string, source_file string, source_kind string, start long, end long, cluster string, "
@@ -54,7 +55,7 @@ def _conform(table: pa.Table, kind: str, copy) -> pa.RecordBatch:
         elif f.name in table.column_names:
             cols.append(table.column(f.name).combine_chunks().cast(f.type))
         else:
-            cols.append(pa.nulls(n, f.type))
+            cols.append(nulls(n, f.type))
     return pa.RecordBatch.from_arrays(cols, schema=_DECODED)
 
 

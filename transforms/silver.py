@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from controller_core import pipeline
-from controller_core.codec.arrowutil import gather
+from controller_core.codec.arrowutil import gather, nulls
 from controller_core.codec.bronze import COLUMN_MAP
 from controller_core.replay import SKIP
 from controller_core.vector import fold
@@ -351,9 +351,9 @@ def _replay_bucket(own: pa.Table, context: np.ndarray, shared: pa.Table, snapsho
     own = own.cast(pa.schema([f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f
                               for f in own.schema]))
     # the columns a partition record leaves null (not read): null, in the shared rows' types
-    own = pa.table({f.name: own.column(f.name) if f.name in own.column_names else pa.nulls(own.num_rows, f.type)
+    own = pa.table({f.name: own.column(f.name) if f.name in own.column_names else nulls(own.num_rows, f.type)
                     for f in shared.schema if f.name != "data_json"})
-    own = (own.append_column("data_json", pa.nulls(own.num_rows, pa.string()))
+    own = (own.append_column("data_json", nulls(own.num_rows, pa.string()))
            .append_column("context", pa.array(context)))
     mine = pa.concat_tables([own, shared.append_column("context", pa.array(np.zeros(shared.num_rows, bool)))])
     mine = mine.append_column("phase", phase_of(mine))
@@ -380,7 +380,7 @@ def _partitions(table) -> np.ndarray:
 def _widen(table: pa.Table) -> pa.Table:
     """``table`` in the CORE schema: its own columns, nulls elsewhere."""
     return pa.table({f.name: table.column(f.name).cast(f.type) if f.name in table.column_names
-                     else pa.nulls(table.num_rows, f.type) for f in CORE}, schema=CORE)
+                     else nulls(table.num_rows, f.type) for f in CORE}, schema=CORE)
 
 
 def findings_of(out: DataFrame) -> DataFrame:

@@ -74,15 +74,20 @@ def nulls(n: int, typ: pa.DataType) -> pa.Array:
     has ~20 columns no record of it carries: 0.15 s and 170 MB of fresh pages per million rows on this VM), these
     arrays share one never-written buffer of zeros.  Fixed-width types, strings and lists of them; anything else
     is ``pa.nulls``."""
+    # each buffer a slice of the zeros as long as the array needs: what reads the whole buffer (a pickle) reads no
+    # more than of pa.nulls' array
     width = NUMPY_TYPES[typ].itemsize if typ in NUMPY_TYPES else 8 if pa.types.is_timestamp(typ) else 0
+    bits = (n + 7) // 8
     if pa.types.is_boolean(typ) or width:
-        z = _zeros(max(width * n, (n + 7) // 8))
-        return pa.Array.from_buffers(typ, n, [z, z], null_count=n)
+        z = _zeros(max(width * n, bits))
+        return pa.Array.from_buffers(typ, n, [z.slice(0, bits), z.slice(0, max(width * n, bits))], null_count=n)
     z = _zeros(4 * (n + 1))
+    offsets = z.slice(0, 4 * (n + 1))
     if pa.types.is_string(typ) or pa.types.is_binary(typ):
-        return pa.Array.from_buffers(typ, n, [z, z, z.slice(0, 0)], null_count=n)
+        return pa.Array.from_buffers(typ, n, [z.slice(0, bits), offsets, z.slice(0, 0)], null_count=n)
     if pa.types.is_list(typ):
-        return pa.Array.from_buffers(typ, n, [z, z], null_count=n, children=[nulls(0, typ.value_type)])
+        return pa.Array.from_buffers(typ, n, [z.slice(0, bits), offsets], null_count=n,
+                                     children=[nulls(0, typ.value_type)])
     return pa.nulls(n, typ)
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from controller_core.codec.arrowutil import from_numpy, strings
+from controller_core.codec.arrowutil import from_numpy, nulls, strings
 from controller_core.schema import Field
 
 PAD = 32  # zero bytes appended to every buffer so fixed-width gathers near the end stay in bounds
@@ -293,7 +293,7 @@ def _default_array(f: Field, version: int, n: int) -> pa.Array:
     t = arrow_type(f, version)
     d = f.default_value()
     if d is None:
-        return pa.nulls(n, t)
+        return nulls(n, t)
     if f.is_array:
         return pa.ListArray.from_arrays(from_numpy(np.zeros(n + 1, np.int32)), pa.nulls(0, t.value_type))
     if f.is_struct:

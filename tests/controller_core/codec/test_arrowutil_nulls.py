@@ -41,7 +41,23 @@ def test_one_buffer_for_all():
     assert shared == {arrowutil._ZEROS[0].address}
     big = nulls(3 * arrowutil._ZEROS[0].size, pa.int32())  # longer than the buffer: it grows
     big.validate(full=True)
-    assert big.buffers()[1].size >= 4 * len(big)
+    assert big.buffers()[1].size == 4 * len(big)
+
+
+def test_a_small_array_pickles_small():
+    """Each array's buffers are as long as it needs, not the shared buffer's length: a pickle (Spark ships a
+    closure's tables that way) or an IPC stream of ten null rows is bytes, not the megabytes the zeros hold."""
+    import pickle
+
+    arrowutil._zeros(8 << 20)
+    t = pa.table({"a": nulls(10, pa.int64()), "b": nulls(10, pa.string()), "c": nulls(10, pa.list_(pa.int32())),
+                  "d": nulls(10, pa.bool_())})
+    data = pickle.dumps(t)
+    assert len(data) < 4096 and pickle.loads(data).equals(t)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, t.schema) as w:
+        w.write_table(t)
+    assert sink.getvalue().size < 4096
 
 
 def test_bronze_rows_round_trip_parquet(realdata):
