@@ -6,6 +6,9 @@ build the arrays from buffers instead (zero-copy for numeric arrays).
 """
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+
 import numpy as np
 import pyarrow as pa
 
@@ -91,12 +94,32 @@ def nulls(n: int, typ: pa.DataType) -> pa.Array:
     return pa.nulls(n, typ)
 
 
+# repeat_str's buffers of the texts it made last: text -> (offsets, values) of its longest array so far.  A decoded
+# chunk's source_file, source_kind and cluster are one text each, made again for every chunk of every file: from
+# here, an array as long or shorter is slices of those buffers (on a 1.15 M-record log, 80 MB fewer fresh bytes).
+_REPEATED: "OrderedDict[bytes, tuple[pa.Buffer, pa.Buffer]]" = OrderedDict()
+_REPEATED_TEXTS = 8  # texts kept, the least recently used dropped
+_REPEATED_MAX_BYTES = 64 << 20  # a longer array is made for its caller alone
+_REPEATED_LOCK = threading.Lock()  # (the decoder's threads)
+
+
 def repeat_str(text: str, n: int) -> pa.Array:
+    """A string array of ``text`` ``n`` times."""
     raw = text.encode("utf-8")
     if len(raw) * n >= 1 << 31:  # past a string array's 32-bit offsets: Arrow splits it into chunks
         return pa.chunked_array([repeat_str(text, m) for m in _pieces(n, max(1, ((1 << 31) - 1) // max(len(raw), 1)))])
-    offsets = np.arange(n + 1, dtype=np.int32) * len(raw)
-    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw * n)])
+    with _REPEATED_LOCK:
+        have = _REPEATED.get(raw)
+        if have is not None and len(have[0]) >= 4 * (n + 1):
+            _REPEATED.move_to_end(raw)
+        else:
+            have = (pa.py_buffer(np.arange(n + 1, dtype=np.int32) * len(raw)), pa.py_buffer(raw * n))
+            if 4 * (n + 1) + len(raw) * n <= _REPEATED_MAX_BYTES:
+                _REPEATED[raw] = have
+                while len(_REPEATED) > _REPEATED_TEXTS:
+                    _REPEATED.popitem(last=False)
+    # buffers sliced to this array's length: what reads a whole buffer (a pickle) reads no more than this array
+    return pa.Array.from_buffers(pa.string(), n, [None, have[0].slice(0, 4 * (n + 1)), have[1].slice(0, len(raw) * n)])
 
 
 def _pieces(n: int, most: int) -> list[int]:

@@ -85,3 +85,25 @@ def test_column_ints_fills_null_chunks():
                             pa.nulls(2, pa.int32()), pa.array([5], pa.int32())])
     assert column_ints(col, -7, np.int32).tolist() == [1, -7, 3, -7, -7, -7, -7, -7, -7, 5]
     assert column_ints(col).dtype == np.int64 and column_ints(col).tolist() == [1, 0, 3, 0, 0, 0, 0, 0, 0, 5]
+
+
+def test_repeat_str_reuses_its_buffers():
+    """``repeat_str`` of a text it made before, as long or shorter: slices of the same buffers (a decoded chunk's
+    source_file / source_kind / cluster, made for every chunk), each array exactly as long as it is -- its values
+    right, its pickle its own size -- and a longer one made anew."""
+    import pickle
+
+    from controller_core.codec.arrowutil import repeat_str
+
+    text = "00000000000000004242.log-kraft-audit-test"
+    first = repeat_str(text, 50_000)
+    again, short = repeat_str(text, 50_000), repeat_str(text, 7)
+    assert again.buffers()[2].address == first.buffers()[2].address == short.buffers()[2].address
+    for arr, n in ((first, 50_000), (again, 50_000), (short, 7)):
+        arr.validate(full=True)
+        assert arr.to_pylist() == [text] * n
+    assert len(pickle.dumps(short)) < 1024
+    longer = repeat_str(text, 60_000)
+    assert longer.to_pylist() == [text] * 60_000 and longer.buffers()[2].address != first.buffers()[2].address
+    assert repeat_str("", 3).to_pylist() == ["", "", ""] and repeat_str("é", 2).to_pylist() == ["é", "é"]
+    assert repeat_str(text, 0).to_pylist() == []
