@@ -32,7 +32,20 @@ a = np.ones(64 << 20, np.uint8)  # a replay-sized array (above glibc's largest m
 during = libc.mallinfo2()
 del a
 after = libc.mallinfo2()
-print(json.dumps({"kept": kept, "mmapped": during.hblkhd - before.hblkhd, "free_after": after.fordblks}))
+# a decoder thread's array (mallinfo2 sums every arena; malloc_stats below says how many there are)
+seen = {}
+def decode_thread():
+    b = np.ones(8 << 20, np.uint8)
+    now = libc.mallinfo2()
+    seen["main_heap"], seen["mmapped"] = now.uordblks - after.uordblks, now.hblkhd - after.hblkhd
+    del b
+import threading
+t = threading.Thread(target=decode_thread)
+t.start(); t.join()
+print(json.dumps({"kept": kept, "mmapped": during.hblkhd - before.hblkhd, "free_after": after.fordblks,
+                  "thread_heap": seen["main_heap"], "thread_mmapped": seen["mmapped"]}))
+sys.stdout.flush()
+libc.malloc_stats()  # to stderr: one "Arena N:" block per arena
 """
 
 
@@ -40,7 +53,7 @@ def _probe(mode: str) -> dict:
     done = subprocess.run([sys.executable, "-c", PROBE, mode], cwd=ROOT, capture_output=True, text=True, timeout=120,
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    return {**json.loads(done.stdout), "arenas": done.stderr.count("Arena ")}
 
 
 def _glibc() -> bool:
@@ -59,7 +72,12 @@ def test_freed_arrays_stay_in_the_heap():
     # without the policy the block is its own mapping, unmapped on free: nothing of it stays
     assert default["mmapped"] >= 64 << 20
     assert default["free_after"] < 64 << 20
+    assert default["thread_mmapped"] >= 8 << 20  # a thread's block: a mapping of its own
+    assert default["arenas"] >= 2  # and the thread's arena beside the main one
     # with it: from the heap, and still there, free for the next array, once freed
     assert kept["kept"] is True
     assert kept["mmapped"] == 0
     assert kept["free_after"] >= 64 << 20
+    # and a thread's block from the same heap (one arena), where the freed one waits
+    assert kept["thread_heap"] >= 8 << 20 and kept["thread_mmapped"] == 0
+    assert kept["arenas"] == 1
