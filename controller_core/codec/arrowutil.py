@@ -67,9 +67,13 @@ _ZEROS: list = [pa.py_buffer(np.zeros(0, np.uint8))]
 
 
 def _zeros(size: int) -> pa.Buffer:
-    if _ZEROS[0].size < size:
-        _ZEROS[0] = pa.py_buffer(np.zeros(max(size, 2 * _ZEROS[0].size), np.uint8))
-    return _ZEROS[0]
+    """At least ``size`` bytes of zeros (the buffer read once: the decoder's threads may grow it at the same time,
+    and each must get one as long as it asked)."""
+    have = _ZEROS[0]
+    if have.size < size:
+        have = pa.py_buffer(np.zeros(max(size, 2 * have.size), np.uint8))
+        _ZEROS[0] = have
+    return have
 
 
 def nulls(n: int, typ: pa.DataType) -> pa.Array:

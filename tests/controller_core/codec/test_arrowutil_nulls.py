@@ -107,3 +107,26 @@ def test_repeat_str_reuses_its_buffers():
     assert longer.to_pylist() == [text] * 60_000 and longer.buffers()[2].address != first.buffers()[2].address
     assert repeat_str("", 3).to_pylist() == ["", "", ""] and repeat_str("é", 2).to_pylist() == ["é", "é"]
     assert repeat_str(text, 0).to_pylist() == []
+
+
+def test_threads_growing_the_zeros_at_once():
+    """The decoder's threads make null columns at the same time, and may each grow the shared zeros: every array
+    gets buffers as long as it needs, whichever thread's buffer ends up shared."""
+    import threading
+
+    bad = []
+
+    def work(k: int) -> None:
+        for n in range(1, 3000, 7):
+            a = nulls(n * (k + 1) * 11, pa.int64() if k % 2 else pa.list_(pa.int32()))
+            try:
+                a.validate(full=True)
+            except pa.ArrowInvalid as exc:  # pragma: no cover - what a short buffer would raise
+                bad.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad
