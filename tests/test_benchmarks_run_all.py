@@ -53,6 +53,23 @@ def test_one_real_measurement_gives_a_row_with_a_number(tmp_path, capsys):
     assert run_all.fmt_rate(r["rate"]) in line
 
 
+def test_describe_row_is_the_median_of_fresh_first_calls():
+    """describe's row at the tiny scale, its first call taken in two fresh processes: the row's seconds are their
+    median, the note names both, and the scalar baseline was measured (once)."""
+    import re
+    import statistics
+
+    cfg = {**run_all.SCALES["tiny"], "first_calls": 2}
+    (r,) = run_all.m_describe(cfg)
+    assert not r.get("error"), r.get("error")
+    m = re.search(r"the median of the first call in 2 fresh processes \(([^)]*)\)", r["note"])
+    assert m, r["note"]
+    firsts = [float(x.strip().rstrip("s")) for x in m.group(1).split(",")]
+    assert len(firsts) == 2 and all(x > 0 for x in firsts)
+    assert abs(r["seconds"] - statistics.median(firsts)) <= 0.06  # (the note's figures are rounded)
+    assert r["records"] > 0 and r["base_rate"] > 0 and r["rate"] == r["records"] / r["seconds"]
+
+
 def test_reads_bench_replay_and_bench_spark_replay_lines():
     replay = ("\n20,000 partitions, 234,567 records (200,000 PartitionChangeRecords) in 2 groups\n"
               "pipeline         206,200 records/s (fold + recompute + dating, no invariants, one core)\n"
