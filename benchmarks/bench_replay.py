@@ -37,7 +37,8 @@ def main(argv=None) -> int:
     ap.add_argument("--partitions", type=int, default=1_000_000)
     ap.add_argument("--events", type=int, default=10, help="timeline events of the simulated fleet")
     ap.add_argument("--groups", type=int, default=8)
-    ap.add_argument("--invariants", action="store_true", help="also check the §4 invariants (scalar checker today)")
+    ap.add_argument("--invariants", action="store_true",
+                    help="also check the §4 invariants (the compiled invariant pass)")
     ap.add_argument("--threads", type=int, default=1,
                     help="cores pipeline.run may use (default 1: the figure is records per second per core)")
     ap.add_argument("--scalar-slice", type=int, default=20000,
