@@ -99,11 +99,12 @@ def nulls(n: int, typ: pa.DataType) -> pa.Array:
 
 
 # repeat_str's buffers of the texts it made last: text -> (offsets, values) of its longest array so far.  A decoded
-# chunk's source_file, source_kind and cluster are one text each, made again for every chunk of every file: from
-# here, an array as long or shorter is slices of those buffers (on a 1.15 M-record log, 80 MB fewer fresh bytes).
+# chunk's source_file, source_kind and cluster are one text each, made again for every chunk of every file, and a fold
+# writes MIGRATING for every replica of every row, again for every group: from here, an array as long or shorter is
+# slices of those buffers (on a 1.15 M-record log, 80 MB fewer fresh bytes in the decode alone).
 _REPEATED: "OrderedDict[bytes, tuple[pa.Buffer, pa.Buffer]]" = OrderedDict()
-_REPEATED_TEXTS = 8  # texts kept, the least recently used dropped
-_REPEATED_MAX_BYTES = 64 << 20  # a longer array is made for its caller alone
+_REPEATED_TEXTS = 8  # texts kept, the least recently used dropped first
+_REPEATED_MAX_BYTES = 1 << 30  # the buffers kept, all texts together; a longer array is made for its caller alone
 _REPEATED_LOCK = threading.Lock()  # (the decoder's threads)
 
 
@@ -120,7 +121,9 @@ def repeat_str(text: str, n: int) -> pa.Array:
             have = (pa.py_buffer(np.arange(n + 1, dtype=np.int32) * len(raw)), pa.py_buffer(raw * n))
             if 4 * (n + 1) + len(raw) * n <= _REPEATED_MAX_BYTES:
                 _REPEATED[raw] = have
-                while len(_REPEATED) > _REPEATED_TEXTS:
+                _REPEATED.move_to_end(raw)
+                while len(_REPEATED) > _REPEATED_TEXTS or sum(o.size + v.size for o, v in _REPEATED.values()) > \
+                        _REPEATED_MAX_BYTES:
                     _REPEATED.popitem(last=False)
     # buffers sliced to this array's length: what reads a whole buffer (a pickle) reads no more than this array
     return pa.Array.from_buffers(pa.string(), n, [None, have[0].slice(0, 4 * (n + 1)), have[1].slice(0, len(raw) * n)])

@@ -297,22 +297,6 @@ def _strings(dictionary: pa.Array, codes: np.ndarray, as_dictionary: bool) -> pa
     return pa.chunked_array([dictionary.take(idx.slice(i, step)) for i in range(0, len(codes), step)], pa.string())
 
 
-_REPEATED: dict[str, pa.Array] = {}
-_REPEATED_MAX_BYTES = 1 << 30
-
-
-def _repeated(text: str, n: int) -> pa.Array:
-    """``text`` n times as a string array.  Arrow arrays are immutable, so the longest one built so far
-    is kept and sliced (zero-copy): a fold writes MIGRATING for every replica of every row, and
-    filling (and faulting in) those hundreds of MB again for every group is a large share of its cost."""
-    arr = _REPEATED.get(text)
-    if arr is None or len(arr) < n:
-        arr = repeat_str(text, n)
-        if n * max(len(text), 1) <= _REPEATED_MAX_BYTES:
-            _REPEATED[text] = arr
-    return arr.slice(0, n)
-
-
 def _string_lists(off: np.ndarray, codes: np.ndarray, valid: np.ndarray, dictionary: pa.Array,
                   as_dictionary: bool) -> pa.Array | pa.ChunkedArray:
     mask = None if valid.all() else from_numpy(~valid)
@@ -322,7 +306,7 @@ def _string_lists(off: np.ndarray, codes: np.ndarray, valid: np.ndarray, diction
     widest = int(pc.max(pc.utf8_length(dictionary)).as_py() or 0) if len(dictionary) else 0
     if len(codes) * max(widest, 1) <= _MAX_CHUNK_BYTES:
         if len(codes) and not (codes != codes[0]).any():  # one value (e.g. every directory MIGRATING)
-            child = _repeated(dictionary[int(codes[0])].as_py(), len(codes))
+            child = repeat_str(dictionary[int(codes[0])].as_py(), len(codes))  # (kept: the same text every group)
         else:
             child = dictionary.take(from_numpy(codes.astype(np.int32)))
         return pa.ListArray.from_arrays(from_numpy(off.astype(np.int32)), child, mask=mask)

@@ -130,3 +130,19 @@ def test_threads_growing_the_zeros_at_once():
     for t in threads:
         t.join()
     assert not bad
+
+
+def test_repeat_str_keeps_at_most_its_bytes(monkeypatch):
+    """The kept buffers stay under their bound, all texts together: the least recently used text goes first, and an
+    array longer than the bound is made for its caller alone (still right)."""
+    from collections import OrderedDict
+
+    from controller_core.codec.arrowutil import repeat_str
+
+    monkeypatch.setattr(arrowutil, "_REPEATED", OrderedDict())
+    monkeypatch.setattr(arrowutil, "_REPEATED_MAX_BYTES", 10_000)
+    for text in ("aa", "bb", "cc"):
+        assert repeat_str(text, 1000).to_pylist() == [text] * 1000  # 6,004 bytes each
+    kept = arrowutil._REPEATED
+    assert list(kept) == [b"cc"] and sum(o.size + v.size for o, v in kept.values()) <= 10_000
+    assert repeat_str("dd", 5000).to_pylist() == ["dd"] * 5000 and b"dd" not in kept
