@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from controller_core import pipeline
+from controller_core.codec.arrowutil import plain
 from lake import catalog
 
 TS = pipeline.TS
@@ -52,7 +53,7 @@ def silver_tables(log_dir: str | Path, invariants: bool = True) -> dict[str, pa.
         log_end = pa.table({"end_offset": [rep.start_offset - 1], "end_timestamp": pa.nulls(1, TS)},
                            schema=LOG_END_SCHEMA)
     return {
-        catalog.PARTITION_STATE_HISTORY.name: rep.history,
+        catalog.PARTITION_STATE_HISTORY.name: plain(rep.history),  # the lake's types, as the Spark audit reads them
         catalog.BROKER_STATE_HISTORY.name: _with_us_timestamps(rep.brokers),
         catalog.TOPIC_CONFIG_HISTORY.name: _with_us_timestamps(rep.topics),
         catalog.INVARIANT_BREACHES.name: rep.breaches.drop_columns(["topic_id"]),

@@ -44,20 +44,24 @@ import pyarrow.compute as pc
 
 from controller_core import threads as _threads
 from controller_core import timelines
-from controller_core.codec.arrowutil import column_ints, from_numpy, gather, nulls, to_numpy
+from controller_core.codec.arrowutil import column_ints, from_numpy, gather, nulls, plain, plain_schema, to_numpy
 from controller_core.gcpause import paused
 from controller_core.image import Cluster
 from controller_core.kernels import dating, fold_pass, layout
 from controller_core.kernels import invariants as invariant_pass
 from controller_core.replay import nothing_to_replay, read_log_dir
 from controller_core.vector import fold
-from controller_core.vector.explain import EXPLAINED_SCHEMA, cluster_level_recs, explain, scalar_batches
+from controller_core.vector.explain import EXPLAINED_SCHEMA, LABEL_TYPE, cluster_level_recs, explain, scalar_batches
 
 TS = pa.timestamp("us", tz="UTC")  # Spark's TimestampType, as read back from Delta
 SEGMENT, SNAPSHOT = "segment", "snapshot"
 
-HISTORY_DATED_SCHEMA = pa.schema(list(fold.HISTORY_SCHEMA) + [
-    pa.field("valid_from_timestamp", TS), pa.field("valid_to_timestamp", TS), pa.field("trigger", pa.string())])
+# Replay.history: the fold's history (its repeated strings dictionary-encoded, fold.HISTORY_ENCODED) dated, with the
+# trigger of each change (a few distinct labels, encoded too); HISTORY_DATED_SCHEMA is its plain form, the lake's
+# partition_state_history (arrowutil.plain)
+HISTORY_DATED_ENCODED = pa.schema(list(fold.HISTORY_ENCODED) + [
+    pa.field("valid_from_timestamp", TS), pa.field("valid_to_timestamp", TS), pa.field("trigger", LABEL_TYPE)])
+HISTORY_DATED_SCHEMA = plain_schema(HISTORY_DATED_ENCODED)
 DIVERGENCE_SCHEMA = pa.schema([
     ("offset", pa.int64()), ("topic", pa.string()), ("topic_id", pa.string()), ("partition", pa.int32()),
     ("field", pa.string()), ("recorded", pa.string()), ("expected", pa.string()), ("trigger", pa.string()),
@@ -80,7 +84,7 @@ JUDGED_COLUMNS = frozenset(("topic_id", "partition_id", "offset", "leader", "lea
 class Replay:
     """What one replay produced (see the module docstring)."""
 
-    history: pa.Table  # HISTORY_DATED_SCHEMA
+    history: pa.Table  # HISTORY_DATED_ENCODED (arrowutil.plain: HISTORY_DATED_SCHEMA)
     brokers: pa.Table  # timelines.BROKER_SCHEMA
     topics: pa.Table  # timelines.TOPIC_SCHEMA
     divergences: pa.Table  # DIVERGENCE_SCHEMA
@@ -165,7 +169,7 @@ def _run(records: pa.Table, elr_override, invariants: bool, recompute: bool, con
     # dated before the context rows go: the fold's row arrays describe the history as it is (each row's dates
     # and trigger are its own partition's, so dropping rows after changes no other row)
     if not history:
-        dated = HISTORY_DATED_SCHEMA.empty_table()
+        dated = HISTORY_DATED_ENCODED.empty_table()
     elif folded.rows is None:
         dated = date_history(undated, records, triggers)
     else:
@@ -322,12 +326,12 @@ def date_history(history: pa.Table, records: pa.Table, triggers: pa.Table, *, ro
 
 
 def _dated(history: pa.Table, triggers: pa.Table, changes, valid_from: pa.Array, valid_to: pa.Array) -> pa.Table:
-    history = history.cast(fold.HISTORY_SCHEMA)
+    history = history.cast(fold.HISTORY_ENCODED)
     trigger = _place_triggers(history, triggers, changes)
     out = (history.append_column("valid_from_timestamp", valid_from)
            .append_column("valid_to_timestamp", valid_to)
            .append_column("trigger", trigger))
-    return out.select(HISTORY_DATED_SCHEMA.names).cast(HISTORY_DATED_SCHEMA)
+    return out.select(HISTORY_DATED_ENCODED.names).cast(HISTORY_DATED_ENCODED)
 
 
 def _date_by_rows(history: pa.Table, records: pa.Table, seg, rows: np.ndarray, successor: np.ndarray):
@@ -386,16 +390,20 @@ def _offset_finder(sorted_offsets: np.ndarray):
 
 
 def _place_triggers(history: pa.Table, triggers: pa.Table, changes: np.ndarray | None = None) -> pa.Array:
-    """The trigger of each history row: the ``triggers`` row with the same (offset, topic_id,
+    """The trigger of each history row (LABEL_TYPE): the ``triggers`` row with the same (offset, topic_id,
     partition_id), null where there is none.  A change record's offset names one record, so the offsets
     of ``triggers`` are distinct and a sorted search finds the candidate, whose partition is then checked;
     should they not be distinct, a hash join on the three keys.  ``changes``: the history rows of the change
     records that are not orphans, when the fold says which."""
-    n = history.num_rows
     t_off = to_numpy(triggers.column("offset"), np.int64) if triggers.num_rows else np.zeros(0, np.int64)
     placed = _aligned_triggers(history, triggers, t_off, changes)
     if placed is not None:
-        return placed
+        return placed.cast(LABEL_TYPE)  # (a caller's own triggers may be strings)
+    return _searched_triggers(history, triggers, t_off).cast(LABEL_TYPE)
+
+
+def _searched_triggers(history: pa.Table, triggers: pa.Table, t_off: np.ndarray) -> pa.Array:
+    n = history.num_rows
     triggers = triggers.set_column(triggers.schema.get_field_index("trigger"), "trigger",
                                    triggers.column("trigger").cast(pa.string()))
     order = np.argsort(t_off, kind="stable")
@@ -434,14 +442,14 @@ def _aligned_triggers(history: pa.Table, triggers: pa.Table, t_off: np.ndarray,
     if not np.array_equal(pid, to_numpy(pc.fill_null(triggers.column("partition_id"), -1), np.int64)):
         return None
     at = np.cumsum(change) - 1
-    return triggers.column("trigger").take(from_numpy(at, change)).cast(pa.string())
+    return triggers.column("trigger").take(from_numpy(at, change))
 
 
 def _join_triggers(history: pa.Table, triggers: pa.Table) -> pa.Array:
     # Arrow joins carry no list columns: join the keys with a row number, then place the triggers
-    keys = history.select(["offset", "topic_id", "partition_id"]).append_column(
+    keys = plain(history.select(["offset", "topic_id", "partition_id"])).append_column(
         "_row", pa.array(np.arange(history.num_rows, dtype=np.int64)))
-    hit = keys.join(triggers, ["offset", "topic_id", "partition_id"], join_type="inner")
+    hit = keys.join(plain(triggers), ["offset", "topic_id", "partition_id"], join_type="inner")
     trigger = nulls(history.num_rows, pa.string())
     if hit.num_rows:
         placed = np.full(history.num_rows, -1, np.int64)

@@ -143,6 +143,28 @@ def strings(values: list) -> pa.Array:
     return pa.Array.from_buffers(pa.string(), len(raw), [vbuf, pa.py_buffer(offsets), pa.py_buffer(b"".join(raw))])
 
 
+def plain_type(typ: pa.DataType) -> pa.DataType:
+    """``typ`` with every dictionary type (also as a list's items) replaced by its value type: the type a
+    dictionary-encoded column has in the lake, in Spark and in the reference implementations."""
+    if pa.types.is_dictionary(typ):
+        return plain_type(typ.value_type)
+    if pa.types.is_list(typ):
+        return pa.list_(typ.value_field.with_type(plain_type(typ.value_type)))
+    return typ
+
+
+def plain_schema(schema: pa.Schema) -> pa.Schema:
+    """:func:`plain_type` of every field."""
+    return pa.schema([f.with_type(plain_type(f.type)) for f in schema], metadata=schema.metadata)
+
+
+def plain(table: pa.Table) -> pa.Table:
+    """``table`` with its dictionary-encoded columns decoded (:func:`plain_schema`); the same table when it has
+    none."""
+    target = plain_schema(table.schema)
+    return table if target.equals(table.schema) else table.cast(target)
+
+
 def gather(table: pa.Table, rows: np.ndarray) -> pa.Table:
     """``table.take(rows)``, one chunk per column.  Rows that come in a few long runs of consecutive rows (a bucket's
     records nearly in log order, a history less a few partitions') are copied run by run: a take gathers row by row

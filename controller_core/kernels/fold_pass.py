@@ -1,7 +1,8 @@
 """The partition fold in one compiled pass (numba): bronze rows → the history table of ``vector/fold.py``.
 
 ``fold(records, lay)`` returns exactly what :func:`controller_core.vector.fold.fold_partitions` returns
-(same rows, same order, same values, ``fold.HISTORY_SCHEMA``); the NumPy fold stays the reference the
+(same rows, same order, same values; its strings dictionary-encoded, ``fold.HISTORY_ENCODED``, as
+``fold_partitions(..., dictionary_strings=True)`` gives them); the NumPy fold stays the reference the
 tests compare it with, and ``fold.state_at`` the one definition of a state at a point.  It reads the dense
 layout of :mod:`.layout` (the one the invariant pass reads; the pipeline builds it once for both).
 
@@ -68,10 +69,11 @@ _AHEAD = 256
 
 
 _ORPHANS = pa.schema([F.HISTORY_SCHEMA.field(c) for c in ("offset", "topic_id", "partition_id")])
+_KIND_NAMES = pa.array(F.KIND_NAMES)  # the record types' dictionary
 
 
 class Fold(NamedTuple):
-    history: pa.Table  # fold.HISTORY_SCHEMA
+    history: pa.Table  # fold.HISTORY_ENCODED
     fallback_partitions: int  # partitions folded by the NumPy fold instead (the whole input, when any)
     rows: np.ndarray | None = None  # per history row, the input row it comes from (None: the NumPy fold's table)
     # with ``rows``: the history rows of the PartitionChangeRecords that are not orphans (what explain judges),
@@ -496,35 +498,35 @@ def fold(records: pa.Table, lay: L.Layout | None = None, timings: dict | None = 
     fold made has every column."""
     clock = F._Clock(timings)
     if records.num_rows == 0:
-        return _whole(F.fold_partitions(records), 0, state_only)
+        return _whole(F.fold_partitions(records, dictionary_strings=True), 0, state_only)
     if lay is None:
         lay = L.build(records)
         clock("layout")
     kind = lay.kind
     if not ((kind == L.PARTITION) | (kind == L.CHANGE)).any():
-        return _whole(F.fold_partitions(records), 0, state_only)
+        return _whole(F.fold_partitions(records, dictionary_strings=True), 0, state_only)
     L.with_directories(lay, records)
     clock("directory codes")
     if _unsupported(records, lay):
-        history = F.fold_partitions(records)
+        history = F.fold_partitions(records, dictionary_strings=True)
         keys = history.select(["topic_id", "partition_id"]).group_by(["topic_id", "partition_id"]).aggregate([])
         return _whole(history, keys.num_rows, state_only)
     order = _log_order(lay)
     rank = _partition_rank(lay, order)
     clock("checks, log order, partition order")
-    wanted = F.HISTORY_SCHEMA.names if columns is None else [c for c in F.HISTORY_SCHEMA.names if c in columns]
+    wanted = F.HISTORY_ENCODED.names if columns is None else [c for c in F.HISTORY_ENCODED.names if c in columns]
     cols = _columns(lay, order, rank, state_only, "directories" in wanted, any(c in wanted for c in L.LISTS),
                     "valid_to_offset" in wanted)
     if cols is None:  # beyond int32 list offsets: the NumPy fold (which chunks strings)
-        return _whole(F.fold_partitions(records), len(lay.part_id), state_only)
+        return _whole(F.fold_partitions(records, dictionary_strings=True), len(lay.part_id), state_only)
     (topic_code, pid, kind_o, valid, deleted, orphan, leader, lrs, le, pe, O, off, v_rep, v_isr, v_rm, v_ad, v_elr,
      v_lke, v_dir, valid_to, has_next, succ, Src, orphan_rows, src) = cols
     clock("fold and list loops (rows where they go)")
     made = {  # each column made only when asked for
-        "topic_id": lambda: F._strings(lay.topic_dict, topic_code, False),
+        "topic_id": lambda: F._strings(lay.topic_dict, topic_code, True),
         "partition_id": lambda: from_numpy(pid),
         "offset": lambda: from_numpy(O),
-        "record_type": lambda: F._strings(pa.array(F.KIND_NAMES), kind_o, False),
+        "record_type": lambda: F._strings(_KIND_NAMES, kind_o, True),
         **{f: (lambda vals=vals, at=L.LISTS.index(f): _list_array(off[at], vals, valid))
            for f, vals in zip(("replicas", "isr", "removing_replicas", "adding_replicas", "eligible_leader_replicas",
                                "last_known_elr"), (v_rep, v_isr, v_rm, v_ad, v_elr, v_lke))},
@@ -532,14 +534,14 @@ def fold(records: pa.Table, lay: L.Layout | None = None, timings: dict | None = 
         "leader_epoch": lambda: from_numpy(le, valid),
         "partition_epoch": lambda: from_numpy(pe, valid),
         "leader_recovery_state": lambda: from_numpy(lrs, valid),
-        "directories": lambda: F._string_lists(off[_DIRS], v_dir, valid, lay.dir_dict, False),
+        "directories": lambda: F._string_lists(off[_DIRS], v_dir, valid, lay.dir_dict, True),
         "valid_to_offset": lambda: from_numpy(valid_to, has_next),
         "deleted": lambda: from_numpy(deleted),
         "orphan": lambda: from_numpy(orphan),
     }
     out = pa.Table.from_pydict({c: made[c]() for c in wanted},
-                               schema=pa.schema([F.HISTORY_SCHEMA.field(c) for c in wanted]))
-    clock("Arrow columns (strings by take)")
+                               schema=pa.schema([F.HISTORY_ENCODED.field(c) for c in wanted]))
+    clock("Arrow columns")
     if not state_only:
         orphan_rows = Src[orphan]  # (the state-only loop collects them: it writes no orphan row)
     o_part = lay.part[orphan_rows]

@@ -75,6 +75,13 @@ HISTORY_SCHEMA = pa.schema([
     pa.field("deleted", pa.bool_(), nullable=False),  # tombstone: RemoveTopicRecord deleted the partition
     pa.field("orphan", pa.bool_(), nullable=False),  # change record for a partition that does not exist
 ])
+# the history as the replay hands it on (kernels/fold_pass.py, pipeline.run): the strings repeated row after row
+# (topic id, record type, directory ids) dictionary-encoded, each distinct value made once -- on a 1 M-partition log
+# they were a tenth of the core's time.  HISTORY_SCHEMA is its plain form: the lake's types, what Spark reads, and
+# what fold_partitions returns unless asked for codes (arrowutil.plain turns the one into the other).
+STRING_CODES = pa.dictionary(pa.int32(), pa.string())
+_ENCODED = {"topic_id": STRING_CODES, "record_type": STRING_CODES, "directories": pa.list_(STRING_CODES)}
+HISTORY_ENCODED = pa.schema([f.with_type(_ENCODED.get(f.name, f.type)) for f in HISTORY_SCHEMA])
 # event kinds
 P, C, T, X = 0, 1, 2, 3
 KIND_NAMES = ["PARTITION_RECORD", "PARTITION_CHANGE_RECORD", "REMOVE_TOPIC_RECORD", "CLEAR_ELR_RECORD"]
@@ -288,7 +295,7 @@ def _list_array(off: np.ndarray, vals: np.ndarray, valid: np.ndarray) -> pa.Arra
 def _strings(dictionary: pa.Array, codes: np.ndarray, as_dictionary: bool) -> pa.Array | pa.ChunkedArray:
     """dictionary[codes] as a string array (chunked so that no chunk overflows int32 offsets)."""
     if as_dictionary:
-        return pa.DictionaryArray.from_arrays(from_numpy(codes.astype(np.int32)), dictionary)
+        return pa.DictionaryArray.from_arrays(from_numpy(codes.astype(np.int32, copy=False)), dictionary)
     widest = int(pc.max(pc.utf8_length(dictionary)).as_py() or 0) if len(dictionary) else 0
     step = max(1, _MAX_CHUNK_BYTES // max(widest, 1))
     idx = from_numpy(codes.astype(np.int32))
@@ -301,8 +308,8 @@ def _string_lists(off: np.ndarray, codes: np.ndarray, valid: np.ndarray, diction
                   as_dictionary: bool) -> pa.Array | pa.ChunkedArray:
     mask = None if valid.all() else from_numpy(~valid)
     if as_dictionary:
-        child = pa.DictionaryArray.from_arrays(from_numpy(codes.astype(np.int32)), dictionary)
-        return pa.ListArray.from_arrays(from_numpy(off.astype(np.int32)), child, mask=mask)
+        child = pa.DictionaryArray.from_arrays(from_numpy(codes.astype(np.int32, copy=False)), dictionary)
+        return pa.ListArray.from_arrays(from_numpy(off.astype(np.int32, copy=False)), child, mask=mask)
     widest = int(pc.max(pc.utf8_length(dictionary)).as_py() or 0) if len(dictionary) else 0
     if len(codes) * max(widest, 1) <= _MAX_CHUNK_BYTES:
         if len(codes) and not (codes != codes[0]).any():  # one value (e.g. every directory MIGRATING)
@@ -852,12 +859,7 @@ def _directories(o: _Output, dirs: _Directories, a: np.ndarray, reset: np.ndarra
 
 
 def _schema(dictionary_strings: bool) -> pa.Schema:
-    if not dictionary_strings:
-        return HISTORY_SCHEMA
-    d = pa.dictionary(pa.int32(), pa.string())
-    return (HISTORY_SCHEMA.set(0, pa.field("topic_id", d, nullable=False))
-            .set(3, pa.field("record_type", d, nullable=False))
-            .set(12, pa.field("directories", pa.list_(d))))
+    return HISTORY_ENCODED if dictionary_strings else HISTORY_SCHEMA
 
 
 def _empty(dictionary_strings: bool) -> pa.Table:

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller_core import pipeline
-from controller_core.codec.arrowutil import gather
+from controller_core.codec.arrowutil import gather, plain
 from controller_core.replay import SKIP, read_log_dir
 from realdata_facts import CLUSTERS, REALDATA
 from simulator.engine import simulate
@@ -96,7 +96,8 @@ def _task(records: pa.Table, buckets: int):
 
 
 def _rows(tables: list[pa.Table], keys: list[str]) -> list[dict]:
-    return pa.concat_tables([t.combine_chunks() for t in tables]).sort_by([(k, "ascending") for k in keys]).to_pylist()
+    return pa.concat_tables([plain(t).combine_chunks() for t in tables]).sort_by(
+        [(k, "ascending") for k in keys]).to_pylist()
 
 
 def _same_as_one_replay(records: pa.Table, buckets: int = 4) -> pipeline.Replay:

@@ -1,6 +1,7 @@
 """The compiled fold (controller_core.kernels.fold_pass) equals the NumPy fold (vector.fold), table for table.
 
-Same rows, same order, same values, same schema (``Table.equals``) on:
+Same rows, same order, same values (``Table.equals`` once the pass's dictionary-encoded strings are decoded; its schema
+is ``fold.HISTORY_ENCODED``) on:
 
 * every real log under ../shared/realdata, as the replay reads it (plan: snapshot + segments) and as all of
   its files decoded one after another, also out of offset order;
@@ -36,7 +37,8 @@ from hypothesis import strategies as st
 from controller_core import pipeline
 from controller_core.kernels import fold_pass, layout
 from controller_core.replay import SKIP, plan, read_log_dir
-from controller_core.vector.fold import HISTORY_SCHEMA, fold_partitions, state_at
+from controller_core.codec.arrowutil import plain
+from controller_core.vector.fold import HISTORY_ENCODED, HISTORY_SCHEMA, fold_partitions, state_at
 from realdata_facts import CLUSTERS, REALDATA
 from simulator.engine import simulate
 from simulator.scenario import load
@@ -60,13 +62,14 @@ def assert_same_fold(records: pa.Table, lay: layout.Layout | None = None) -> pa.
     want = fold_partitions(records)
     got = fold_pass.fold(records, lay)
     assert got.fallback_partitions == 0
-    assert got.history.schema == HISTORY_SCHEMA
+    assert got.history.schema == HISTORY_ENCODED  # its strings dictionary-encoded; decoded, the NumPy fold's table
+    history = plain(got.history)
     # each history row names the input row it was folded from: the record at its offset, of its type
     src = records.take(pa.array(got.rows))
-    assert src.column("offset").to_pylist() == got.history.column("offset").to_pylist()
-    assert src.column("record_type").to_pylist() == got.history.column("record_type").to_pylist()
-    if not got.history.equals(want):
-        g, w = got.history.to_pylist(), want.to_pylist()
+    assert src.column("offset").to_pylist() == history.column("offset").to_pylist()
+    assert src.column("record_type").to_pylist() == history.column("record_type").to_pylist()
+    if not history.equals(want):
+        g, w = history.to_pylist(), want.to_pylist()
         assert len(g) == len(w), f"{len(g)} rows compiled, {len(w)} rows NumPy"
         for i, (a, b) in enumerate(zip(g, w)):
             assert a == b, f"row {i}: " + ", ".join(f"{k}: {a[k]!r} != {b[k]!r}" for k in b if a[k] != b[k])
@@ -76,7 +79,7 @@ def assert_same_fold(records: pa.Table, lay: layout.Layout | None = None) -> pa.
     assert_same_state(records, want, lay)
     # verify's fold: the columns its judgement reads, the same values, without the rest (directories, record types)
     narrow = fold_pass.fold(records, lay, columns=pipeline.JUDGED_COLUMNS).history
-    assert narrow.equals(want.select([c for c in HISTORY_SCHEMA.names if c in pipeline.JUDGED_COLUMNS]))
+    assert plain(narrow).equals(want.select([c for c in HISTORY_SCHEMA.names if c in pipeline.JUDGED_COLUMNS]))
     return want
 
 
@@ -86,8 +89,8 @@ def assert_same_state(records: pa.Table, history: pa.Table, lay: layout.Layout |
     got = fold_pass.fold(records, lay, state_only=True)
     assert got.fallback_partitions == 0
     want = state_at(history)
-    assert got.history.schema == HISTORY_SCHEMA
-    assert got.history.equals(want), (got.history.to_pylist()[:3], want.to_pylist()[:3])
+    assert got.history.schema == HISTORY_ENCODED
+    assert plain(got.history).equals(want), (got.history.to_pylist()[:3], want.to_pylist()[:3])
     src = records.take(pa.array(got.rows))  # the input row of each state row: the record that made it
     assert src.column("offset").to_pylist() == want.column("offset").to_pylist()
     assert (got.successor == -1).all() and len(got.changes) == 0
@@ -204,20 +207,21 @@ def test_input_the_pass_does_not_take_goes_to_the_numpy_fold(tmp_path):
     odd = records.set_column(records.schema.get_field_index("leader"), "leader", nulled)
     got = fold_pass.fold(odd)
     assert got.fallback_partitions > 0
-    assert got.history.equals(fold_partitions(odd))
+    assert got.history.schema == HISTORY_ENCODED and plain(got.history).equals(fold_partitions(odd))
     state = fold_pass.fold(odd, state_only=True)  # describe's fold falls back the same way
     assert state.fallback_partitions == got.fallback_partitions
-    assert state.history.equals(state_at(got.history)) and state.history.num_rows
+    assert plain(state.history).equals(plain(state_at(got.history))) and state.history.num_rows
 
 
 def test_empty_and_partitionless_inputs():
     from controller_core.codec.bronze import SCHEMA
 
-    assert fold_pass.fold(SCHEMA.empty_table()).history.equals(fold_partitions(SCHEMA.empty_table()))
+    assert fold_pass.fold(SCHEMA.empty_table()).history.equals(fold_partitions(SCHEMA.empty_table(),
+                                                                              dictionary_strings=True))
     records = replayed(read_log_dir(REALDATA / CLUSTERS["ogs59"], [])[0])
     brokers_only = records.filter(pc.invert(pc.is_in(records.column("record_type"), pa.array(
         ["PARTITION_RECORD", "PARTITION_CHANGE_RECORD"]))))
-    assert fold_pass.fold(brokers_only).history.equals(fold_partitions(brokers_only))
+    assert fold_pass.fold(brokers_only).history.equals(fold_partitions(brokers_only, dictionary_strings=True))
 
 
 # ------------------------------------------------------------------------------------- plain Python
