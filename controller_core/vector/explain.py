@@ -22,7 +22,7 @@ from controller_core.kernels import context, recompute_pass
 from controller_core.kernels.layout import CHANGE, LISTS, R, Layout
 from controller_core.codec.arrowutil import from_numpy, strings, to_numpy
 from controller_core.codec.bronze import by_type
-from controller_core.vector.fold import _array, _raw, _valid
+from controller_core.vector.fold import STRING_CODES, _array, _raw, _valid
 from controller_core.replay import SKIP, Rec
 
 PCR = "PARTITION_CHANGE_RECORD"
@@ -154,10 +154,11 @@ def _topic_codes(col, rows: np.ndarray, dictionary: pa.Array) -> np.ndarray:
     return np.asarray(code, np.int64)[run[rows]]
 
 
-# the trigger labels are few distinct strings over every change record: dictionary-encoded, made once each
-LABEL_TYPE = pa.dictionary(pa.int32(), pa.string())
+# the trigger labels are few distinct strings over every change record: dictionary-encoded, made once each (so are
+# the topic ids, as the history holds them)
+LABEL_TYPE = STRING_CODES
 EXPLAINED_SCHEMA = pa.schema([  # what explain returns, one row per PartitionChangeRecord
-    ("offset", pa.int64()), ("topic_id", pa.string()), ("partition_id", pa.int32()), ("trigger", LABEL_TYPE),
+    ("offset", pa.int64()), ("topic_id", STRING_CODES), ("partition_id", pa.int32()), ("trigger", LABEL_TYPE),
     ("matched", pa.bool_()), ("modelled", pa.bool_())])
 
 
@@ -451,8 +452,10 @@ def _list_lens(col, rows: np.ndarray) -> np.ndarray:
 
 
 def _take(col, rows: np.ndarray):
+    """The topic ids of ``rows``, as the history holds them (codes over its distinct ids, the fold's; a plain
+    history's strings are encoded here)."""
     out = col.take(from_numpy(rows))
-    return out.cast(pa.string()) if pa.types.is_dictionary(out.type) else out
+    return out if pa.types.is_dictionary(out.type) else out.cast(STRING_CODES)
 
 
 def _labels(trig: np.ndarray, chosen_ev: np.ndarray, ev: np.ndarray) -> pa.Array:
