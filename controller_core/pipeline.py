@@ -441,8 +441,14 @@ def _aligned_triggers(history: pa.Table, triggers: pa.Table, t_off: np.ndarray,
     pid = to_numpy(pc.fill_null(history.column("partition_id"), -1), np.int64)[rows]
     if not np.array_equal(pid, to_numpy(pc.fill_null(triggers.column("partition_id"), -1), np.int64)):
         return None
+    labels = triggers.column("trigger")
+    labels = labels.combine_chunks() if isinstance(labels, pa.ChunkedArray) else labels
+    if pa.types.is_dictionary(labels.type) and not labels.null_count:  # the replay's: its codes placed, no take
+        codes = np.zeros(history.num_rows, np.int32)
+        codes[rows] = to_numpy(labels.indices, np.int32)
+        return pa.DictionaryArray.from_arrays(from_numpy(codes, change), labels.dictionary)
     at = np.cumsum(change) - 1
-    return triggers.column("trigger").take(from_numpy(at, change))
+    return labels.take(from_numpy(at, change))
 
 
 def _join_triggers(history: pa.Table, triggers: pa.Table) -> pa.Array:
