@@ -570,7 +570,11 @@ def warm() -> None:
         _columns(lay, i64, i64, state_only, True)
     _topic_events(i64, i8, i32, i32, 1, i64, i64)
     # the layout's compiled loop (list references), as it is called: offsets read-only over an Arrow buffer
-    L._refs(np.frombuffer(bytes(4), np.int32), np.zeros(0, np.bool_), False, np.zeros((0, 12), np.int32), 0, 0, 0)
-    L._refs(np.frombuffer(bytes(4), np.int32), np.zeros(0, np.bool_), False, np.zeros((0, 2), np.int32), 0, 0, 0)
-    offs, none = np.frombuffer(bytes(4), np.int32), np.zeros(0, np.bool_)
-    L._refs_rows(*[offs] * 6, *[none] * 6, np.zeros(6, np.bool_), np.zeros((0, 12), np.int32), 0, np.zeros(6, np.int64))
+    bits, bo = L._NO_BITS, 0
+    L._refs(np.frombuffer(bytes(4), np.int32), bits, bo, False, np.zeros((0, 12), np.int32), 0, 0, 0)
+    L._refs(np.frombuffer(bytes(4), np.int32), bits, bo, False, np.zeros((0, 2), np.int32), 0, 0, 0)
+    offs = np.frombuffer(bytes(4), np.int32)
+    L._refs_rows(*[offs] * 6, *[bits] * 6, np.zeros(6, np.int64), np.zeros(6, np.bool_), np.zeros((0, 12), np.int32),
+                 0, np.zeros(6, np.int64))
+    for typ in (pa.int32(), pa.int8()):  # the leader's and the leader recovery state's columns
+        L._unset(pa.chunked_array([pa.array([None, 1], typ)]), np.zeros(2, np.bool_), -1, -2)

@@ -26,7 +26,7 @@ from numba import njit
 from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip cache across jobs)
 from controller_core import threads as _threads
 from controller_core.numba_cache import read_only
-from controller_core.codec.arrowutil import column_ints, from_numpy, to_numpy
+from controller_core.codec.arrowutil import NUMPY_TYPES, column_ints, from_numpy, to_numpy
 from controller_core.codec.bronze import by_type
 from controller_core.image import MIGRATING, MIN_ISR, UNCLEAN, min_isr_value
 
@@ -118,11 +118,48 @@ def _encoded(c: pa.Array) -> pa.DictionaryArray:
 
 
 def _unset(col, is_p: np.ndarray, p_fill: int, fill: int) -> np.ndarray:
-    """An int32 field whose null reads ``p_fill`` in a PartitionRecord and ``fill`` elsewhere."""
-    out = column_ints(col, fill, np.int32)
-    if col.null_count:
-        out[is_p & ~_valid(col)] = p_fill
+    """An int32 field whose null reads ``p_fill`` in a PartitionRecord and ``fill`` elsewhere: chunk by chunk, its
+    values and validity bits read where they lie in one compiled loop (filled, unpacked and masked in NumPy, the
+    leader and recovery-state columns were a tenth of the layout)."""
+    out = np.empty(len(col), np.int32)
+    row0 = 0
+    for c in (col.chunks if isinstance(col, pa.ChunkedArray) else [col]):
+        if len(c) and c.null_count == len(c):
+            out[row0:row0 + len(c)] = np.where(is_p[row0:row0 + len(c)], p_fill, fill)
+        elif len(c):
+            bm, bo = _bits(c)
+            vals = read_only(np.frombuffer(c.buffers()[1], NUMPY_TYPES[c.type], count=len(c),
+                                           offset=c.offset * c.type.bit_width // 8))
+            _fill_ints(vals, bm, bo, c.null_count > 0, read_only(is_p), row0, p_fill, fill, out)
+        row0 += len(c)
     return out
+
+
+_NO_BITS = read_only(np.zeros(1, np.uint8))
+
+
+def _bits(c) -> tuple[np.ndarray, int]:
+    """A chunk's validity bitmap (read-only bytes) and the bit of its first row; a byte nothing reads when it has
+    no null.  The compiled loops test the bits where they lie: unpacked to a bool per row first, they were a pass and
+    an array per chunk and column."""
+    if not c.null_count:
+        return _NO_BITS, 0
+    return read_only(np.frombuffer(c.buffers()[0], np.uint8)), c.offset
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _bit(bm, bo, r):
+    return (bm[(bo + r) >> 3] >> ((bo + r) & 7)) & 1
+
+
+@njit(cache=True, nogil=True)
+def _fill_ints(vals, bm, bo, has_nulls, is_p, row0, p_fill, fill, out):
+    """``out[row0 + r]``: value r of a chunk, or for a null ``p_fill`` in a PartitionRecord's row, ``fill`` elsewhere."""
+    for r in range(len(vals)):
+        if has_nulls and not _bit(bm, bo, r):
+            out[row0 + r] = p_fill if is_p[row0 + r] else fill
+        else:
+            out[row0 + r] = vals[r]
 
 
 def _valid(col) -> np.ndarray:
@@ -137,12 +174,13 @@ def _chunks(col: pa.ChunkedArray) -> list:
 
 
 @njit(cache=True, nogil=True)
-def _refs(offs, valid, has_nulls, lists, row0, at, base):
-    """(start, length or -1 for null) of each list of one chunk into ``lists[row0:, at:at + 2]``."""
+def _refs(offs, bm, bo, has_nulls, lists, row0, at, base):
+    """(start, length or -1 for null) of each list of one chunk into ``lists[row0:, at:at + 2]`` (``bm``, ``bo``:
+    the chunk's validity bits, :func:`_bits`)."""
     lo = offs[0]
     for r in range(len(offs) - 1):
         lists[row0 + r, at] = base + offs[r] - lo
-        lists[row0 + r, at + 1] = offs[r + 1] - offs[r] if not has_nulls or valid[r] else -1
+        lists[row0 + r, at + 1] = offs[r + 1] - offs[r] if not has_nulls or _bit(bm, bo, r) else -1
 
 
 def _fill_refs(chunks: list, lists: np.ndarray, at: int, base: int, tape_parts: list | None) -> int:
@@ -150,12 +188,9 @@ def _fill_refs(chunks: list, lists: np.ndarray, at: int, base: int, tape_parts: 
     written into ``lists[:, at:at + 2]``; the values are appended to ``tape_parts`` as the joined chunks would
     hold them (each chunk's referenced range).  Returns the new base."""
     row0 = 0
-    none = np.zeros(0, np.bool_)
     for c in chunks:
         offs = _offsets(c)
-        has_nulls = c.null_count > 0
-        valid = c.is_valid().to_numpy(zero_copy_only=False) if has_nulls else none
-        _refs(offs, valid, has_nulls, lists, row0, at, base)
+        _refs(offs, *_bits(c), c.null_count > 0, lists, row0, at, base)
         lo, hi = int(offs[0]), int(offs[-1])
         if tape_parts is not None:
             tape_parts.append(np.asarray(c.values.slice(lo, hi - lo).to_numpy(zero_copy_only=False), np.int32))
@@ -165,11 +200,13 @@ def _fill_refs(chunks: list, lists: np.ndarray, at: int, base: int, tape_parts: 
 
 
 @njit(cache=True, nogil=True)
-def _refs_rows(o0, o1, o2, o3, o4, o5, v0, v1, v2, v3, v4, v5, nulls, lists, row0, base):
+def _refs_rows(o0, o1, o2, o3, o4, o5, v0, v1, v2, v3, v4, v5, bo, nulls, lists, row0, base):
     """:func:`_refs` of the six lists of one chunk together: each row of ``lists`` written once (a pass per list
-    wrote every row's line six times over).  Written out, no helper: numba counts the references of every array
-    a helper takes, at every call (kernels/borrow.py)."""
+    wrote every row's line six times over); ``v0`` .. ``v5`` their validity bits, from bits ``bo`` (:func:`_bits`).
+    Written out, no helper taking arrays: numba counts the references of every array a helper takes, at every call
+    (kernels/borrow.py); ``_bit`` is inlined."""
     n0, n1, n2, n3, n4, n5 = nulls[0], nulls[1], nulls[2], nulls[3], nulls[4], nulls[5]
+    c0, c1, c2, c3, c4, c5 = bo[0], bo[1], bo[2], bo[3], bo[4], bo[5]
     b0 = base[0] - o0[0]
     b1 = base[1] - o1[0]
     b2 = base[2] - o2[0]
@@ -179,17 +216,17 @@ def _refs_rows(o0, o1, o2, o3, o4, o5, v0, v1, v2, v3, v4, v5, nulls, lists, row
     for r in range(len(o0) - 1):
         row = row0 + r
         lists[row, 0] = b0 + o0[r]
-        lists[row, 1] = o0[r + 1] - o0[r] if not n0 or v0[r] else -1
+        lists[row, 1] = o0[r + 1] - o0[r] if not n0 or _bit(v0, c0, r) else -1
         lists[row, 2] = b1 + o1[r]
-        lists[row, 3] = o1[r + 1] - o1[r] if not n1 or v1[r] else -1
+        lists[row, 3] = o1[r + 1] - o1[r] if not n1 or _bit(v1, c1, r) else -1
         lists[row, 4] = b2 + o2[r]
-        lists[row, 5] = o2[r + 1] - o2[r] if not n2 or v2[r] else -1
+        lists[row, 5] = o2[r + 1] - o2[r] if not n2 or _bit(v2, c2, r) else -1
         lists[row, 6] = b3 + o3[r]
-        lists[row, 7] = o3[r + 1] - o3[r] if not n3 or v3[r] else -1
+        lists[row, 7] = o3[r + 1] - o3[r] if not n3 or _bit(v3, c3, r) else -1
         lists[row, 8] = b4 + o4[r]
-        lists[row, 9] = o4[r + 1] - o4[r] if not n4 or v4[r] else -1
+        lists[row, 9] = o4[r + 1] - o4[r] if not n4 or _bit(v4, c4, r) else -1
         lists[row, 10] = b5 + o5[r]
-        lists[row, 11] = o5[r + 1] - o5[r] if not n5 or v5[r] else -1
+        lists[row, 11] = o5[r + 1] - o5[r] if not n5 or _bit(v5, c5, r) else -1
 
 
 def _offsets(c) -> np.ndarray:
@@ -209,14 +246,14 @@ def _fill_list_refs(columns: list, lists: np.ndarray, tape_parts: list) -> None:
         return
     sizes = np.array([[int(c.offsets[-1].as_py()) - int(c.offsets[0].as_py()) for c in cs] for cs in chunked], np.int64)
     starts = (np.cumsum(sizes.ravel()) - sizes.ravel()).reshape(sizes.shape)  # list after list, chunk after chunk
-    none = np.zeros(0, np.bool_)
     row0 = 0
     for j in range(len(chunked[0])):
         chunk = [cs[j] for cs in chunked]
         offs = [_offsets(c) for c in chunk]
         nulls = np.array([c.null_count > 0 for c in chunk], np.bool_)
-        valid = [c.is_valid().to_numpy(zero_copy_only=False) if c.null_count else none for c in chunk]
-        _refs_rows(*offs, *valid, nulls, lists, row0, np.ascontiguousarray(starts[:, j]))
+        bits = [_bits(c) for c in chunk]
+        _refs_rows(*offs, *(b[0] for b in bits), np.array([b[1] for b in bits], np.int64), nulls, lists, row0,
+                   np.ascontiguousarray(starts[:, j]))
         row0 += len(chunk[0])
     for k, cs in enumerate(chunked):
         for c in cs:
