@@ -203,9 +203,9 @@ def from_log_dir(log_dir: str | Path, times: bool = True, **kw) -> tuple[Replay,
     record_times = None
     if times:
         seg = pc.equal(records.column("source_kind"), SEGMENT)
-        record_times = pa.table({"offset": records.column("offset").filter(seg),
-                                 "timestamp": records.column("timestamp").filter(seg).cast(TS),
-                                 **{c: records.column(c).filter(seg) for c in RECORD_TIME_COLUMNS[2:]}})
+        record_times = plain(pa.table({"offset": records.column("offset").filter(seg),
+                                       "timestamp": records.column("timestamp").filter(seg).cast(TS),
+                                       **{c: records.column(c).filter(seg) for c in RECORD_TIME_COLUMNS[2:]}}))
     out = run(records, **kw)
     out.start_offset = start_offset
     out.quarantine = quarantine

@@ -113,8 +113,9 @@ TYPED_ONLY = frozenset({"PARTITION_RECORD", "PARTITION_CHANGE_RECORD"})
 def read_log_dir(log_dir: str | Path, quarantine: list | None = None,
                  partition_json: bool = True, threads: int | None = None) -> tuple[pa.Table | None, int]:
     """The bronze rows a replay of a log directory reads (:func:`read_plan` of its :func:`plan`) and
-    the first log offset replayed after the starting snapshot (0 without one).  ``partition_json=False``:
-    ``data_json`` is null on partition records (:data:`TYPED_ONLY`; writing it was a third of decoding)."""
+    the first log offset replayed after the starting snapshot (0 without one).  ``partition_json=False``: the rows
+    as a replay reads them: ``data_json`` null on partition records (:data:`TYPED_ONLY`; writing it was a third of
+    decoding), the record types dictionary-encoded (``bronze.REPLAY_SCHEMA``)."""
     p = plan(log_dir)
     return read_plan(p, quarantine, partition_json, threads), p.start_offset
 
@@ -140,7 +141,8 @@ def read_plan(p: Plan, quarantine: list | None = None, partition_json: bool = Tr
     kinds = {lf.label: lf.kind for lf in p.files}
     with paused():  # Arrow and NumPy objects by the thousand, no cycles: see gcpause
         decoded = decode_files([(str(lf.path), lf.label, lf.first_offset) for lf in p.files],
-                               lambda chunk: records_table(chunk, "", chunk.file, kinds[chunk.file], skip), threads)
+                               lambda chunk: records_table(chunk, "", chunk.file, kinds[chunk.file], skip,
+                                                           lean=not partition_json), threads)
     parts = []
     for lf, got in zip(p.files, decoded):
         if quarantine is not None:

@@ -160,9 +160,13 @@ def plain_schema(schema: pa.Schema) -> pa.Schema:
 
 def plain(table: pa.Table) -> pa.Table:
     """``table`` with its dictionary-encoded columns decoded (:func:`plain_schema`); the same table when it has
-    none."""
-    target = plain_schema(table.schema)
-    return table if target.equals(table.schema) else table.cast(target)
+    none.  Column by column: the other columns are left as they are (a table cast checks every field's
+    nullability, and a replay's rows hold nulls where bronze's schema has none: ``data_json``)."""
+    for i, f in enumerate(table.schema):
+        typ = plain_type(f.type)
+        if typ != f.type:
+            table = table.set_column(i, f.with_type(typ), table.column(i).cast(typ))
+    return table
 
 
 def gather(table: pa.Table, rows: np.ndarray) -> pa.Table:

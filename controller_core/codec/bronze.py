@@ -78,6 +78,13 @@ TYPED = [
 ]
 SCHEMA = pa.schema(FRAMING + TYPED)
 
+# bronze rows as an in-process replay reads them (records_table(lean=True): replay.read_plan with
+# partition_json=False): the record types as codes over their few names, as a Spark task's scan of bronze reads them
+# (transforms/silver).  On a 1.15 M-record log: 28 MB of names not made (a command's first call pays for each fresh
+# byte), and a test of the type is one comparison per distinct name.
+REPLAY_SCHEMA = pa.schema([f.with_type(pa.dictionary(pa.int32(), pa.string())) if f.name == "record_type" else f
+                           for f in SCHEMA])
+
 QUARANTINE_SCHEMA = pa.schema([
     pa.field("cluster", pa.string(), nullable=False),
     pa.field("source_file", pa.string(), nullable=False),
@@ -178,12 +185,14 @@ COLUMN_MAP = {
 
 
 def records_table(chunk: DecodedChunk, cluster: str, source_file: str, source_kind: str,
-                  without_json: frozenset[str] = frozenset()) -> pa.Table:
+                  without_json: frozenset[str] = frozenset(), lean: bool = False) -> pa.Table:
     """Bronze rows for every decoded record of a chunk, in file order.  ``without_json``: record types whose
-    ``data_json`` is left null (a replay reads partition records from their typed columns)."""
+    ``data_json`` is left null (a replay reads partition records from their typed columns).  ``lean``: the rows as
+    a replay reads them (:data:`REPLAY_SCHEMA`)."""
     n = len(chunk)
+    schema = REPLAY_SCHEMA if lean else SCHEMA
     if n == 0:
-        return SCHEMA.empty_table()
+        return schema.empty_table()
     typed: dict[str, list] = {f.name: [] for f in TYPED}
     order = []
     for g in chunk.groups:
@@ -221,13 +230,14 @@ def records_table(chunk: DecodedChunk, cluster: str, source_file: str, source_ki
         "timestamp": from_numpy(chunk.timestamp).cast(TS),
         "batch_leader_epoch": from_numpy(chunk.batch_leader_epoch),
         "is_control": from_numpy(chunk.is_control),
-        "record_type": type_names.take(from_numpy(codes)),
+        "record_type": (pa.DictionaryArray.from_arrays(from_numpy(codes), type_names) if lean
+                        else type_names.take(from_numpy(codes))),
         "record_version": from_numpy(chunk.version),
     }
     for f in TYPED:
         columns[f.name] = (chunk_json(chunk.groups, n, without_json) if f.name == "data_json"
                            else place(typed[f.name], f.type))
-    return pa.Table.from_pydict(columns, schema=SCHEMA)
+    return pa.Table.from_pydict(columns, schema=schema)
 
 
 def by_type(records: pa.Table, values: dict, default, dtype) -> np.ndarray:

@@ -79,6 +79,7 @@ def _task(records: pa.Table, buckets: int):
         zero_copy_only=False)
     kept = ~partition & ~pc.is_in(records.column("record_type"), pa.array(sorted(SKIP))).to_numpy(
         zero_copy_only=False)
+    records = plain(records)  # bronze's rows as the lake holds them (a replay's own read encodes the record types)
     records = records.cast(pa.schema([f.with_nullable(True) for f in records.schema]))  # as a task reads them
     shared = records.filter(pa.array(kept)).select(S.READ_COLUMNS + ["data_json"])
     parts = records.filter(pa.array(partition)).select(S.PARTITION_READ_COLUMNS)

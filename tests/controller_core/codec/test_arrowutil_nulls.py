@@ -146,3 +146,22 @@ def test_repeat_str_keeps_at_most_its_bytes(monkeypatch):
     kept = arrowutil._REPEATED
     assert list(kept) == [b"cc"] and sum(o.size + v.size for o, v in kept.values()) <= 10_000
     assert repeat_str("dd", 5000).to_pylist() == ["dd"] * 5000 and b"dd" not in kept
+
+
+def test_plain_decodes_codes_and_keeps_the_rest(realdata):
+    """A replay's own read of a real segment (record types as codes, partition records without their JSON in a
+    column bronze declares non-nullable) decoded by ``plain``: bronze's schema and the full read's values."""
+    seg = sorted(realdata.rglob("*.log"))[0]
+    chunk = next(c for c in iter_chunks(str(seg), seg.name) if len(c))
+    lean = records_table(chunk, "", seg.name, "segment", frozenset({"PARTITION_RECORD", "PARTITION_CHANGE_RECORD"}),
+                         lean=True)
+    full = records_table(chunk, "", seg.name, "segment")
+    assert pa.types.is_dictionary(lean.schema.field("record_type").type)
+    got = arrowutil.plain(lean)
+    assert got.schema.equals(SCHEMA) and arrowutil.plain_schema(lean.schema).equals(SCHEMA)
+    assert got.drop_columns(["data_json"]).equals(full.drop_columns(["data_json"]))
+    assert arrowutil.plain(full) is full  # nothing to decode: the same table
+    codes = pa.dictionary(pa.int32(), pa.string())
+    lists = pa.table({"d": pa.array([["a", "b"], None, []], pa.list_(pa.string())).cast(pa.list_(codes))})
+    assert arrowutil.plain(lists).column("d").to_pylist() == [["a", "b"], None, []]
+    assert arrowutil.plain(lists).schema.field("d").type == pa.list_(pa.string())
