@@ -348,8 +348,13 @@ def _replay_bucket(own: pa.Table, context: np.ndarray, shared: pa.Table, snapsho
     """One bucket of :func:`core_from_files`: its rows (its partitions' records and every partition 0; ``context``
     marks the partition 0 records another bucket owns) and the shared cluster-level rows, replayed (with the
     timelines of the task's bucket before, if any: ``pipeline.run``'s ``cluster_timelines``)."""
-    own = own.cast(pa.schema([f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f
-                              for f in own.schema]))
+    # the strings the scan read as codes (READ_DICTIONARY: file, kind, record type, topic id) stay codes through the
+    # replay, as a log directory's own read keeps its record types (decoded here, they were strings made per row
+    # for a replay that compares them); the shared rows, a few thousand, encoded to match
+    for f in own.schema:
+        i = shared.schema.get_field_index(f.name)
+        if pa.types.is_dictionary(f.type) and i >= 0 and not pa.types.is_dictionary(shared.schema.field(i).type):
+            shared = shared.set_column(i, shared.schema.field(i).with_type(f.type), shared.column(i).cast(f.type))
     # the columns a partition record leaves null (not read): null, in the shared rows' types
     own = pa.table({f.name: own.column(f.name) if f.name in own.column_names else nulls(own.num_rows, f.type)
                     for f in shared.schema if f.name != "data_json"})

@@ -111,7 +111,10 @@ def _dense(col: pa.ChunkedArray, arrow: bool = False):
 
 def _encoded(c: pa.Array) -> pa.DictionaryArray:
     """``c.dictionary_encode()``; a chunk holding one value throughout (a replay's ``source_file``: one file's
-    records) found by a comparison, a quarter of a hash of every string."""
+    records) found by a comparison, a quarter of a hash of every string; a chunk read as codes (a Spark task's scan)
+    as it is."""
+    if pa.types.is_dictionary(c.type):
+        return c
     if not c.null_count and c[0] == c[len(c) - 1] and pc.all(pc.equal(c, c[0])).as_py():
         return pa.DictionaryArray.from_arrays(pa.array(np.zeros(len(c), np.int32)), c.slice(0, 1))
     return c.dictionary_encode()

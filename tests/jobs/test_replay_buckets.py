@@ -83,6 +83,9 @@ def _task(records: pa.Table, buckets: int):
     records = records.cast(pa.schema([f.with_nullable(True) for f in records.schema]))  # as a task reads them
     shared = records.filter(pa.array(kept)).select(S.READ_COLUMNS + ["data_json"])
     parts = records.filter(pa.array(partition)).select(S.PARTITION_READ_COLUMNS)
+    for name in S.READ_DICTIONARY:  # the strings lake.files.scan_task reads as codes
+        i = parts.schema.get_field_index(name)
+        parts = parts.set_column(i, name, pc.dictionary_encode(parts.column(i)))
     owner = S.bucket_of(parts.column("topic_id"), S._partitions(parts), buckets)
     first = S._partitions(parts) == 0
     reps, made = [], None
