@@ -18,6 +18,10 @@ _TYPES = {np.dtype(np.int8): pa.int8(), np.dtype(np.int16): pa.int16(), np.dtype
 
 NUMPY_TYPES = {t: d for d, t in _TYPES.items()}  # (DataType.to_pandas_dtype would import pandas)
 
+# a string column held as codes over its distinct values (a record type, a topic id, a trigger label: a few values
+# repeated row after row); :func:`plain` turns such columns back into strings
+STRING_CODES = pa.dictionary(pa.int32(), pa.string())
+
 
 def from_numpy(arr: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
     """A non-null (or ``valid``-masked) Arrow array over a 1-D NumPy array."""

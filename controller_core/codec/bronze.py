@@ -16,7 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from controller_core.codec.arrowutil import NUMPY_TYPES, column_ints, from_numpy, nulls, repeat_str, strings
+from controller_core.codec.arrowutil import (NUMPY_TYPES, STRING_CODES, column_ints, from_numpy, nulls, repeat_str,
+                                              strings)
 from controller_core.codec.jsonwrite import chunk_json
 from controller_core.codec.logfile import COMPILED_MIN_RECORDS, TYPE_NAMES, DecodedChunk, Quarantine, distinct
 from controller_core.records import UNKNOWN_RECORD_TYPE as UNKNOWN_RECORD
@@ -82,8 +83,7 @@ SCHEMA = pa.schema(FRAMING + TYPED)
 # partition_json=False): the record types as codes over their few names, as a Spark task's scan of bronze reads them
 # (transforms/silver).  On a 1.15 M-record log: 28 MB of names not made (a command's first call pays for each fresh
 # byte), and a test of the type is one comparison per distinct name.
-REPLAY_SCHEMA = pa.schema([f.with_type(pa.dictionary(pa.int32(), pa.string())) if f.name == "record_type" else f
-                           for f in SCHEMA])
+REPLAY_SCHEMA = pa.schema([f.with_type(STRING_CODES) if f.name == "record_type" else f for f in SCHEMA])
 
 QUARANTINE_SCHEMA = pa.schema([
     pa.field("cluster", pa.string(), nullable=False),

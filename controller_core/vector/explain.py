@@ -20,9 +20,9 @@ from controller_core.vector import recompute as V
 from controller_core.brokers import active_matrix, active_table
 from controller_core.kernels import context, recompute_pass
 from controller_core.kernels.layout import CHANGE, LISTS, R, Layout
-from controller_core.codec.arrowutil import from_numpy, strings, to_numpy
+from controller_core.codec.arrowutil import STRING_CODES, from_numpy, strings, to_numpy
 from controller_core.codec.bronze import by_type
-from controller_core.vector.fold import STRING_CODES, _array, _raw, _valid
+from controller_core.vector.fold import _array, _raw, _valid
 from controller_core.replay import SKIP, Rec
 
 PCR = "PARTITION_CHANGE_RECORD"

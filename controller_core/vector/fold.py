@@ -56,7 +56,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from controller_core.codec import bronze
-from controller_core.codec.arrowutil import from_numpy, repeat_str
+from controller_core.codec.arrowutil import STRING_CODES, from_numpy, repeat_str
 from controller_core.image import LEADER_UNCHANGED, MIGRATING
 
 STR_LIST = pa.list_(pa.string())
@@ -79,7 +79,6 @@ HISTORY_SCHEMA = pa.schema([
 # (topic id, record type, directory ids) dictionary-encoded, each distinct value made once -- on a 1 M-partition log
 # they were a tenth of the core's time.  HISTORY_SCHEMA is its plain form: the lake's types, what Spark reads, and
 # what fold_partitions returns unless asked for codes (arrowutil.plain turns the one into the other).
-STRING_CODES = pa.dictionary(pa.int32(), pa.string())
 _ENCODED = {"topic_id": STRING_CODES, "record_type": STRING_CODES, "directories": pa.list_(STRING_CODES)}
 HISTORY_ENCODED = pa.schema([f.with_type(_ENCODED.get(f.name, f.type)) for f in HISTORY_SCHEMA])
 # event kinds
