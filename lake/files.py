@@ -1,9 +1,10 @@
 """Delta data files written by the Spark tasks themselves (the delta-rs backend's Spark writes).
 
 Each task of :func:`write_task` (run through ``DataFrame.mapInArrow``) casts its rows to the table's
-exact Arrow schema, writes one parquet file per partition value it holds straight into the table's
-folder (``<table>/cluster=<name>/part-<task>-<tag>-<uuid>.c000.snappy.parquet``, the partition columns
-in the folder names only, as every Delta writer does) and returns one small row per file: its path
+exact Arrow schema (strings held as dictionary codes stay codes: :func:`written_schema`), writes one parquet
+file per partition value it holds straight into the table's folder
+(``<table>/cluster=<name>/part-<task>-<tag>-<uuid>.c000.snappy.parquet``, the partition columns in the folder
+names only, as every Delta writer does) and returns one small row per file: its path
 relative to the table, size, partition values, row count and Delta statistics (``numRecords``,
 ``minValues``, ``maxValues``, ``nullCount``).  The driver commits those rows as add actions; no data row
 goes through it.
@@ -103,7 +104,7 @@ class _Stats:
             if pa.types.is_floating(f.type) and pc.any(pc.is_nan(col)).as_py():
                 self.no_minmax.add(f.name)  # NaN has no place in an ordering: leave the bounds unknown
                 continue
-            mm = pc.min_max(col)
+            mm = pc.min_max(_referenced(col) if pa.types.is_dictionary(col.type) else col)
             lo, hi = mm["min"].as_py(), mm["max"].as_py()
             if f.name not in self.min or lo < self.min[f.name]:
                 self.min[f.name] = lo
@@ -122,6 +123,16 @@ class _Stats:
                 hi[n] = up
         return json.dumps({"numRecords": self.rows, "minValues": lo, "maxValues": hi, "nullCount": self.nulls},
                           separators=(",", ":"))
+
+
+def _referenced(col) -> pa.Array:
+    """The dictionary values a dictionary-encoded column's rows use (its bounds are theirs, not the whole
+    dictionary's)."""
+    import pyarrow.compute as pc
+
+    chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
+    return pa.concat_arrays([c.dictionary.take(pc.unique(c.indices.drop_null())) for c in chunks]
+                            or [pa.array([], col.type.value_type)])
 
 
 def _has_stats(t: pa.DataType) -> bool:
@@ -169,6 +180,39 @@ def dictionary_columns(schema: pa.Schema) -> list[str]:
     return [leaf for f in schema for leaf in leaves(f.name, f.type)]
 
 
+def _strings(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
+
+
+def _as_written(target: pa.DataType, have: pa.DataType) -> pa.DataType:
+    """The type a column of type ``have`` is written with into a column of type ``target``: ``target`` itself,
+    but a string (or list of strings) the rows hold as dictionary codes stays codes over ``target``'s values --
+    Parquet's writer then takes the dictionary as it is, where plain strings are decoded only for the writer to
+    hash each one back into its dictionary (a replay's topic ids, record types and directory ids: a fifth of a
+    bucket's write).  The file's Parquet type is the same string either way."""
+    if _strings(target) and pa.types.is_dictionary(have) and _strings(have.value_type):
+        return pa.dictionary(have.index_type, target)
+    if (pa.types.is_list(target) and pa.types.is_list(have) and _strings(target.value_type)
+            and pa.types.is_dictionary(have.value_type) and _strings(have.value_type.value_type)):
+        return pa.list_(target.value_field.with_type(pa.dictionary(have.value_type.index_type, target.value_type)))
+    return target
+
+
+def written_schema(target: pa.Schema, have: pa.Schema, plain: list[str] = ()) -> pa.Schema:
+    """``target`` with the types rows of schema ``have`` are written with (:func:`_as_written`); the ``plain``
+    columns (the partition columns, in folder names only) as ``target`` has them."""
+    return pa.schema([f.with_type(_as_written(f.type, have.field(f.name).type))
+                      if f.name in have.names and f.name not in plain else f for f in target], metadata=target.metadata)
+
+
+def _stored_schema(schema: pa.Schema) -> dict[str, str]:
+    """The key-value metadata pyarrow's Parquet writer stores for ``schema`` (``store_schema``): the schema as an
+    Arrow IPC message, base64."""
+    import base64
+
+    return {"ARROW:schema": base64.b64encode(schema.serialize().to_pybytes()).decode("ascii")}
+
+
 def _single_key(batch: pa.Table, parts: list[str]) -> tuple | None:
     """The partition values of ``batch`` when every row has the same (one min-max per column), else None."""
     import pyarrow.compute as pc
@@ -191,9 +235,10 @@ def _single_key(batch: pa.Table, parts: list[str]) -> tuple | None:
 
 def write_task(table_path: str, target: pa.Schema, parts: list[str], tag: str):
     """The ``mapInArrow`` function writing a task's rows into the table at ``table_path``: ``target`` is the
-    table's Arrow schema (the rows are cast to it, ``safe=True``: any loss fails the task), ``parts`` its
-    partition columns.  Yields FILE_SCHEMA rows, one per file.  The items may also be whole tables
-    (:func:`write_table`): their chunks, however small, go into the file's row groups of ROW_GROUP_ROWS rows."""
+    table's Arrow schema (the rows are cast to it, ``safe=True``: any loss fails the task; strings as codes stay
+    codes, :func:`written_schema`), ``parts`` its partition columns.  Yields FILE_SCHEMA rows, one per file.  The
+    items may also be whole tables (:func:`write_table`): their chunks, however small, go into the file's row
+    groups of ROW_GROUP_ROWS rows."""
 
     def run(batches: Iterator[pa.RecordBatch | pa.Table]) -> Iterator[pa.RecordBatch]:
         import time
@@ -208,8 +253,8 @@ def write_task(table_path: str, target: pa.Schema, parts: list[str], tag: str):
             task = ctx.partitionId() if ctx is not None else 0
         except Exception:  # outside Spark (tests)
             task = 0
-        data_schema = pa.schema([f for f in target if f.name not in parts])
-        dictionary = dictionary_columns(data_schema)
+        stored = pa.schema([f for f in target if f.name not in parts])  # the table's, what a reader gets back
+        data_names = stored.names
         open_files: dict = {}  # partition values -> [relative path, writer, stats]
 
         def sink(values: tuple, batch: pa.Table) -> None:
@@ -219,8 +264,14 @@ def write_task(table_path: str, target: pa.Schema, parts: list[str], tag: str):
                 rel = f"{folder}/{file_name(task, tag)}" if folder else file_name(task, tag)
                 full = os.path.join(table_path, rel)
                 os.makedirs(os.path.dirname(full), exist_ok=True)
-                writer = pq.ParquetWriter(full, data_schema, compression="snappy", use_dictionary=dictionary)
-                entry = open_files[values] = [rel, writer, _Stats(data_schema)]
+                # the rows' schema (codes kept: written_schema) makes the file; the Arrow schema stored in it is
+                # the table's, byte for byte what the writer stores for plain rows: a reader gets strings back
+                writer = pq.ParquetWriter(full, batch.schema, compression="snappy",
+                                          use_dictionary=dictionary_columns(batch.schema), store_schema=False)
+                writer.add_key_value_metadata(_stored_schema(stored))
+                entry = open_files[values] = [rel, writer, _Stats(stored)]
+            elif not batch.schema.equals(entry[1].schema):  # later rows in another form: the file's
+                batch = batch.cast(entry[1].schema)
             entry[1].write_table(batch, row_group_size=ROW_GROUP_ROWS)
             entry[2].add(batch)
 
@@ -231,7 +282,8 @@ def write_task(table_path: str, target: pa.Schema, parts: list[str], tag: str):
                 try:
                     if isinstance(batch, pa.RecordBatch):
                         batch = pa.Table.from_batches([batch])
-                    batch = batch.select(target.names).cast(target, safe=True)
+                    batch = batch.select(target.names)
+                    batch = batch.cast(written_schema(target, batch.schema, plain=parts), safe=True)
                 except (ValueError, pa.ArrowInvalid) as exc:  # a lossy cast, a null in a non-nullable column
                     raise RowError(f"{ROW_ERROR}{exc}") from exc
                 for f in target:
@@ -243,7 +295,7 @@ def write_task(table_path: str, target: pa.Schema, parts: list[str], tag: str):
                     continue
                 key = _single_key(batch, parts)
                 if key is not None:  # the usual case (one cluster's rows): no filter copying every column
-                    sink(key, batch.select(data_schema.names))
+                    sink(key, batch.select(data_names))
                     continue
                 keys = batch.select(parts).group_by(parts).aggregate([]).to_pylist()
                 for key in keys:
@@ -252,7 +304,7 @@ def write_task(table_path: str, target: pa.Schema, parts: list[str], tag: str):
                         m = pc.is_null(batch.column(c)) if key[c] is None else pc.equal(batch.column(c), key[c])
                         m = pc.fill_null(m, False)
                         mask = m if mask is None else pc.and_(mask, m)
-                    sink(tuple(key[c] for c in parts), batch.filter(mask).select(data_schema.names))
+                    sink(tuple(key[c] for c in parts), batch.filter(mask).select(data_names))
         finally:
             for entry in open_files.values():
                 entry[1].close()

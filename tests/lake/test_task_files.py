@@ -8,6 +8,7 @@ import os
 from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lake import files as LF
@@ -85,3 +86,60 @@ def test_a_whole_table_of_many_small_chunks_is_written_in_full_row_groups(tmp_pa
     assert _read_back(tmp_path, files, ["cluster", "part"]) == pa.Table.from_batches(chunks).to_pylist()
     stats = json.loads(files[0]["stats"])
     assert stats["minValues"]["offset"] == 0 and stats["maxValues"]["offset"] == 37 * 70 - 1
+
+
+DIRS = pa.schema([*SCHEMA, ("dirs", pa.list_(pa.string()))])
+
+
+def _with_dirs(batch: pa.RecordBatch) -> pa.Table:
+    dirs = [[f"dir-{o % 4}", "dir-x"] if o % 7 else None for o in batch.column("offset").to_pylist()]
+    return pa.Table.from_batches([batch]).append_column("dirs", pa.array(dirs, pa.list_(pa.string())))
+
+
+def _as_codes(table: pa.Table) -> pa.Table:
+    """``name`` and ``dirs`` as a replay hands them over: codes over dictionaries holding values no row uses."""
+    codes = pa.dictionary(pa.int32(), pa.string())
+
+    def encoded(values: pa.Array) -> pa.Array:
+        spare = pa.array(["a-unused", "zz-unused"])
+        distinct = pa.concat_arrays([spare, values.unique().drop_null()])
+        return pa.DictionaryArray.from_arrays(pc.index_in(values, distinct).cast(pa.int32()), distinct)
+
+    name = encoded(table.column("name").combine_chunks())
+    dirs = table.column("dirs").combine_chunks()
+    dirs = pa.ListArray.from_arrays(dirs.offsets, encoded(dirs.values), mask=dirs.is_null())
+    out = table.set_column(table.schema.get_field_index("name"), pa.field("name", codes), name)
+    return out.set_column(out.schema.get_field_index("dirs"), pa.field("dirs", pa.list_(codes)), dirs)
+
+
+def test_strings_held_as_codes_are_written_as_they_are_and_read_back_as_strings(tmp_path):
+    """A replay's history holds topic ids, record types and directory ids as codes: the file takes the codes'
+    dictionary as it is, and is the file the plain strings make -- the same stored Arrow schema, rows and Delta
+    statistics (bounds of the values the rows use, not of the whole dictionary)."""
+    rows = _with_dirs(_batch("a", 1, range(0, 500)))
+    plain_dir, codes_dir = tmp_path / "plain", tmp_path / "codes"
+    files = {}
+    for folder, table in ((plain_dir, rows), (codes_dir, _as_codes(rows))):
+        # the codes' second batch comes plain: the open file casts it to its form
+        batches = [table.slice(0, 300), rows.slice(300)]
+        out = list(LF.write_task(str(folder), DIRS, ["cluster"], "tag")(iter(batches)))
+        files[folder] = pa.Table.from_batches(out).to_pylist()
+    (plain,), (coded,) = files[plain_dir], files[codes_dir]
+    assert coded["rows"] == plain["rows"] == 500
+    assert json.loads(coded["stats"]) == json.loads(plain["stats"])
+    assert json.loads(coded["stats"])["minValues"]["name"] == "t0"
+    assert json.loads(coded["stats"])["maxValues"]["name"] == "t2"
+    meta = {f: pq.read_metadata(os.path.join(f, files[f][0]["path"])).metadata for f in (plain_dir, codes_dir)}
+    assert meta[codes_dir][b"ARROW:schema"] == meta[plain_dir][b"ARROW:schema"]
+    back = {f: pq.read_table(os.path.join(f, files[f][0]["path"])) for f in (plain_dir, codes_dir)}
+    assert back[codes_dir].schema == back[plain_dir].schema
+    assert back[codes_dir].schema.field("name").type == pa.string()
+    assert back[codes_dir].to_pylist() == back[plain_dir].to_pylist() == rows.drop_columns(["cluster"]).to_pylist()
+    file_meta = pq.ParquetFile(os.path.join(codes_dir, coded["path"])).metadata
+    encodings = {file_meta.schema.column(i).path: set(file_meta.row_group(0).column(i).encodings)
+                 for i in range(file_meta.num_columns)}
+    assert encodings["name"] & {"PLAIN_DICTIONARY", "RLE_DICTIONARY"}
+    assert encodings["dirs.list.element"] & {"PLAIN_DICTIONARY", "RLE_DICTIONARY"}
+    # the codes' dictionary went into the file as it was (unused values too): the writer hashed no string
+    pages = pq.ParquetFile(os.path.join(codes_dir, coded["path"]), read_dictionary=["name"]).read_row_group(0)
+    assert "zz-unused" in pages.column("name").chunk(0).dictionary.to_pylist()
