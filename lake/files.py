@@ -180,6 +180,14 @@ def dictionary_columns(schema: pa.Schema) -> list[str]:
     return [leaf for f in schema for leaf in leaves(f.name, f.type)]
 
 
+def statistics_columns(schema: pa.Schema) -> list[str]:
+    """The columns whose row groups carry Parquet statistics (min, max, nulls): the top-level scalar ones, what a
+    reader prunes row groups by (a cluster, an offset, a record type).  Not the elements of a list (replicas, ISR,
+    directory ids): nothing filters on them, and their statistics were a sixth of a replay bucket's history write."""
+    nested = (pa.types.is_list, pa.types.is_large_list, pa.types.is_struct, pa.types.is_map)
+    return [f.name for f in schema if not any(is_(f.type) for is_ in nested)]
+
+
 def _strings(t: pa.DataType) -> bool:
     return pa.types.is_string(t) or pa.types.is_large_string(t)
 
@@ -267,7 +275,8 @@ def write_task(table_path: str, target: pa.Schema, parts: list[str], tag: str):
                 # the rows' schema (codes kept: written_schema) makes the file; the Arrow schema stored in it is
                 # the table's, byte for byte what the writer stores for plain rows: a reader gets strings back
                 writer = pq.ParquetWriter(full, batch.schema, compression="snappy",
-                                          use_dictionary=dictionary_columns(batch.schema), store_schema=False)
+                                          use_dictionary=dictionary_columns(batch.schema),
+                                          write_statistics=statistics_columns(batch.schema), store_schema=False)
                 writer.add_key_value_metadata(_stored_schema(stored))
                 entry = open_files[values] = [rel, writer, _Stats(stored)]
             elif not batch.schema.equals(entry[1].schema):  # later rows in another form: the file's

@@ -73,6 +73,33 @@ def test_gather_is_a_take(n, runs):
     assert gather(table, shuffled).equals(table.take(pa.array(shuffled, pa.int64())))
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 300), st.integers(0, 60), st.integers(1, 4), st.booleans())
+def test_gather_of_columns_null_in_their_head_is_a_take(head, tail, tail_chunks, shuffled):
+    """A Spark bucket's rows: its partition records (broker and config columns null, as the scan leaves them), then
+    the cluster-level rows in a few chunks: the null-headed columns are taken from their values, the rest copied."""
+    def part(n, start, with_values):
+        j = np.arange(start, start + n)
+        return pa.table({"i": pa.array(j, pa.int64()),
+                         "broker": pa.array([int(x) if with_values and x % 3 else None for x in j], pa.int32()),
+                         "json": pa.array([f"b{x}" if with_values else None for x in j], pa.string()),
+                         "lists": pa.array([[int(x)] if with_values and x % 2 else None for x in j],
+                                           pa.list_(pa.int32())),
+                         "none": pa.nulls(n, pa.string()),
+                         "codes": pa.array([f"t{x % 4}" for x in j]).dictionary_encode()})
+    cuts = np.linspace(0, tail, tail_chunks + 1).astype(int)
+    table = pa.concat_tables([part(head, 0, False)]
+                             + [part(int(b - a), head + int(a), True) for a, b in zip(cuts[:-1], cuts[1:])],
+                             promote_options="permissive")
+    n = table.num_rows
+    rows = (np.random.default_rng(n).permutation(n) if shuffled
+            else np.concatenate([np.arange(head, n), np.arange(0, head)]).astype(np.int64))
+    got = gather(table, rows)
+    # (the codes' dictionaries may be unified where the take keeps each chunk's: compared as strings)
+    assert plain(got).equals(plain(table.take(pa.array(rows, pa.int64()))))
+    assert got.schema == table.schema and all(c.num_chunks <= 1 for c in got.columns)
+
+
 def _task(records: pa.Table, buckets: int):
     """A core task's replays of every bucket, as core_from_files' task makes them from bronze's rows."""
     partition = pc.is_in(records.column("record_type"), pa.array(list(S.PARTITION_TYPES))).to_numpy(

@@ -143,3 +143,14 @@ def test_strings_held_as_codes_are_written_as_they_are_and_read_back_as_strings(
     # the codes' dictionary went into the file as it was (unused values too): the writer hashed no string
     pages = pq.ParquetFile(os.path.join(codes_dir, coded["path"]), read_dictionary=["name"]).read_row_group(0)
     assert "zz-unused" in pages.column("name").chunk(0).dictionary.to_pylist()
+
+
+def test_row_groups_carry_statistics_of_the_scalar_columns_only(tmp_path):
+    """What a reader prunes row groups by (offsets, times, names) has Parquet statistics; a list's elements do not."""
+    files = _write(tmp_path, [_batch("a", 1, range(0, 1000))], ["cluster"])
+    meta = pq.ParquetFile(os.path.join(tmp_path, files[0]["path"])).metadata
+    stats = {meta.schema.column(i).path: meta.row_group(0).column(i).statistics for i in range(meta.num_columns)}
+    assert stats["offset"].has_min_max and (stats["offset"].min, stats["offset"].max) == (0, 999)
+    assert stats["name"].has_min_max and (stats["name"].min, stats["name"].max) == ("t0", "t2")
+    assert stats["replicas.list.element"] is None or not stats["replicas.list.element"].has_min_max
+    assert LF.statistics_columns(SCHEMA) == ["cluster", "part", "offset", "name", "ts"]
