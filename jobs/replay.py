@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 from pyspark.sql import functions as F
 
 from controller_core import timelines
+from controller_core.image import Cluster
 from controller_core.logdir import classify
 from controller_core.replay import Rec, choose
 from jobs.common import Progress
@@ -130,13 +131,21 @@ def _resume_from(ckpt, plan, snapshot, end_offset: int):
     return ckpt
 
 
-def _write_timelines(lake: Lake, cluster: str, recs: list[Rec]) -> dict:
-    """broker_state_history and topic_config_history, rebuilt every run on the driver by the scalar image from
-    the cluster-level records and partition 0's, in replay order (they are few); {table: rows written}."""
-    brokers, topics = timelines.build(r for r in recs
-                                      if r.type not in S.PARTITION_TYPES or r.data.get("partitionId") == 0)
+def cluster_timelines(recs: list[Rec]) -> tuple[pa.Table, pa.Table, Cluster]:
+    """(broker_state_history, topic_config_history, image) of the cluster-level records and partition 0's, in replay
+    order, by the scalar image: what ``pipeline.run`` builds of the same records first (its ``cluster_timelines``:
+    a full replay's tasks start from these)."""
+    image = Cluster()
+    brokers, topics = timelines.build((r for r in recs
+                                       if r.type not in S.PARTITION_TYPES or r.data.get("partitionId") == 0), image)
+    return brokers, topics, image
+
+
+def _write_timelines(lake: Lake, cluster: str, made: tuple) -> dict:
+    """broker_state_history and topic_config_history (:func:`cluster_timelines`), rebuilt every run on the driver
+    (the records are few); {table: rows written}."""
     counts = {}
-    for t, table in ((BROKERS, brokers), (TOPICS, topics)):
+    for t, table in ((BROKERS, made[0]), (TOPICS, made[1])):
         lake.overwrite_rows(t.name, _with_cluster(table, cluster), partition_by=t.partition_by,
                             where={"cluster": cluster})
         counts[t.name] = table.num_rows
@@ -248,14 +257,18 @@ class _BronzeFiles:
         return pa.concat_tables(rows)
 
     def cluster_level_recs(self) -> list[Rec]:
-        """What :func:`_cluster_level_recs` collects through Spark: the cluster-level records and partition 0's,
-        in replay order (partition records rebuilt from their typed columns)."""
-        from controller_core.vector.explain import cluster_level_recs
+        """What :func:`_cluster_level_recs` collects through Spark (:func:`timeline_recs` of the rows read)."""
+        return timeline_recs(self.first, self.shared)
 
-        rows = pa.concat_tables([self.first.append_column("data_json", pa.nulls(self.first.num_rows, pa.string())),
-                                 self.shared])
-        rows = rows.append_column("_phase", S.phase_of(rows))
-        return cluster_level_recs(rows.sort_by([("_phase", "ascending"), ("offset", "ascending")]))
+
+def timeline_recs(first: pa.Table, shared: pa.Table) -> list[Rec]:
+    """The cluster-level records (``shared``: :data:`transforms.silver.READ_COLUMNS` and ``data_json``) and partition
+    0's (``first``: their READ_COLUMNS), in replay order (partition records rebuilt from their typed columns)."""
+    from controller_core.vector.explain import cluster_level_recs
+
+    rows = pa.concat_tables([first.append_column("data_json", pa.nulls(first.num_rows, pa.string())), shared])
+    rows = rows.append_column("_phase", S.phase_of(rows))
+    return cluster_level_recs(rows.sort_by([("_phase", "ascending"), ("offset", "ascending")]))
 
 
 def _history_by_tasks(lake: Lake, cluster: str, core):
@@ -412,8 +425,8 @@ def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = Tru
         if records is None:
             records = lake.read(RECORDS.name, version=bronze_version).where(F.col("cluster") == cluster)
         rows = S.replay_rows(records, [(f.label, f.kind) for f in plan.files], plan.start_offset)
-    counts.update(_write_timelines(lake, cluster, direct.cluster_level_recs() if direct is not None
-                                   else _cluster_level_recs(rows)))
+    made = cluster_timelines(direct.cluster_level_recs() if direct is not None else _cluster_level_recs(rows))
+    counts.update(_write_timelines(lake, cluster, made))
     counts[QUORUM.name] = _write_quorum(lake, cluster, direct.quorum if direct is not None
                                         else _quorum_rows(records, plan))
 
@@ -426,8 +439,9 @@ def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = Tru
         # a full replay: the core's tasks read bronze's files and write the history files themselves, one
         # commit replaces the cluster's
         def core(write):
+            # the tasks start from the driver's timelines of the same records: not built again by each
             return S.core_from_files(spark, direct.read, direct.shared, buckets, snapshot_start, invariants,
-                                     write=write)
+                                     write=write, cluster_timelines=made)
         out, computed = _history_by_tasks(lake, cluster, core)
         computed, live = computed[HISTORY.name], computed[STATE.name]
         new = None

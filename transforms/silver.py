@@ -306,17 +306,18 @@ def _topic_crcs(ids: pa.Array) -> np.ndarray:
 
 
 def core_from_files(spark, read, shared: pa.Table, buckets: int, snapshot_start: int | None = None,
-                    invariants: bool = True, write=None) -> DataFrame:
+                    invariants: bool = True, write=None, cluster_timelines: tuple | None = None) -> DataFrame:
     """:func:`core` of a full replay without moving bronze through Spark.  One task per core of the cluster
     (Spark's default parallelism, at most ``buckets``) reads, in one pass over bronze's data files
     (``read(split=...)``: :func:`lake.files.scan_task` with :func:`replay_filter`), the partition records of each
     of its buckets (:func:`bucket_of`; bucket ``b`` belongs to task ``b % tasks``) with every partition 0, then
-    replays its buckets one after the other (the broker and topic timelines built by the first): each bucket's own
-    records, every partition 0 (context where another bucket owns it, as :func:`bucketize` sends them) and
-    ``shared`` -- the cluster-level rows
-    (:data:`READ_COLUMNS` and ``data_json``), read once by the driver; ``read`` returns the
-    :data:`PARTITION_READ_COLUMNS` of the partition records.  A partition record needs no
-    ``data_json``: its typed columns hold it (``explain.record_data``).  Same rows out as :func:`core`."""
+    replays its buckets one after the other (the broker and topic timelines given, or built by the first): each
+    bucket's own records, every partition 0 (context where another bucket owns it, as :func:`bucketize` sends them)
+    and ``shared`` -- the cluster-level rows (:data:`READ_COLUMNS` and ``data_json``), read once by the driver;
+    ``read`` returns the :data:`PARTITION_READ_COLUMNS` of the partition records.  A partition record needs no
+    ``data_json``: its typed columns hold it (``explain.record_data``).  ``cluster_timelines``: (brokers, topics,
+    image) the driver built of the same cluster-level rows and partition 0s (``pipeline.run``'s), used by every
+    bucket instead of the first's.  Same rows out as :func:`core`."""
     tasks = max(1, min(buckets, int(spark.sparkContext.defaultParallelism)))
 
     def bucket_rows(table) -> np.ndarray:
@@ -331,7 +332,7 @@ def core_from_files(spark, read, shared: pa.Table, buckets: int, snapshot_start:
                     owner, first = bucket_rows(scanned), _partitions(scanned) == 0
                     return [(owner == b) | first for b in mine]
 
-                made = None  # the broker and topic timelines: every bucket has the same cluster-level rows
+                made = cluster_timelines  # the broker and topic timelines: every bucket has the same rows for them
                 tables = read(split=(len(mine), split))
                 for b in mine:
                     rows = tables.pop(0)  # a bucket's rows let go once replayed

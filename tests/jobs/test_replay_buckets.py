@@ -1,5 +1,5 @@
-"""A full replay's Spark task, in process: its buckets' rows (transforms.silver), replayed one after the other with
-the first bucket's broker and topic timelines, and partition 0 of other buckets' topics dropped, give the rows of
+"""A full replay's Spark task, in process: its buckets' rows (transforms.silver), replayed one after the other from
+the driver's broker and topic timelines, and partition 0 of other buckets' topics dropped, give the rows of
 one replay of the whole log; a bucket's replay order (in_replay_order) is Arrow's sort of its keys, computed in
 NumPy; and arrowutil.gather, the copy both use, is a take."""
 from __future__ import annotations
@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller_core import pipeline
+from jobs import replay as R
 from controller_core.codec.arrowutil import gather, plain
 from controller_core.replay import SKIP, read_log_dir
 from realdata_facts import CLUSTERS, REALDATA
@@ -115,13 +116,14 @@ def _task(records: pa.Table, buckets: int):
         parts = parts.set_column(i, name, pc.dictionary_encode(parts.column(i)))
     owner = S.bucket_of(parts.column("topic_id"), S._partitions(parts), buckets)
     first = S._partitions(parts) == 0
-    reps, made = [], None
+    # the driver's timelines of the cluster-level rows and partition 0s, which every bucket starts from
+    made = R.cluster_timelines(R.timeline_recs(
+        records.filter(pa.array(partition)).filter(pa.array(first)).select(S.READ_COLUMNS), shared))
+    reps = []
     for b in range(buckets):
         mine = (owner == b) | first
         rep = S._replay_bucket(parts.filter(pa.array(mine)), (first & (owner != b))[mine], shared, None, True, made)
-        if made is not None:  # the first bucket's timelines, not built again
-            assert rep.brokers is made[0] and rep.topics is made[1]
-        made = (rep.brokers, rep.topics, rep.image)
+        assert rep.brokers is made[0] and rep.topics is made[1]  # not built again
         reps.append(rep)
     return reps
 
