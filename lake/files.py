@@ -425,8 +425,7 @@ def scan_task(files: list[str], columns: list[str], where, dictionary: tuple[str
             mask = np.asarray(batch.column(len(have)).fill_null(False).to_numpy(zero_copy_only=False), bool)
             batch = batch.select(have)
             if mask.any():
-                for i, m in enumerate(split[1](batch)):
-                    _keep_rows(batch, mask & m, parts[i])
+                _split_rows(batch, [mask & m for m in split[1](batch)], parts)
         schema = pa.schema([data.schema.field(c) for c in have])
         # every column nullable, as Spark reads them: the callers join these rows with rows they make (nulls, an
         # if_else), and a bronze whose files declare columns not null (appended from Arrow rather than written by
@@ -447,12 +446,26 @@ def scan_task(files: list[str], columns: list[str], where, dictionary: tuple[str
     return read
 
 
-def _keep_rows(batch: pa.RecordBatch, mask: np.ndarray, out: list) -> None:
-    """The rows of ``batch`` ``mask`` marks, onto ``out``: the batch itself when it is all of them."""
-    if mask.all():
-        out.append(batch)
-    elif mask.any():
-        out.append(batch.filter(pa.array(mask)))
+def _split_rows(batch: pa.RecordBatch, masks: list[np.ndarray], parts: list[list]) -> None:
+    """The rows of ``batch`` each of ``masks`` marks, onto the matching list of ``parts``: one take of every part's
+    rows, part after part, each part a slice of it (a filter per part went over every column of the batch again for
+    each: 10 against 7.5 ms a 128 k-row batch of a replay task's 8 buckets); the batch itself for a part that is all
+    of it.  (The parts share the taken buffers until the last of them goes: a replay task holds all its buckets at
+    its first one anyway.)"""
+    rows = [np.flatnonzero(m) for m in masks]
+    whole = [len(r) == batch.num_rows for r in rows]
+    taken = [r for r, w in zip(rows, whole) if not w and len(r)]
+    copy = None
+    if taken:
+        index = np.concatenate(taken).astype(np.int64)  # (no pa.array: it would import pandas in the worker)
+        copy = batch.take(pa.Array.from_buffers(pa.int64(), len(index), [None, pa.py_buffer(index)]))
+    at = 0
+    for r, w, out in zip(rows, whole, parts):
+        if w:
+            out.append(batch)
+        elif len(r):
+            out.append(copy.slice(at, len(r)))
+            at += len(r)
 
 
 def _row_groups_of(data, where):

@@ -96,3 +96,19 @@ def test_a_split_read_returns_each_masks_rows_as_the_masked_reads_do(tmp_path):
         assert table.column_names == ["offset", "partition_id"]
         assert sorted(table.column("offset").to_pylist()) == sorted(read(mask).column("offset").to_pylist())
     assert sorted(tables[0].column("offset").to_pylist()) == [2, 22] and tables[2].num_rows == 0
+
+
+def test_a_split_reads_parts_that_overlap_or_take_every_row_in_the_scans_order(tmp_path):
+    """A replay task's buckets: every partition 0 in each of them (parts overlap), a part may be all of a batch;
+    each part's rows in the order the scan read them."""
+    files = _files(tmp_path)
+    where = lambda f: f("record_type").isin(["PARTITION_RECORD", "PARTITION_CHANGE_RECORD"])  # noqa: E731
+    every = LF.scan_task(files, ["offset", "partition_id"], where)()
+    masks = [lambda b: np.asarray(b.column("partition_id")) <= 1,
+             lambda b: np.asarray(b.column("partition_id")) % 2 == 0,
+             lambda b: np.ones(b.num_rows, bool)]
+    tables = LF.scan_task(files, ["offset", "partition_id"], where)(split=(3, lambda b: [m(b) for m in masks]))
+    for table, mask in zip(tables, masks):
+        want = every.filter(pa.array(mask(every)))
+        assert table.column("offset").to_pylist() == want.column("offset").to_pylist() and want.num_rows
+    assert tables[2].column("offset").to_pylist() == every.column("offset").to_pylist()
