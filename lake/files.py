@@ -468,6 +468,34 @@ def _split_rows(batch: pa.RecordBatch, masks: list[np.ndarray], parts: list[list
             at += len(r)
 
 
+def row_group_bounds(files: list[str], columns: list[str]) -> list[tuple[str, int, dict]] | None:
+    """(file, row group, {column: (min, max)}) of every row group of ``files``, from the Parquet footers alone (no
+    data read); None when a row group lacks the bounds of one of ``columns`` (a writer that kept no statistics, a
+    column null throughout): the caller then reads the column."""
+    import pyarrow.dataset as ds
+
+    out = []
+    for fragment in ds.dataset(files, format="parquet").get_fragments():
+        fragment.ensure_complete_metadata()
+        for group in fragment.row_groups:
+            stats = group.statistics or {}
+            if any(c not in stats or stats[c].get("min") is None for c in columns):
+                return None
+            out.append((fragment.path, group.id, {c: (stats[c]["min"], stats[c]["max"]) for c in columns}))
+    return out
+
+
+def read_row_groups(groups: list[tuple[str, int]], columns: list[str], where) -> pa.Table:
+    """The rows of the given (file, row group)s matching ``where(pyarrow.dataset.field)``, ``columns`` only."""
+    import pyarrow.dataset as ds
+
+    parts = []
+    for path, group in groups:
+        (fragment,) = ds.dataset([path], format="parquet").get_fragments()
+        parts.append(fragment.subset(row_group_ids=[group]).to_table(columns=columns, filter=where(ds.field)))
+    return pa.concat_tables(parts)
+
+
 def _row_groups_of(data, where):
     """``data`` without the row groups whose Parquet statistics rule ``where`` out: a replay reads the log's
     segments and at most one snapshot, and bronze holds every snapshot ingested -- at 1 M partitions the five

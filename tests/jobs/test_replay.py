@@ -210,6 +210,28 @@ def test_plan_and_log_end_from_the_files_equal_the_spark_reads(silver, cluster):
     assert ts == want_ts.replace(tzinfo=dt.timezone.utc)  # Spark's naive datetime is UTC (session time zone)
 
 
+def test_the_plan_from_files_without_statistics_is_read_from_the_columns(silver, tmp_path):
+    """The plan and the last segment record come from the row groups' statistics where the files keep them, from
+    the columns where they do not (another writer's files): the same either way."""
+    import pyarrow.parquet as pq
+
+    from jobs.replay import plan_from_files
+    from lake import files as LF
+
+    lake, _ = silver
+    version = lake.version(catalog.METADATA_RECORDS.name)
+    files = lake.data_files(catalog.METADATA_RECORDS.name, version, {"cluster": "induswargods"})
+    assert LF.row_group_bounds(files, ["source_file", "source_kind", "offset"])  # this lake's files tell
+    bare = []
+    for i, path in enumerate(files):
+        bare.append(str(tmp_path / f"{i}.parquet"))
+        pq.write_table(pq.read_table(path), bare[-1], write_statistics=False)
+    assert LF.row_group_bounds(bare, ["source_file", "source_kind", "offset"]) is None
+    (plan, end, ts), (bare_plan, bare_end, bare_ts) = plan_from_files(files), plan_from_files(bare)
+    assert [f.label for f in bare_plan.files] == [f.label for f in plan.files] and plan.files
+    assert (bare_plan.start_offset, bare_end, bare_ts) == (plan.start_offset, end, ts) and end > 0
+
+
 def test_a_replay_whose_spark_writes_go_through_the_driver_equals_the_tasks_written_one(spark, silver, tmp_path):
     """``delta.spark_writes: driver`` replays through Spark frames (bronze read by Spark, the timelines and the
     quorum written from Spark frames); the default lets the core tasks read bronze and write silver's files and
