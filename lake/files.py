@@ -501,9 +501,16 @@ def _row_groups_of(data, where):
     segments and at most one snapshot, and bronze holds every snapshot ingested -- at 1 M partitions the five
     snapshots are 5 of the 16.5 M rows a replay task would otherwise decode only to drop them (a data file's
     ``source_file`` statistics name one log file: Spark's ingest writes each split of a log file on its own).
-    ``where`` is still evaluated on the rows read: statistics only say which row groups may match."""
+    ``where`` is still evaluated on the rows read: statistics only say which row groups may match.  The row groups
+    are chosen on the files read plainly: with columns read as dictionaries (``scan_task``'s ``dictionary``), Arrow
+    tests no statistics against ``where`` and kept every row group -- each replay task decoded every snapshot."""
     import pyarrow.dataset as ds
 
-    fragments = [f.subset(filter=where) for f in data.get_fragments()]
-    return ds.FileSystemDataset([f for f in fragments if f.num_row_groups], data.schema, data.format,
-                                data.filesystem)
+    plain = ds.dataset(data.files, format="parquet", filesystem=data.filesystem)
+    fragments = []
+    for fragment in plain.get_fragments():
+        chosen = fragment.subset(filter=where)
+        if chosen.num_row_groups:
+            fragments.append(data.format.make_fragment(fragment.path, data.filesystem,
+                                                       row_groups=[g.id for g in chosen.row_groups]))
+    return ds.FileSystemDataset(fragments, data.schema, data.format, data.filesystem)
