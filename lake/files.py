@@ -393,11 +393,7 @@ def scan_task(files: list[str], columns: list[str], where, dictionary: tuple[str
         import pyarrow.dataset as ds
 
         return_freed_memory(REPLAY_PAGES_KEPT_MS)  # the task then replays what it read: the scan's pages go back
-        missing = [f for f in files if not os.path.exists(f)]
-        if missing:
-            raise MissingDataFile(f"{READ_ERROR}data file {missing[0]} is listed by the table's Delta log but not on "
-                                  f"this machine's disk ({len(missing)} of {len(files)} files): every executor must "
-                                  f"see the lake, and nothing but Delta may remove its files", missing[0])
+        _require(files)
         fmt = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(dictionary_columns=list(dictionary)))
         data = _row_groups_of(ds.dataset(files, format=fmt), where(ds.field))
         have = [c for c in columns if c in data.schema.names]
@@ -446,6 +442,15 @@ def scan_task(files: list[str], columns: list[str], where, dictionary: tuple[str
     return read
 
 
+def _require(files: list[str]) -> None:
+    """Raise :class:`MissingDataFile` naming the first of ``files`` not on this machine's disk."""
+    missing = [f for f in files if not os.path.exists(f)]
+    if missing:
+        raise MissingDataFile(f"{READ_ERROR}data file {missing[0]} is listed by the table's Delta log but not on "
+                              f"this machine's disk ({len(missing)} of {len(files)} files): every executor must "
+                              f"see the lake, and nothing but Delta may remove its files", missing[0])
+
+
 def _split_rows(batch: pa.RecordBatch, masks: list[np.ndarray], parts: list[list]) -> None:
     """The rows of ``batch`` each of ``masks`` marks, onto the matching list of ``parts``: one take of every part's
     rows, part after part, each part a slice of it (a filter per part went over every column of the batch again for
@@ -471,9 +476,11 @@ def _split_rows(batch: pa.RecordBatch, masks: list[np.ndarray], parts: list[list
 def row_group_bounds(files: list[str], columns: list[str]) -> list[tuple[str, int, dict]] | None:
     """(file, row group, {column: (min, max)}) of every row group of ``files``, from the Parquet footers alone (no
     data read); None when a row group lacks the bounds of one of ``columns`` (a writer that kept no statistics, a
-    column null throughout): the caller then reads the column."""
+    column null throughout): the caller then reads the column.  A file not on disk raises :class:`MissingDataFile`,
+    as :func:`scan_task` does."""
     import pyarrow.dataset as ds
 
+    _require(files)
     out = []
     for fragment in ds.dataset(files, format="parquet").get_fragments():
         fragment.ensure_complete_metadata()
@@ -489,6 +496,7 @@ def read_row_groups(groups: list[tuple[str, int]], columns: list[str], where) ->
     """The rows of the given (file, row group)s matching ``where(pyarrow.dataset.field)``, ``columns`` only."""
     import pyarrow.dataset as ds
 
+    _require([path for path, _ in groups])
     parts = []
     for path, group in groups:
         (fragment,) = ds.dataset([path], format="parquet").get_fragments()
