@@ -79,7 +79,7 @@ def plan_from_files(files: list[str]):
 
     bounds = LF.row_group_bounds(files, ["source_file", "source_kind", "offset"])
     labels = ({b["source_file"][0] for _, _, b in bounds}
-              if bounds is not None and all(lo == hi for _, _, b in bounds for lo, hi in (b["source_file"],))
+              if bounds is not None and all(b["source_file"][0] == b["source_file"][1] for _, _, b in bounds)
               else _labels_read(files))
     plan = _plan_of(labels)
     wanted = lambda f: (f("source_kind") == "segment") & (f("offset") >= plan.start_offset)  # noqa: E731

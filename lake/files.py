@@ -460,10 +460,9 @@ def _split_rows(batch: pa.RecordBatch, masks: list[np.ndarray], parts: list[list
     rows = [np.flatnonzero(m) for m in masks]
     whole = [len(r) == batch.num_rows for r in rows]
     taken = [r for r, w in zip(rows, whole) if not w and len(r)]
-    copy = None
-    if taken:
-        index = np.concatenate(taken).astype(np.int64)  # (no pa.array: it would import pandas in the worker)
-        copy = batch.take(pa.Array.from_buffers(pa.int64(), len(index), [None, pa.py_buffer(index)]))
+    from controller_core.codec.arrowutil import from_numpy  # (pa.array would import pandas in the worker)
+
+    copy = batch.take(from_numpy(np.concatenate(taken).astype(np.int64))) if taken else None
     at = 0
     for r, w, out in zip(rows, whole, parts):
         if w:
