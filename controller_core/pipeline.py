@@ -394,11 +394,12 @@ def _place_triggers(history: pa.Table, triggers: pa.Table, changes: np.ndarray |
     partition_id), null where there is none.  A change record's offset names one record, so the offsets
     of ``triggers`` are distinct and a sorted search finds the candidate, whose partition is then checked;
     should they not be distinct, a hash join on the three keys.  ``changes``: the history rows of the change
-    records that are not orphans, when the fold says which."""
-    t_off = to_numpy(triggers.column("offset"), np.int64) if triggers.num_rows else np.zeros(0, np.int64)
-    placed = _aligned_triggers(history, triggers, t_off, changes)
+    records that are not orphans, when the fold says which -- then ``triggers`` is ``explain``'s table of those
+    rows, one row each in that order (the pipeline's own), and the labels are placed without a search."""
+    placed = _aligned_triggers(history, triggers, changes)
     if placed is not None:
         return placed.cast(LABEL_TYPE)  # (a caller's own triggers may be strings)
+    t_off = to_numpy(triggers.column("offset"), np.int64) if triggers.num_rows else np.zeros(0, np.int64)
     return _searched_triggers(history, triggers, t_off).cast(LABEL_TYPE)
 
 
@@ -420,27 +421,30 @@ def _searched_triggers(history: pa.Table, triggers: pa.Table, t_off: np.ndarray)
     return pc.if_else(pc.fill_null(same, False), triggers.column("trigger").take(at), pa.scalar(None, pa.string()))
 
 
-def _aligned_triggers(history: pa.Table, triggers: pa.Table, t_off: np.ndarray,
-                      changes: np.ndarray | None = None) -> pa.Array | None:
+def _aligned_triggers(history: pa.Table, triggers: pa.Table, changes: np.ndarray | None = None) -> pa.Array | None:
     """The replay's own case, without a search: ``triggers`` has one row per change row of ``history`` (its
-    PartitionChangeRecord rows that are not orphans, in order: what ``explain`` labels; ``changes`` when the fold
-    gave them), so the labels are scattered onto those rows.  None when the offsets and partition ids say the
-    rows do not line up (a caller's own triggers); an offset names one record, so the topic ids (strings) are not
-    compared as well."""
+    PartitionChangeRecord rows that are not orphans, in order: what ``explain`` labels), so the labels are
+    scattered onto those rows.  With ``changes`` (the fold's list of those rows) that holds by construction;
+    without, the change rows are found by type, and None when the offsets and partition ids say the rows do not
+    line up (a caller's own triggers; an offset names one record, so the topic ids (strings) are not compared as
+    well)."""
     if changes is None:
         change = np.asarray(pc.fill_null(pc.equal(history.column("record_type"), "PARTITION_CHANGE_RECORD"),
                                           False), bool)
         change &= ~np.asarray(history.column("orphan"), bool)
         rows = np.flatnonzero(change)
+        t_off = to_numpy(triggers.column("offset"), np.int64) if triggers.num_rows else np.zeros(0, np.int64)
+        if len(rows) != len(t_off) or not np.array_equal(to_numpy(history.column("offset"), np.int64)[rows], t_off):
+            return None
+        pid = to_numpy(pc.fill_null(history.column("partition_id"), -1), np.int64)[rows]
+        if not np.array_equal(pid, to_numpy(pc.fill_null(triggers.column("partition_id"), -1), np.int64)):
+            return None
     else:
+        if len(changes) != triggers.num_rows:
+            return None
         rows = changes
         change = np.zeros(history.num_rows, bool)
         change[rows] = True
-    if len(rows) != len(t_off) or not np.array_equal(to_numpy(history.column("offset"), np.int64)[rows], t_off):
-        return None
-    pid = to_numpy(pc.fill_null(history.column("partition_id"), -1), np.int64)[rows]
-    if not np.array_equal(pid, to_numpy(pc.fill_null(triggers.column("partition_id"), -1), np.int64)):
-        return None
     labels = triggers.column("trigger")
     labels = labels.combine_chunks() if isinstance(labels, pa.ChunkedArray) else labels
     if pa.types.is_dictionary(labels.type) and not labels.null_count:  # the replay's: its codes placed, no take

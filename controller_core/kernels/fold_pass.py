@@ -430,9 +430,7 @@ def _list_array(off: np.ndarray, vals: np.ndarray, valid: np.ndarray) -> pa.Arra
 
 def _not_null_where(records: pa.Table, column: str, rows: np.ndarray) -> bool:
     col = records.column(column)
-    if col.null_count == 0:
-        return True
-    return not (~col.is_valid().to_numpy(zero_copy_only=False) & rows).any()
+    return col.null_count == 0 or not L.null_among(col, rows)
 
 
 def _unsupported(records: pa.Table, lay: L.Layout) -> bool:
@@ -576,5 +574,6 @@ def warm() -> None:
     offs = np.frombuffer(bytes(4), np.int32)
     L._refs_rows(*[offs] * 6, *[bits] * 6, np.zeros(6, np.int64), np.zeros(6, np.bool_), np.zeros((0, 12), np.int32),
                  0, np.zeros(6, np.int64))
+    L.null_among(pa.chunked_array([pa.array([None, 1], pa.int32())]), np.ones(2, np.bool_))
     for typ in (pa.int32(), pa.int8()):  # the leader's and the leader recovery state's columns
         L._unset(pa.chunked_array([pa.array([None, 1], typ)]), np.zeros(2, np.bool_), -1, -2)

@@ -165,6 +165,28 @@ def _fill_ints(vals, bm, bo, has_nulls, is_p, row0, p_fill, fill, out):
             out[row0 + r] = vals[r]
 
 
+@njit(cache=True, nogil=True)
+def _null_among(bm, bo, rows, row0, n):
+    for r in range(n):
+        if rows[row0 + r] and not _bit(bm, bo, r):
+            return True
+    return False
+
+
+def null_among(col, rows: np.ndarray) -> bool:
+    """Whether ``col`` is null on a row where ``rows`` (bool per row) is set: its validity bits tested where they
+    lie (unpacked to a bool per row and masked, this was four passes over the rows per column)."""
+    row0 = 0
+    rows = read_only(np.ascontiguousarray(rows, np.bool_))
+    for c in (col.chunks if isinstance(col, pa.ChunkedArray) else [col]):
+        if c.null_count:
+            bm, bo = _bits(c)
+            if _null_among(bm, bo, rows, row0, len(c)):
+                return True
+        row0 += len(c)
+    return False
+
+
 def _valid(col) -> np.ndarray:
     chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
     return np.concatenate([c.is_valid().to_numpy(zero_copy_only=False) for c in chunks]) if chunks else \

@@ -463,18 +463,9 @@ def _labels(trig: np.ndarray, chosen_ev: np.ndarray, ev: np.ndarray) -> pa.Array
     broker event is named after the event's record (a controlled shutdown or an unregistration is decided like
     a fence, but labelled ``controlled_shutdown(b)`` / ``unregister(b)``, as the scalar reference names them)."""
     names = LABEL_NAMES + ["?"]
-    t = np.where(trig >= 0, trig, len(names) - 1).astype(np.int64)
-    if len(ev):
-        k = np.maximum(chosen_ev, 0)
-        from_event = (trig >= 0) & (chosen_ev >= 0) & (trig == ev[k, 2])
-        t = np.where(from_event, ev[k, 5], t)
-    brokers = np.unique(ev[:, 3]) if len(ev) else np.zeros(0, np.int64)
-    nb = len(brokers) + 1  # code 0: no broker
-    ev_code = np.append(np.searchsorted(brokers, ev[:, 3]) + 1, 0)  # per event; the last: no event
-    bcode = ev_code[chosen_ev]
-    texts = [name + (f"({b})" if k else "") for name in names
-             for k, b in enumerate([None] + brokers.tolist())]
-    return pa.DictionaryArray.from_arrays(from_numpy((t * nb + bcode).astype(np.int32)), pa.array(texts, pa.string()))
+    codes, brokers = context.label_codes(trig, chosen_ev, ev, len(names) - 1)
+    texts = [name + (f"({b})" if k else "") for name in names for k, b in enumerate([None] + brokers)]
+    return pa.DictionaryArray.from_arrays(from_numpy(codes), pa.array(texts, pa.string()))
 
 
 def record_data(row: dict) -> dict:

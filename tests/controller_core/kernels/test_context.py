@@ -72,3 +72,31 @@ def test_topic_settings_equal_the_numpy_form(seed):
     got = context.topic_settings(topics, pa.array(named, pa.string()), rtopic, offset)
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and (g == w).all()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_label_codes_name_each_record_as_its_deciding_event(seed):
+    """Each record's code names (label, broker): its trigger (the unknown label where two events could explain
+    it), or the chosen event's own label when that event decided it (a controlled shutdown decided as a fence is
+    labelled as what it is), with the chosen event's broker; no broker without an event."""
+    rng = random.Random(seed)
+    labels = [V.FENCE, V.UNFENCE, V.UNCLEAN_SHUTDOWN, len(X.LABEL_NAMES) - 2, len(X.LABEL_NAMES) - 1]
+    ev = X._event_rows([(rng.randrange(0, 50), rng.randrange(0, 500), rng.choice([V.FENCE, V.UNFENCE]),
+                         rng.randrange(0, 9), rng.randrange(2), rng.choice(labels)) for _ in range(rng.randrange(0, 30))])
+    n = 2000
+    trig = np.array([rng.choice([-1, V.ALTER, V.FENCE, V.UNFENCE, V.PREFERRED_ELECTION]) for _ in range(n)], np.int8)
+    chosen = np.array([rng.randrange(-1, len(ev)) for _ in range(n)], np.int64)
+    unknown = len(X.LABEL_NAMES)
+    codes, brokers = context.label_codes(trig, chosen, ev, unknown)
+    assert brokers == sorted({int(b) for b in ev[:, 3]})
+    nb = len(brokers) + 1
+    for i in range(n):
+        name = unknown if trig[i] < 0 else int(trig[i])
+        broker = 0
+        if chosen[i] >= 0:
+            e = ev[chosen[i]]
+            broker = 1 + brokers.index(int(e[3]))
+            if trig[i] >= 0 and trig[i] == e[2]:
+                name = int(e[5])
+        assert codes[i] == name * nb + broker, i
+    assert (chosen >= 0).any() or not len(ev)

@@ -127,3 +127,22 @@ def test_cluster_fields_added_later_equal_one_build_and_leave_the_first_layout_a
     _fields_equal(later, whole)
     assert first.batch is None and np.array_equal(first.ints, ints_before) and first.ints[noop, 5] == 0
     assert layout.with_cluster(later, records) is later
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_null_among_rows_equals_the_unpacked_validity(seed):
+    """``null_among`` reads each chunk's validity bits where they lie, chunks sliced at any bit (not byte
+    aligned) included, and answers as the unpacked bools masked by the rows."""
+    rng = np.random.default_rng(seed)
+    chunks = []
+    for _ in range(rng.integers(1, 5)):
+        vals = [None if rng.random() < 0.02 else int(v) for v in rng.integers(0, 9, rng.integers(1, 300))]
+        arr = pa.array(vals + [1] * 11, pa.int32())
+        start = int(rng.integers(0, 9))  # a slice starting inside a byte of the bitmap
+        chunks.append(arr.slice(start, len(arr) - start - int(rng.integers(0, 3))))
+    col = pa.chunked_array(chunks, pa.int32())
+    valid = np.concatenate([c.is_valid().to_numpy(zero_copy_only=False) for c in chunks])
+    for share in (0.0, 0.01, 0.3, 1.0):
+        rows = rng.random(len(col)) < share
+        assert layout.null_among(col, rows) == bool((~valid & rows).any())
+    assert layout.null_among(col, ~valid) == (col.null_count > 0)
