@@ -31,6 +31,7 @@ from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip
 from controller_core.codec import vector as V
 from controller_core.codec.arrowutil import from_numpy
 from controller_core.codec.walk import _compact_len, _uvarint, helper
+from controller_core.codec.wordcopy import copy22, equal16
 
 
 # One row per field of a plan: its kind, output column, fixed width (element width of an array), whether
@@ -315,16 +316,9 @@ def _uuid_text(a, pos, alphabet, out):
     for i in range(len(pos)):
         p = pos[i]
         w = 22 * i
-        if prev >= 0:
-            same = True
-            for k in range(16):
-                if a[p + k] != a[prev + k]:
-                    same = False
-                    break
-            if same:
-                for k in range(22):
-                    out[w + k] = out[w - 22 + k]
-                continue
+        if prev >= 0 and equal16(a, p, prev):
+            copy22(out, w, out, w - 22)
+            continue
         uuid_chars(a, p, alphabet, out, w)
         prev = p
 

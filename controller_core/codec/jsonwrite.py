@@ -21,13 +21,16 @@ from numba import njit
 
 from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip cache across jobs)
 from controller_core.codec import jsonout
-from controller_core.codec.wordcopy import copy_bytes
+from numba.core import config
+
+from controller_core.codec.wordcopy import copy_bytes, copy_within, store_u64le
 from controller_core.kernels.borrow import borrow
 
 INTS = ("int8", "int16", "uint16", "int32", "int64")
 K_INT, K_BOOL, K_STR, K_RAW, K_LIST_INT, K_LIST_STR = range(6)
-# literals the kernel copies (global arrays are constants to numba)
-_NULL, _TRUE, _FALSE = (np.frombuffer(t, np.uint8).copy() for t in (b"null", b"true", b"false"))
+# literals the kernel copies (global arrays are constants to numba), each followed by zeros up to a word
+# (wordcopy.copy_within reads whole words)
+_NULL, _TRUE, _FALSE = (np.frombuffer(t.ljust(8, b"\0"), np.uint8).copy() for t in (b"null", b"true", b"false"))
 _INT64_MIN = np.frombuffer(b"9223372036854775808", np.uint8).copy()
 
 
@@ -118,12 +121,13 @@ class _Packed:
         self.plain = np.array(plain, np.uint8)
         self.key_off = np.zeros(len(keys) + 1, np.int64)
         np.cumsum([len(k) for k in keys], out=self.key_off[1:])
-        self.key_data = np.frombuffer(b"".join(keys), np.uint8) if keys else np.zeros(0, np.uint8)
+        # a word of zeros after the keys and the strings: the writer reads whole words (wordcopy.copy_within)
+        self.key_data = np.frombuffer(b"".join(keys) + bytes(8), np.uint8)
         self.present = np.concatenate(present) if present else np.zeros(0, np.uint8)
         self.valid = np.concatenate(valid) if valid else np.zeros(0, np.uint8)
         self.ibase, self.sbase, self.lbase = (np.array(b, np.int64) for b in (ibase, sbase, lbase))
         self.ival, self.soff, self.loff = np.concatenate(ival), np.concatenate(soff), np.concatenate(loff)
-        self.sdata = np.concatenate(sdata) if sdata else np.zeros(0, np.uint8)
+        self.sdata = np.concatenate(sdata + [np.zeros(8, np.uint8)])
 
     def _add_strings(self, arr: pa.Array, soff: list, sdata: list, known_plain: bool = False) -> int:
         """Append a string column's offsets (rebased onto the shared data) and bytes; 1 when not one of
@@ -160,6 +164,12 @@ def _copy(out, pos, src, s, e):
     return copy_bytes(out, pos, src, s, e)
 
 
+# 0 .. 999, the integers most fields hold (ids, epochs, counts): each one's digits as one little-endian word
+_SMALL = 1000
+_SMALL_LEN = np.array([len(str(v)) for v in range(_SMALL)], np.int64)
+_SMALL_WORD = np.array([int.from_bytes(str(v).encode(), "little") for v in range(_SMALL)], np.uint64)
+
+
 @njit(cache=True)
 def _int_size(v):
     if v >= 0:
@@ -182,6 +192,24 @@ def _put_int(out, pos, v):
         out[pos + d] = np.uint8(48 + (u - q * _TEN))
         u = q
     return pos + n
+
+
+def _put_int_within_python(out, pos, v, lim):
+    """_put_int_within as plain Python (NUMBA_DISABLE_JIT=1: the word store is an intrinsic)."""
+    return _put_int(out, pos, v)
+
+
+@njit(cache=True, inline="always")
+def _put_int_within(out, pos, v, lim):
+    """:func:`_put_int`; a small non-negative one as one word store when the text goes on to ``lim`` (its digits, then
+    bytes the writer overwrites next)."""
+    if 0 <= v < _SMALL and pos + 8 <= lim:
+        store_u64le(out, pos, _SMALL_WORD[v])
+        return pos + _SMALL_LEN[v]
+    return _put_int(out, pos, v)
+
+
+put_int_within = _put_int_within_python if config.DISABLE_JIT else _put_int_within
 
 
 @njit(cache=True)
@@ -210,11 +238,11 @@ def _hex(d):
 
 
 @njit(cache=True, inline="always")
-def _put_str(out, pos, data, s, e, plain):
+def _put_str(out, pos, data, s, e, plain, lim):
     out[pos] = 34
     pos += 1
     if plain:
-        pos = _copy(out, pos, data, s, e)
+        pos = copy_within(out, pos, data, s, e, lim)
     else:
         for q in range(s, e):
             c = data[q]
@@ -288,12 +316,15 @@ def _sizes(sizes, rows, m, kinds, plain, key_off, key_data, present, valid, ibas
 
 
 @njit(cache=True)
-def _write(out, offsets, rows, r0, r1, m, kinds, plain, key_off, key_data, present, valid, ibase, sbase, lbase, ival,
-           soff, sdata, loff):
-    """The text of the group's records r0 .. r1 - 1 (of ``m``), each at ``offsets[rows[r]]``."""
+def _write(out, starts, ends, rows, r0, r1, m, kinds, plain, key_off, key_data, present, valid, ibase, sbase, lbase,
+           ival, soff, sdata, loff):
+    """The text of the group's records r0 .. r1 - 1 (of ``m``), record ``rows[r]`` from ``starts`` to ``ends`` of it.
+    Keys, plain strings and small integers are stored in whole words where the text goes on past them (its end
+    bounds every store): the bytes past a value are overwritten by what the record writes next."""
     out, key_data, ival, sdata = borrow(out), borrow(key_data), borrow(ival), borrow(sdata)  # see _sizes
     for r in range(r0, r1):
-        pos = offsets[rows[r]]
+        pos = starts[rows[r]]
+        lim = ends[rows[r]]
         out[pos] = 123  # {
         pos += 1
         first = True
@@ -304,18 +335,19 @@ def _write(out, offsets, rows, r0, r1, m, kinds, plain, key_off, key_data, prese
                 out[pos] = 44
                 pos += 1
             first = False
-            pos = _copy(out, pos, key_data, key_off[j], key_off[j + 1])
+            pos = copy_within(out, pos, key_data, key_off[j], key_off[j + 1], lim)
             k = kinds[j]
             if valid[j * m + r] == 0:
-                pos = _copy(out, pos, _NULL, 0, 4)
+                pos = copy_within(out, pos, _NULL, 0, 4, lim)
             elif k == K_INT:
-                pos = _put_int(out, pos, ival[ibase[j] + r])
+                pos = put_int_within(out, pos, ival[ibase[j] + r], lim)
             elif k == K_BOOL:
-                pos = _copy(out, pos, _TRUE, 0, 4) if ival[ibase[j] + r] else _copy(out, pos, _FALSE, 0, 5)
+                pos = copy_within(out, pos, _TRUE, 0, 4, lim) if ival[ibase[j] + r] else copy_within(
+                    out, pos, _FALSE, 0, 5, lim)
             elif k == K_STR:
-                pos = _put_str(out, pos, sdata, soff[sbase[j] + r], soff[sbase[j] + r + 1], plain[j])
+                pos = _put_str(out, pos, sdata, soff[sbase[j] + r], soff[sbase[j] + r + 1], plain[j], lim)
             elif k == K_RAW:
-                pos = _copy(out, pos, sdata, soff[sbase[j] + r], soff[sbase[j] + r + 1])
+                pos = copy_within(out, pos, sdata, soff[sbase[j] + r], soff[sbase[j] + r + 1], lim)
             else:
                 out[pos] = 91  # [
                 pos += 1
@@ -325,9 +357,9 @@ def _write(out, offsets, rows, r0, r1, m, kinds, plain, key_off, key_data, prese
                         out[pos] = 44
                         pos += 1
                     if k == K_LIST_INT:
-                        pos = _put_int(out, pos, ival[ibase[j] + x])
+                        pos = put_int_within(out, pos, ival[ibase[j] + x], lim)
                     else:
-                        pos = _put_str(out, pos, sdata, soff[sbase[j] + x], soff[sbase[j] + x + 1], plain[j])
+                        pos = _put_str(out, pos, sdata, soff[sbase[j] + x], soff[sbase[j] + x + 1], plain[j], lim)
                 out[pos] = 93  # ]
                 pos += 1
         out[pos] = 125  # }
@@ -376,7 +408,7 @@ def _written(sizes: np.ndarray, packed: list) -> pa.Array:
     np.cumsum(sizes, out=offsets[1:])
     out = np.empty(int(offsets[-1]), np.uint8)
     for rows, p in packed:
-        _write(out, offsets, rows, 0, len(rows), *p.args())
+        _write(out, offsets, offsets[1:], rows, 0, len(rows), *p.args())
     if offsets[-1] < 2 ** 31:
         return pa.StringArray.from_buffers(n, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(out))
     return pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(out))
@@ -585,6 +617,8 @@ def _blocks(line_at: np.ndarray, block_bytes: int, packed: list, frame_args: tup
     longest = int(np.diff(line_at[cuts]).max(initial=0))
     buf = np.empty(longest, np.uint8)
     data_at = np.empty(n, np.int64)
+    data_end = np.empty(n, np.int64)  # where each record's data ends: its line goes on with the frame's text
+    dsize = frame_args[0]
     # each group's records in each block: group rows r_at[g][k] .. r_at[g][k + 1] - 1 are in block k
     r_at = [(rows, np.searchsorted(rows, cuts).tolist(), p.args()) for rows, p in packed]
     for k, (a, b) in enumerate(zip(cuts[:-1].tolist(), cuts[1:].tolist())):
@@ -592,7 +626,8 @@ def _blocks(line_at: np.ndarray, block_bytes: int, packed: list, frame_args: tup
         out = buf[:size]
         end = _put_frames(out, line_at, a, b, data_at, *frame_args)
         assert end == size
+        np.add(data_at[a:b], dsize[a:b], out=data_end[a:b])
         for rows, at, args in r_at:
             if at[k + 1] > at[k]:
-                _write(out, data_at, rows, at[k], at[k + 1], *args)
+                _write(out, data_at, data_end, rows, at[k], at[k + 1], *args)
         yield memoryview(out)

@@ -22,6 +22,7 @@ from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip
 from controller_core.codec import vector as V
 from controller_core.codec.arrowutil import NUMPY_TYPES, from_numpy
 from controller_core.codec.flat import uuid_chars
+from controller_core.codec.wordcopy import copy22, equal16
 
 _INT_LIST = pa.list_(pa.int32())
 _STR_LIST = pa.list_(pa.string())
@@ -53,17 +54,10 @@ def _uuids(a, pos, cnt, single, rows, dest, alphabet, out):
         for k in range(1 if single else cnt[i]):
             p = pos[i] + 16 * k
             w = _UUID * (dest[rows[i]] + k)
-            if prev_p >= 0:
-                same = True
-                for b in range(16):
-                    if a[p + b] != a[prev_p + b]:
-                        same = False
-                        break
-                if same:
-                    for c in range(_UUID):
-                        out[w + c] = out[prev_w + c]
-                    prev_w = w
-                    continue
+            if prev_p >= 0 and equal16(a, p, prev_p):
+                copy22(out, w, out, prev_w)
+                prev_w = w
+                continue
             uuid_chars(a, p, alphabet, out, w)
             prev_p = p
             prev_w = w

@@ -67,3 +67,55 @@ def _copy_bytes(out, pos, src, s, e):
 
 
 copy_bytes = _copy_bytes_python if config.DISABLE_JIT else _copy_bytes
+
+
+def _copy_within_python(out, pos, src, s, e, lim):
+    """copy_within as plain Python (NUMBA_DISABLE_JIT=1)."""
+    return _copy_bytes_python(out, pos, src, s, e)
+
+
+@njit(cache=True, inline="always")
+def _copy_within(out, pos, src, s, e, lim):
+    """src[s:e] to out at pos in whole words when ``out`` has room for them before ``lim`` and ``src`` past ``e``:
+    the bytes past the copy, up to the next multiple of eight, get whatever follows in ``src`` -- for writers that go
+    on writing from the returned position up to ``lim`` (their text overwrites them).  Else :func:`copy_bytes`."""
+    m = e - s
+    w = (m + 7) & ~7
+    if pos + w <= lim and s + w <= len(src):
+        q = 0
+        while q < w:
+            store_u64le(out, pos + q, load_u64le(src, s + q))
+            q += 8
+        return pos + m
+    return _copy_bytes(out, pos, src, s, e)
+
+
+copy_within = _copy_within_python if config.DISABLE_JIT else _copy_within
+
+
+def _equal16_python(a, p, q):
+    return bytes(a[p:p + 16]) == bytes(a[q:q + 16])
+
+
+@njit(cache=True, inline="always")
+def _equal16(a, p, q):
+    """The 16 bytes at ``a[p]`` equal those at ``a[q]`` (a uuid): two word compares."""
+    return load_u64le(a, p) == load_u64le(a, q) and load_u64le(a, p + 8) == load_u64le(a, q + 8)
+
+
+def _copy22_python(out, w, src, s):
+    out[w:w + 22] = src[s:s + 22]
+
+
+@njit(cache=True, inline="always")
+def _copy22(out, w, src, s):
+    """22 bytes (a uuid's text) from ``src[s]`` to ``out[w]`` in three word stores, the last overlapping the second:
+    not a byte outside either range is touched (the ranges must not overlap)."""
+    a, b, c = load_u64le(src, s), load_u64le(src, s + 8), load_u64le(src, s + 14)
+    store_u64le(out, w, a)
+    store_u64le(out, w + 8, b)
+    store_u64le(out, w + 14, c)
+
+
+equal16 = _equal16_python if config.DISABLE_JIT else _equal16
+copy22 = _copy22_python if config.DISABLE_JIT else _copy22
