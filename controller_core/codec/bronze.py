@@ -20,6 +20,7 @@ from controller_core.codec.arrowutil import (NUMPY_TYPES, STRING_CODES, column_i
                                               strings)
 from controller_core.codec.jsonwrite import chunk_json
 from controller_core.codec.logfile import COMPILED_MIN_RECORDS, TYPE_NAMES, DecodedChunk, Quarantine, distinct
+from controller_core.codec.wordcopy import spelled
 from controller_core.records import UNKNOWN_RECORD_TYPE as UNKNOWN_RECORD
 
 INT_LIST = pa.list_(pa.int32())
@@ -231,13 +232,21 @@ def records_table(chunk: DecodedChunk, cluster: str, source_file: str, source_ki
         "batch_leader_epoch": from_numpy(chunk.batch_leader_epoch),
         "is_control": from_numpy(chunk.is_control),
         "record_type": (pa.DictionaryArray.from_arrays(from_numpy(codes), type_names) if lean
-                        else type_names.take(from_numpy(codes))),
+                        else _names(present, codes, type_names)),
         "record_version": from_numpy(chunk.version),
     }
     for f in TYPED:
         columns[f.name] = (chunk_json(chunk.groups, n, without_json) if f.name == "data_json"
                            else place(typed[f.name], f.type))
     return pa.Table.from_pydict(columns, schema=schema)
+
+
+def _names(present: np.ndarray, codes: np.ndarray, type_names: pa.Array) -> pa.Array:
+    """Each record's type name (``type_names[codes]``) as a string column, spelled in one compiled pass."""
+    made = spelled([TYPE_NAMES[int(c)].encode() for c in present], codes)
+    if made is None:
+        return type_names.take(from_numpy(codes))
+    return pa.StringArray.from_buffers(len(codes), pa.py_buffer(made[0]), pa.py_buffer(made[1]))
 
 
 def by_type(records: pa.Table, values: dict, default, dtype) -> np.ndarray:

@@ -18,13 +18,13 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 from numba import njit
+from numba.core import config
 
 from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip cache across jobs)
 from controller_core.codec import jsonout
-from numba.core import config
-
 from controller_core.codec.wordcopy import copy_bytes, copy_within, store_u64le
 from controller_core.kernels.borrow import borrow
+from controller_core.numba_cache import read_only
 
 INTS = ("int8", "int16", "uint16", "int32", "int64")
 K_INT, K_BOOL, K_STR, K_RAW, K_LIST_INT, K_LIST_STR = range(6)
@@ -64,15 +64,29 @@ def _valid(arr: pa.Array, m: int) -> np.ndarray:
     return np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), np.uint8)
 
 
+def _joined(parts: list, dtype, pad: int = 0) -> np.ndarray:
+    """The parts one after the other in one array of ``dtype`` (each converted as it is copied: one pass, not a
+    conversion and then a concatenation), and ``pad`` zeros after them."""
+    out = np.empty(sum(len(p) for p in parts) + pad, dtype)
+    at = 0
+    for p in parts:
+        out[at:at + len(p)] = p
+        at += len(p)
+    out[at:] = 0
+    return out
+
+
 class _Packed:
-    """One group's fields as flat arrays the kernel reads (every block is addressed by a base index)."""
+    """One group's fields as flat arrays the kernel reads (every block is addressed by a base index).  A field every
+    record shows (``pbase`` -1) or none holds null in (``vbase`` -1) has no block of flags: most fields, and a
+    byte per record and field that the kernels would read for nothing."""
 
     def __init__(self, cols: dict, fields, version: int, m: int):
         kinds, plain, keys, present, valid = [], [], [], [], []
-        ibase, sbase, lbase = [], [], []
-        ival, soff, sdata, loff = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [], [np.zeros(0, np.int64)]
+        ibase, sbase, lbase, pbase, vbase = [], [], [], [], []
+        ival, soff, sdata, loff = [], [np.zeros(0, np.int64)], [], [np.zeros(0, np.int64)]
         self._n_data = 0
-        n_i = n_s = n_l = 0
+        n_i = n_s = n_l = n_p = n_v = 0
         for f in fields:
             if not f.present_in(version):
                 continue
@@ -80,24 +94,33 @@ class _Packed:
             if isinstance(arr, pa.ChunkedArray):
                 arr = arr.combine_chunks()
             k = _kind(arr, f)
+            shown = None
             if f.is_tagged_in(version):
                 shown = np.asarray(jsonout._is_default(arr, f).to_numpy(zero_copy_only=False) == 0, np.uint8)
                 if not shown.any():  # a tagged field no record of the group sets: the writers never visit it
                     continue
-            else:
-                shown = np.ones(m, np.uint8)
+                if shown.all():
+                    shown = None
             if k == K_RAW:
                 arr = jsonout.value_json(arr, f, version)
             keys.append(f'"{f.json_name}":'.encode())
-            present.append(shown)
-            valid.append(_valid(arr, m))
+            pbase.append(-1 if shown is None else n_p)
+            if shown is not None:
+                present.append(shown)
+                n_p += m
+            vbase.append(n_v if arr.null_count else -1)
+            if arr.null_count:
+                valid.append(arr.is_valid().to_numpy(zero_copy_only=False))
+                n_v += m
             ibase.append(n_i)
             sbase.append(n_s)
             lbase.append(n_l)
             kinds.append(k)
             plain.append(1)
             if k in (K_INT, K_BOOL):
-                v = np.asarray(arr.fill_null(False if k == K_BOOL else 0).to_numpy(zero_copy_only=False), np.int64)
+                if arr.null_count:
+                    arr = arr.fill_null(False if k == K_BOOL else 0)
+                v = arr.to_numpy(zero_copy_only=False)
                 ival.append(v)
                 n_i += len(v)
             elif k in (K_STR, K_RAW):
@@ -110,7 +133,7 @@ class _Packed:
                 n_l += len(lo)
                 el = arr.values
                 if k == K_LIST_INT:
-                    v = np.asarray(el.to_numpy(zero_copy_only=False), np.int64)
+                    v = el.to_numpy(zero_copy_only=False)
                     ival.append(v)
                     n_i += len(v)
                 else:
@@ -121,13 +144,17 @@ class _Packed:
         self.plain = np.array(plain, np.uint8)
         self.key_off = np.zeros(len(keys) + 1, np.int64)
         np.cumsum([len(k) for k in keys], out=self.key_off[1:])
-        # a word of zeros after the keys and the strings: the writer reads whole words (wordcopy.copy_within)
+        # a word of zeros after the keys: the writer reads whole words (wordcopy.copy_within; a string block without
+        # it has its last string copied byte by byte)
         self.key_data = np.frombuffer(b"".join(keys) + bytes(8), np.uint8)
-        self.present = np.concatenate(present) if present else np.zeros(0, np.uint8)
-        self.valid = np.concatenate(valid) if valid else np.zeros(0, np.uint8)
-        self.ibase, self.sbase, self.lbase = (np.array(b, np.int64) for b in (ibase, sbase, lbase))
-        self.ival, self.soff, self.loff = np.concatenate(ival), np.concatenate(soff), np.concatenate(loff)
-        self.sdata = np.concatenate(sdata + [np.zeros(8, np.uint8)])
+        self.present = _joined(present, np.uint8)
+        self.valid = _joined(valid, np.uint8)
+        self.ibase, self.sbase, self.lbase, self.pbase, self.vbase = (
+            np.array(b, np.int64) for b in (ibase, sbase, lbase, pbase, vbase))
+        self.ival, self.soff, self.loff = _joined(ival, np.int64), _joined(soff, np.int64), _joined(loff, np.int64)
+        # one string block read where it lies (a group's topic ids: 22 bytes a record); read-only either way, so the
+        # kernels have one compiled signature
+        self.sdata = read_only(sdata[0] if len(sdata) == 1 else _joined(sdata, np.uint8, 8))
 
     def _add_strings(self, arr: pa.Array, soff: list, sdata: list, known_plain: bool = False) -> int:
         """Append a string column's offsets (rebased onto the shared data) and bytes; 1 when not one of
@@ -140,8 +167,8 @@ class _Packed:
         return int(known_plain or not ((data < 32) | (data == 34) | (data == 92)).any())
 
     def args(self):
-        return (self.m, self.kinds, self.plain, self.key_off, self.key_data, self.present, self.valid, self.ibase,
-                self.sbase, self.lbase, self.ival, self.soff, self.sdata, self.loff)
+        return (self.m, self.kinds, self.plain, self.key_off, self.key_data, self.present, self.valid, self.pbase,
+                self.vbase, self.ibase, self.sbase, self.lbase, self.ival, self.soff, self.sdata, self.loff)
 
 
 # ------------------------------------------------------------------------------------------ the kernel
@@ -278,8 +305,8 @@ def _put_str(out, pos, data, s, e, plain, lim):
 
 
 @njit(cache=True)
-def _sizes(sizes, rows, m, kinds, plain, key_off, key_data, present, valid, ibase, sbase, lbase, ival, soff, sdata,
-           loff):
+def _sizes(sizes, rows, m, kinds, plain, key_off, key_data, present, valid, pbase, vbase, ibase, sbase, lbase, ival,
+           soff, sdata, loff):
     # borrowed views (kernels/borrow.py): the helpers below take them once per field; chunk_json over 1.15 M
     # records 0.188 s -> 0.162 s
     key_data, ival, soff, sdata, loff = borrow(key_data), borrow(ival), borrow(soff), borrow(sdata), borrow(loff)
@@ -287,14 +314,14 @@ def _sizes(sizes, rows, m, kinds, plain, key_off, key_data, present, valid, ibas
         n = 1  # {
         first = True
         for j in range(len(kinds)):
-            if present[j * m + r] == 0:
+            if pbase[j] >= 0 and present[pbase[j] + r] == 0:
                 continue
             if not first:
                 n += 1
             first = False
             n += key_off[j + 1] - key_off[j]
             k = kinds[j]
-            if valid[j * m + r] == 0:
+            if vbase[j] >= 0 and valid[vbase[j] + r] == 0:
                 n += 4
             elif k == K_INT:
                 n += _int_size(ival[ibase[j] + r])
@@ -316,8 +343,8 @@ def _sizes(sizes, rows, m, kinds, plain, key_off, key_data, present, valid, ibas
 
 
 @njit(cache=True)
-def _write(out, starts, ends, rows, r0, r1, m, kinds, plain, key_off, key_data, present, valid, ibase, sbase, lbase,
-           ival, soff, sdata, loff):
+def _write(out, starts, ends, rows, r0, r1, m, kinds, plain, key_off, key_data, present, valid, pbase, vbase, ibase,
+           sbase, lbase, ival, soff, sdata, loff):
     """The text of the group's records r0 .. r1 - 1 (of ``m``), record ``rows[r]`` from ``starts`` to ``ends`` of it.
     Keys, plain strings and small integers are stored in whole words where the text goes on past them (its end
     bounds every store): the bytes past a value are overwritten by what the record writes next."""
@@ -329,7 +356,7 @@ def _write(out, starts, ends, rows, r0, r1, m, kinds, plain, key_off, key_data, 
         pos += 1
         first = True
         for j in range(len(kinds)):
-            if present[j * m + r] == 0:
+            if pbase[j] >= 0 and present[pbase[j] + r] == 0:
                 continue
             if not first:
                 out[pos] = 44
@@ -337,7 +364,7 @@ def _write(out, starts, ends, rows, r0, r1, m, kinds, plain, key_off, key_data, 
             first = False
             pos = copy_within(out, pos, key_data, key_off[j], key_off[j + 1], lim)
             k = kinds[j]
-            if valid[j * m + r] == 0:
+            if vbase[j] >= 0 and valid[vbase[j] + r] == 0:
                 pos = copy_within(out, pos, _NULL, 0, 4, lim)
             elif k == K_INT:
                 pos = put_int_within(out, pos, ival[ibase[j] + r], lim)
