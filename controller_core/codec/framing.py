@@ -44,6 +44,8 @@ def frame(a, body, rend, rbatch, bpos, ctl, ts_delta, off_delta, kpos, klen, vpo
     scalar reader (bad varint, headers, lengths not adding up)."""
     last_batch = np.int64(-1)
     last_off = np.int64(0)
+    read_batch = np.int64(-1)  # the batch whose header fields are at hand (a batch's records come together)
+    lod = b_ts = m_ts = np.int64(0)
     for i in range(len(body)):
         end = rend[i]
         ok = True
@@ -88,10 +90,12 @@ def frame(a, body, rend, rbatch, bpos, ctl, ts_delta, off_delta, kpos, klen, vpo
             unframed[i] = not (o1 and o2 and o3) or fv != METADATA_FRAME_VERSION
         # inside its batch: offsetDelta in [0, lastOffsetDelta] and after the in-range record before it in the
         # batch, timestampDelta in [0, maxTimestamp - baseTimestamp] (when maxTimestamp is not below the base)
-        b = bpos[rbatch[i]]
-        lod = _be32(a, b + 23)
-        b_ts = _be64(a, b + 27)
-        m_ts = _be64(a, b + 35)
+        if rbatch[i] != read_batch:
+            read_batch = rbatch[i]
+            b = bpos[read_batch]
+            lod = np.int64(_be32(a, b + 23))
+            b_ts = _be64(a, b + 27)
+            m_ts = _be64(a, b + 35)
         out_of_range = off < 0 or off > lod
         bad = out_of_range or ts < 0 or (m_ts >= b_ts and ts > m_ts - b_ts)
         if not out_of_range:

@@ -270,3 +270,19 @@ def _batch_with_body(offset: int, api_key: int, body: bytes) -> bytes:
     from controller_core.codec import batch as B
 
     return B.encode_batch(offset, [B.raw_record(api_key, 0, body)])
+
+
+@pytest.mark.parametrize("et", ["int16", "int32", "int64"])
+def test_signed_fields_read_in_one_pass_equal_the_numpy_gather(et):
+    """A group's signed integer fields (compiled, byte by byte) equal NumPy's gather of big-endian words, the
+    extremes and -1 included."""
+    from controller_core.codec import vector as V
+
+    rng = np.random.default_rng(len(et))
+    a = rng.integers(0, 256, 4000, dtype=np.uint8)
+    a[:8] = 0xFF  # -1
+    a[8:16] = [0x80] + [0] * 7  # the most negative value of every width
+    a[16:24] = [0x7F] + [0xFF] * 7  # the largest
+    pos = np.concatenate([[0, 8, 16], rng.integers(0, 3990, 500)]).astype(np.int64)
+    got = flat._fixed_values(a, pos, et).to_numpy()
+    assert got.dtype == np.dtype(et) and (got == V.be(a, pos, et)).all()
