@@ -137,8 +137,11 @@ def _run(records: pa.Table, elr_override, invariants: bool, recompute: bool, con
     # NoOps, transaction markers and control records (replay.SKIP) stay in: no step folds them (the layout's
     # kind OTHER; the timelines and the scalar reference take rows by type), and filtering them out copied
     # every column of the replay (6 s of verify on a 1 M-partition log)
-    snaps = frozenset(pc.unique(records.column("source_file").filter(
-        pc.equal(records.column("source_kind"), SNAPSHOT))).to_pylist())
+    # which rows come from segments, compared once: the dating reads it, and the snapshots are among the others
+    seg = pc.equal(records.column("source_kind"), SEGMENT)
+    other = records.select(["source_file", "source_kind"]).filter(pc.invert(pc.fill_null(seg, False)))
+    snaps = frozenset(pc.unique(other.column("source_file").filter(
+        pc.equal(other.column("source_kind"), SNAPSHOT))).to_pylist())
     image = Cluster(elr_override=elr_override) if cluster_timelines is None else cluster_timelines[2]
 
     def timed_build() -> tuple[pa.Table, pa.Table]:
@@ -171,10 +174,10 @@ def _run(records: pa.Table, elr_override, invariants: bool, recompute: bool, con
     if not history:
         dated = HISTORY_DATED_ENCODED.empty_table()
     elif folded.rows is None:
-        dated = date_history(undated, records, triggers)
+        dated = date_history(undated, records, triggers, seg=seg)
     else:
         dated = date_history(undated, records, triggers, rows=folded.rows, successor=folded.successor,
-                             changes=folded.changes)
+                             changes=folded.changes, seg=seg)
     if context_topics:
         divergences, found, (exp, dated, triggers) = _drop_context(context_topics, divergences, found,
                                                                    (exp, dated, triggers))
@@ -289,7 +292,7 @@ def _triggers(exp: pa.Table, scalar: dict) -> pa.Table:
 
 
 def date_history(history: pa.Table, records: pa.Table, triggers: pa.Table, *, rows: np.ndarray | None = None,
-                 successor: np.ndarray | None = None, changes: np.ndarray | None = None) -> pa.Table:
+                 successor: np.ndarray | None = None, changes: np.ndarray | None = None, seg=None) -> pa.Table:
     """History rows with the time they became and stopped being valid (the timestamps of the segment
     records at ``offset`` / ``valid_to_offset``; null for a snapshot's state) and the trigger of
     each change record (null where there is none).
@@ -297,8 +300,9 @@ def date_history(history: pa.Table, records: pa.Table, triggers: pa.Table, *, ro
     The compiled fold's row arrays (:class:`controller_core.kernels.fold_pass.Fold`), when given, say where
     those records are without a search: ``rows``, the input row of each history row (so the record at its
     ``offset``), ``successor``, the history row whose offset is its ``valid_to_offset`` (-1: none), and
-    ``changes``, the rows ``triggers`` labels."""
-    seg = pc.equal(records.column("source_kind"), SEGMENT)
+    ``changes``, the rows ``triggers`` labels.  ``seg``: whether each record comes from a segment, when the caller
+    has compared ``source_kind`` already."""
+    seg = pc.equal(records.column("source_kind"), SEGMENT) if seg is None else seg
     if rows is not None and successor is not None:
         dated = _date_by_rows(history, records, seg, rows, successor)
         if dated is not None:

@@ -275,7 +275,7 @@ def _judge_compiled(bronze, history, brokers, topics, lay: Layout, idx, offset, 
     (the NumPy builder judges those inputs)."""
     prev = idx - 1  # the partition's row before each change record
     src, off, vals = before
-    lens = (off[R, prev + 1] - off[R, prev]).astype(np.int64)
+    lens = np.diff(off[R])[prev]  # (the lengths of every row, then gathered: one gather, not two)
     width = max(int(lens.max(initial=0)), 1)  # the NumPy form pads every record to the widest replica list
     if width > recompute_pass.MAX_POSITIONS:
         return None
