@@ -335,18 +335,23 @@ def uuid_column(a: np.ndarray, pos: np.ndarray) -> pa.Array:
 _SIGNED = {"int16": np.int16, "int32": np.int32, "int64": np.int64}
 
 
+@njit(cache=True, nogil=True, inline="always")
+def signed_be(a, p, width):
+    """The ``width``-byte (1-8) big-endian signed integer at ``a[p]``."""
+    v = np.int64(0)
+    for b in range(width):
+        v = (v << np.int64(8)) | np.int64(a[p + b])
+    if width < 8:
+        top = np.int64(1) << np.int64(8 * width - 1)
+        v = (v ^ top) - top
+    return v
+
+
 @njit(cache=True, nogil=True)
 def _signed_be(a, pos, width, out):
     """The ``width``-byte big-endian signed integer at each of ``pos`` into ``out`` (its own type)."""
-    top = np.int64(1) << np.int64(8 * width - 1)
     for i in range(len(pos)):
-        p = pos[i]
-        v = np.int64(0)
-        for b in range(width):
-            v = (v << np.int64(8)) | np.int64(a[p + b])
-        if width < 8:
-            v = (v ^ top) - top
-        out[i] = v
+        out[i] = signed_be(a, pos[i], width)
 
 
 def _fixed_values(a: np.ndarray, p: np.ndarray, et: str) -> pa.Array:

@@ -21,7 +21,7 @@ from numba import njit
 from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip cache across jobs)
 from controller_core.codec import vector as V
 from controller_core.codec.arrowutil import NUMPY_TYPES, from_numpy
-from controller_core.codec.flat import uuid_chars
+from controller_core.codec.flat import signed_be, uuid_chars
 from controller_core.codec.wordcopy import copy22, equal16
 
 _INT_LIST = pa.list_(pa.int32())
@@ -149,18 +149,8 @@ def place(held: list, n: int, typ: pa.DataType) -> pa.Array | None:
 def _big_endian(a, pos, cnt, tagged, default, width, rows, out, valid):
     """Record i's ``width``-byte big-endian signed integer at ``pos[i]`` (``default`` when ``tagged`` and absent:
     ``cnt[i]`` 0) into ``out[rows[i]]``, marked valid."""
-    top = np.int64(1) << np.int64(8 * width - 1)
     for i in range(len(pos)):
-        if tagged and cnt[i] != 1:
-            v = default
-        else:
-            p = pos[i]
-            v = np.int64(0)
-            for b in range(width):
-                v = (v << np.int64(8)) | np.int64(a[p + b])
-            if width < 8:
-                v = (v ^ top) - top
-        out[rows[i]] = v
+        out[rows[i]] = default if tagged and cnt[i] != 1 else signed_be(a, pos[i], width)
         valid[rows[i]] = True
 
 
