@@ -102,7 +102,6 @@ def ingest_in_process(data: Path) -> None:
     from lake.config import load_config
     from transforms import bronze as T
 
-    names = [c.split()[0] for c in T.SPLIT_DDL.split(",")]
     splits = plan_splits(str(data), "fleet", int(load_config()["ingest"]["split_bytes"]))
     out = Path(tempfile.mkdtemp(prefix="kraft-e2e-ingest-"))
     target = T.records_schema()
@@ -110,7 +109,7 @@ def ingest_in_process(data: Path) -> None:
     def one(split) -> int:
         run = T._decode_and_write(LF.write_task(str(out), target, ["cluster"], "inproc"))
         rows = 0
-        for batch in run(iter([pa.RecordBatch.from_pylist([dict(zip(names, split))])])):
+        for batch in run(iter([pa.RecordBatch.from_pylist([dict(zip(T.SPLIT_NAMES, split))])])):
             rows += sum(int(json.loads(b)["rows"]) for k, b in zip(*(batch.column(i).to_pylist() for i in (0, 1)))
                         if k == "split")
         return rows

@@ -232,8 +232,7 @@ def ingest(spark, lake: Lake, cluster: str, log_dir: str | list[str], split_byte
             _commit_quarantine(spark, lake, cluster, quarantined, result)
             return result
         progress("a log part's files overlap in offsets: decoding again to drop the duplicates")
-    df = spark.createDataFrame(splits, T.SPLIT_DDL).repartition(max(1, len(splits)))
-    decoded = T.decode_splits(df).persist(StorageLevel.MEMORY_AND_DISK)
+    decoded = T.decode_splits(spark, splits).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         records = T.records(decoded, T.COPY, T.BATCH_BYTES)
         if not held and len(dirs) == 1:  # the cluster's first copy: nothing to compare it with
@@ -330,8 +329,7 @@ def _first_copy_by_tasks(spark, lake: Lake, cluster: str, log_dir: str, splits: 
     from lake import files as LF
 
     def run(path, target, parts, tag):
-        df = spark.createDataFrame(splits, T.SPLIT_DDL).repartition(max(1, len(splits)))
-        rows = T.decode_and_write(df, LF.write_task(path, target, parts, tag)).toArrow().to_pylist()
+        rows = T.decode_and_write(spark, splits, LF.write_task(path, target, parts, tag)).toArrow().to_pylist()
         by_kind: dict[str, list] = {}
         for r in rows:
             by_kind.setdefault(r["kind"], []).append(json.loads(r["body"]))
