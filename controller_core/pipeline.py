@@ -159,7 +159,8 @@ def _run(records: pa.Table, elr_override, invariants: bool, recompute: bool, con
     timed = _threads.pool(threads).submit(timed_build) if parallel else None
     lay = layout.build(records, cluster=False, threads=threads)  # one layout for the fold and the invariant pass
     checking = _threads.pool(threads).submit(check) if invariants and parallel else None
-    folded = fold_pass.fold(records, lay, state_only=state_only, columns=None if history else JUDGED_COLUMNS)
+    folded = fold_pass.fold(records, lay, state_only=state_only, columns=None if history else JUDGED_COLUMNS,
+                            last=_context_partitions(lay, context_topics))
     undated = folded.history
     brokers, topics = timed.result() if timed is not None else timed_build()
     if rejected is not None:
@@ -234,6 +235,17 @@ def _scalar_fallback(records: pa.Table, exp: pa.Table, elr_override, snaps) -> t
     return todo, rep.divergences, {(o, t, p): name for o, t, p, name in rep.explained}
 
 
+def _context_partitions(lay, topics: frozenset[str]) -> np.ndarray | None:
+    """The layout's partitions that are context only (partition 0 of ``topics``), as a mask; None when none."""
+    if not topics or lay.topic_dict is None or not len(lay.topic_dict):
+        return None
+    theirs = to_numpy(pc.is_in(lay.topic_dict, pa.array(sorted(topics), pa.string())), bool)
+    first = lay.topic_p0[theirs]
+    mask = np.zeros(len(lay.part_id), bool)
+    mask[first[first >= 0]] = True
+    return mask
+
+
 def _drop_context(topics: frozenset[str], divergences: list, found: list, tables: tuple[pa.Table, ...]):
     """Partition 0 of ``topics`` is only context here (another Spark bucket owns it): not reported, in the
     findings nor in ``tables`` (each with topic_id and partition_id columns)."""
@@ -250,8 +262,11 @@ def _drop_context(topics: frozenset[str], divergences: list, found: list, tables
         theirs = to_numpy(pc.is_in(t.column("topic_id").take(from_numpy(first)), ctx), bool)
         if not theirs.any():
             return t
+        drop = first[theirs]  # ascending, distinct
+        if drop[0] == t.num_rows - len(drop):  # the table's last rows (the fold put them last): the rest, uncopied
+            return t.slice(0, int(drop[0]))
         keep = np.ones(t.num_rows, bool)
-        keep[first[theirs]] = False
+        keep[drop] = False
         return gather(t, np.flatnonzero(keep))
 
     return divergences, found, tuple(mine(t) for t in tables)

@@ -459,28 +459,37 @@ def _log_order(lay: L.Layout) -> np.ndarray:
     return np.arange(len(offset), dtype=np.int64)
 
 
-def _partition_rank(lay: L.Layout, order: np.ndarray) -> np.ndarray:
+def _partition_rank(lay: L.Layout, order: np.ndarray, last: np.ndarray | None = None) -> np.ndarray:
     """Output position of each layout partition: topics in order of first appearance in log order, then
     partition id.  The layout numbers topics by first appearance in input order: the same unless the input
-    was out of offset order."""
+    was out of offset order.  ``last`` (a mask over the partitions): those go after all the others, in the same
+    order among themselves."""
     n_parts = len(lay.part_id)
     if np.array_equal(order, np.arange(len(order))):
-        return np.arange(n_parts, dtype=np.int64)  # layout partitions are sorted by (topic, partition id)
-    n_topics = len(lay.topic_ids)
-    first = np.full(n_topics, len(order), np.int64)
-    t = lay.topic[order]
-    has = t >= 0
-    np.minimum.at(first, t[has], np.flatnonzero(has))
-    topic_rank = np.empty(n_topics, np.int64)
-    topic_rank[np.argsort(first, kind="stable")] = np.arange(n_topics)
-    by = np.lexsort((lay.part_id, topic_rank[lay.part_topic]))
-    rank = np.empty(n_parts, np.int64)
+        rank = np.arange(n_parts, dtype=np.int64)  # layout partitions are sorted by (topic, partition id)
+    else:
+        n_topics = len(lay.topic_ids)
+        first = np.full(n_topics, len(order), np.int64)
+        t = lay.topic[order]
+        has = t >= 0
+        np.minimum.at(first, t[has], np.flatnonzero(has))
+        topic_rank = np.empty(n_topics, np.int64)
+        topic_rank[np.argsort(first, kind="stable")] = np.arange(n_topics)
+        by = np.lexsort((lay.part_id, topic_rank[lay.part_topic]))
+        rank = np.empty(n_parts, np.int64)
+        rank[by] = np.arange(n_parts)
+    if last is None or not last.any():
+        return rank
+    by = np.empty(n_parts, np.int64)
+    by[rank] = np.arange(n_parts)  # the partitions in output order
+    moved = last[by]
+    by = np.concatenate([by[~moved], by[moved]])
     rank[by] = np.arange(n_parts)
     return rank
 
 
 def fold(records: pa.Table, lay: L.Layout | None = None, timings: dict | None = None,
-         state_only: bool = False, columns: frozenset[str] | None = None) -> Fold:
+         state_only: bool = False, columns: frozenset[str] | None = None, last: np.ndarray | None = None) -> Fold:
     """The partition state history of ``records`` (bronze rows, as ``fold.fold_partitions`` takes them);
     ``lay``: their layout if it is built already (:func:`layout.build` of the same rows).  ``timings``, if
     given, receives the CPU seconds of each step.
@@ -493,7 +502,11 @@ def fold(records: pa.Table, lay: L.Layout | None = None, timings: dict | None = 
     ``columns``: the history's columns a caller reads, when not all (``verify`` judges the changes and keeps no
     history): the others are not made -- the directories' and record types' strings are most of a history's
     bytes, and on a command's first call fresh bytes cost more than the loops that write them.  A table the NumPy
-    fold made has every column."""
+    fold made has every column.
+
+    ``last``: partitions (a mask over the layout's) whose rows end the history, after every other partition's (a
+    Spark bucket's context partitions, which the caller then drops with a slice instead of copying the rest).  The
+    NumPy fold keeps its own order."""
     clock = F._Clock(timings)
     if records.num_rows == 0:
         return _whole(F.fold_partitions(records, dictionary_strings=True), 0, state_only)
@@ -510,7 +523,7 @@ def fold(records: pa.Table, lay: L.Layout | None = None, timings: dict | None = 
         keys = history.select(["topic_id", "partition_id"]).group_by(["topic_id", "partition_id"]).aggregate([])
         return _whole(history, keys.num_rows, state_only)
     order = _log_order(lay)
-    rank = _partition_rank(lay, order)
+    rank = _partition_rank(lay, order, last)
     clock("checks, log order, partition order")
     wanted = F.HISTORY_ENCODED.names if columns is None else [c for c in F.HISTORY_ENCODED.names if c in columns]
     cols = _columns(lay, order, rank, state_only, "directories" in wanted, any(c in wanted for c in L.LISTS),

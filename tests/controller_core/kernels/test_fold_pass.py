@@ -114,6 +114,27 @@ def test_real_log_every_file_and_out_of_offset_order(folder):
     assert_same_fold(table.take(pa.array(rng.permutation(table.num_rows))))
 
 
+@pytest.mark.parametrize("folder", sorted(CLUSTERS.values()))
+def test_partitions_asked_last_end_the_history(folder):
+    """``last`` (a Spark bucket's context partitions, dropped afterwards by a slice) moves those partitions' rows to
+    the end of the history; the other rows, and theirs among themselves, keep their order, and each row still names
+    the record it was folded from."""
+    records = replayed(read_log_dir(REALDATA / folder, [])[0])
+    lay = layout.build(records)
+    whole = fold_pass.fold(records, lay)
+    last = np.random.default_rng(len(folder)).random(len(lay.part_id)) < 0.3
+    moved = fold_pass.fold(records, lay, last=last)
+    topics = lay.topic_dict.to_pylist()
+    chosen = {(topics[t], int(p)) for t, p in zip(lay.part_topic[last], lay.part_id[last])}
+    rows = plain(whole.history)
+    at_end = np.array([(t, p) in chosen for t, p in zip(rows.column("topic_id").to_pylist(),
+                                                       rows.column("partition_id").to_pylist())], bool)
+    assert at_end.any() and not at_end.all()
+    order = np.concatenate([np.flatnonzero(~at_end), np.flatnonzero(at_end)])
+    assert plain(moved.history).equals(rows.take(pa.array(order)))
+    assert np.array_equal(moved.rows, np.asarray(whole.rows)[order])
+
+
 def test_layout_shared_with_the_invariant_pass():
     """One layout serves both passes; the fold's fields do not change what the invariant pass finds."""
     from controller_core.kernels import invariants
