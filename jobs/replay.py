@@ -299,8 +299,9 @@ def _history_by_tasks(lake: Lake, cluster: str, core):
     bucket's latest states, :func:`transforms.silver.latest_state_rows`) themselves: the rows never go back
     through the JVM, nor does Spark read the history again for the latest states; one commit per table adds
     its files and removes the cluster's previous ones.  ``core(write)`` is the core's frame given the tasks'
-    writer.  Returns the core's persisted output (its findings and file rows) and {table: rows written}.  A
-    task that cannot read the lake's files fails the job with that."""
+    writer.  Returns the core's persisted output (its findings and file rows), {table: rows written} and how many
+    findings the buckets tallied (0: none to look for).  A task that cannot read the lake's files fails the job
+    with that."""
     from pyspark.errors import PythonException
     from pyspark.sql import Row
 
@@ -319,36 +320,41 @@ def _history_by_tasks(lake: Lake, cluster: str, core):
 
         out = core(write).persist()
         try:
-            files = [json.loads(r.body) for r in S.files_of(out).collect()]
+            made = S.files_of(out).collect()
         except PythonException as exc:
             m = re.search(re.escape(LF.READ_ERROR) + r"(.*)", str(exc))
             if m:
                 raise FileNotFoundError(m.group(1).strip()) from None
             raise
+        files = [json.loads(r.body) for r in made if r.kind == S.FILE]
+        tallied = sum(json.loads(r.body)["findings"] for r in made if r.kind == S.TALLY)
         written = [[Row(**{k: v for k, v in f.items() if k != "table"}) for f in files if f["table"] == name]
                    for name in names]
-        return written, (out, {name: sum(int(f.rows) for f in w) for name, w in zip(names, written)})
+        return written, (out, {name: sum(int(f.rows) for f in w) for name, w in zip(names, written)}, tallied)
 
     # the rows as the frame path writes them: the core's columns (nullable), then the cluster
     source = pa.schema([f.with_nullable(True) for f in pipeline.HISTORY_DATED_SCHEMA]
                        + [pa.field("cluster", pa.string())])
-    _, (out, rows) = lake.overwrite_written_tables([(HISTORY.name, source, HISTORY.partition_by),
-                                                    (STATE.name, source, STATE.partition_by)],
-                                                   {"cluster": cluster}, run)
-    return out, rows
+    _, (out, rows, tallied) = lake.overwrite_written_tables([(HISTORY.name, source, HISTORY.partition_by),
+                                                             (STATE.name, source, STATE.partition_by)],
+                                                            {"cluster": cluster}, run)
+    return out, rows, tallied
 
 
 # findings a full replay commits from the driver (Lake.overwrite_rows) rather than through a Spark write job
 FEW_FINDINGS = 100_000
 
 
-def _write_findings(lake: Lake, cluster: str, found, since: int | None) -> dict:
+def _write_findings(lake: Lake, cluster: str, found, since: int | None, none_found: bool = False) -> dict:
     """divergences and invariant_breaches: the cluster's rows replaced by a full replay, its rows past ``since``
     by an incremental one; {table: rows written}.  A full replay's few findings (the usual case: a healthy
-    log has none) are collected once and committed by the driver, many are written by Spark's tasks."""
+    log has none) are collected once and committed by the driver, many are written by Spark's tasks;
+    ``none_found``: the replay's tasks tallied none, and no job looks for them (the tables are emptied of the
+    cluster's rows all the same)."""
     tables = ((DIVERGENCES, "divergence", S.divergences_of), (BREACHES, "breach", S.breaches_of))
-    # one Spark job: the findings, or one more than few of them (then written by Spark's tasks)
-    rows = found.limit(FEW_FINDINGS + 1).toArrow() if since is None else None
+    # one Spark job: the findings, or one more than few of them (then written by Spark's tasks); none (limit 0:
+    # planned empty, no job) when the tasks found none
+    rows = found.limit(0 if none_found else FEW_FINDINGS + 1).toArrow() if since is None else None
     if rows is not None and rows.num_rows <= FEW_FINDINGS:
         written = {}
         for t, kind, _ in tables:
@@ -465,7 +471,7 @@ def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = Tru
             # the tasks start from the driver's timelines of the same records: not built again by each
             return S.core_from_files(spark, direct.read, direct.shared, buckets, snapshot_start, invariants,
                                      write=write, cluster_timelines=made)
-        out, computed = _history_by_tasks(lake, cluster, core)
+        out, computed, tallied = _history_by_tasks(lake, cluster, core)
         computed, live = computed[HISTORY.name], computed[STATE.name]
         new = None
     else:
@@ -476,12 +482,12 @@ def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = Tru
         new = _write_history(lake, cluster, history, since)
         hist = lake.read(HISTORY.name).where(F.col("cluster") == cluster)
         lake.overwrite(STATE.name, S.latest_state(hist), partition_by=STATE.partition_by, where={"cluster": cluster})
-        live = None
+        live = tallied = None
     found = S.findings_of(out).withColumn("cluster", F.lit(cluster))
     found = (found if since is None else found.where(F.col("offset") > since)).persist()
     if new is not None:
         counts[f"{HISTORY.name}_new"] = new
-    written = _write_findings(lake, cluster, found, since)
+    written = _write_findings(lake, cluster, found, since, none_found=tallied == 0)
     found.unpersist()
     out.unpersist()
     counts.update(_silver_counts(lake, cluster, since))

@@ -201,7 +201,7 @@ def _replay_order(table: pa.Table) -> np.ndarray | None:
 # one Arrow group in, one table out: the dated partition history rows (kind "history") and the findings; with a
 # writer, the files the task wrote the history into instead (kind "file", the file row as JSON in "body")
 _HISTORY_NAMES = list(pipeline.HISTORY_DATED_SCHEMA.names)
-HISTORY, FILE = "history", "file"
+HISTORY, FILE, TALLY = "history", "file", "tally"
 CORE = pa.schema([f.with_nullable(True) for f in pipeline.HISTORY_DATED_SCHEMA]
                  + [f for f in FINDING if f.name not in _HISTORY_NAMES] + [pa.field("body", pa.string())])
 
@@ -244,8 +244,10 @@ def _core_output(rep, write) -> pa.Table:
     else:
         import json
 
-        bodies = [json.dumps(f) for f in write(rep.history)]
-        hist = pa.table({"kind": pa.array([FILE] * len(bodies), pa.string()),
+        # the files, and one tally of the bucket's findings: a run whose tallies are all 0 (a healthy log) needs
+        # no second Spark job to look for findings
+        bodies = [json.dumps(f) for f in write(rep.history)] + [json.dumps({"findings": div.num_rows + brc.num_rows})]
+        hist = pa.table({"kind": pa.array([FILE] * (len(bodies) - 1) + [TALLY], pa.string()),
                          "body": pa.array(bodies, pa.string())})
     return pa.concat_tables([_widen(hist), _widen(div), _widen(brc)])
 
@@ -391,7 +393,7 @@ def _widen(table: pa.Table) -> pa.Table:
 
 def findings_of(out: DataFrame) -> DataFrame:
     """The findings of :func:`core`; cluster-level findings seen by every bucket are kept once."""
-    return (out.where(~F.col("kind").isin(HISTORY, FILE)).select(*FINDING.names)
+    return (out.where(~F.col("kind").isin(HISTORY, FILE, TALLY)).select(*FINDING.names)
             .dropDuplicates(["kind", "offset", "rule", "topic", "partition", "field"]))
 
 
@@ -423,8 +425,10 @@ def history_of(out: DataFrame) -> DataFrame:
 
 
 def files_of(out: DataFrame) -> DataFrame:
-    """The data files the tasks of :func:`core` wrote the history into (with a writer): one JSON body each."""
-    return out.where(F.col("kind") == FILE).select("body")
+    """What the tasks of :func:`core` wrote (with a writer), a JSON ``body`` each: the data files they wrote the
+    history into (``kind`` FILE) and per bucket a tally of its findings (TALLY, ``{"findings": n}``, counted before
+    :func:`findings_of` keeps once what several buckets saw)."""
+    return out.where(F.col("kind").isin(FILE, TALLY)).select("kind", "body")
 
 
 # ------------------------------------------------------------------------------ partition history

@@ -271,6 +271,28 @@ def test_a_full_replays_many_findings_are_written_by_spark_the_same(spark, silve
         assert _json_rows(table.filter(pc.equal(table.column("cluster"), "induswargods"))) == rows, t
 
 
+def test_a_replay_that_tallies_no_finding_clears_what_an_earlier_one_left(spark, silver, monkeypatch):
+    """The core's tasks tally their findings; a full replay whose tallies are all 0 runs no job to look for them and
+    still replaces the cluster's rows: a breach an earlier replay committed is gone, other clusters' stay."""
+    from jobs import replay as R
+
+    lake, _ = silver
+    t = catalog.INVARIANT_BREACHES.name
+    table = lake.read_arrow(t)
+    theirs = table.filter(pc.equal(table.column("cluster"), "induswargods"))
+    stale = theirs.set_column(theirs.schema.get_field_index("cluster"), theirs.schema.field("cluster"),
+                              pc.if_else(pc.is_valid(theirs.column("cluster")), "vasifvortex", None))
+    lake.append_arrow(t, stale, partition_by=catalog.INVARIANT_BREACHES.partition_by)
+    assert len(_rows(lake, t, "vasifvortex")) == theirs.num_rows == 4
+    calls = []
+    real = R._write_findings
+    monkeypatch.setattr(R, "_write_findings", lambda *a, **k: calls.append(k) or real(*a, **k))
+    again = replay(spark, lake, "vasifvortex", buckets=3, full=True)
+    assert calls == [{"none_found": True}]
+    assert again[t] == 0 and _rows(lake, t, "vasifvortex") == []
+    assert len(_rows(lake, t, "induswargods")) == 4
+
+
 def test_a_bronze_appended_from_arrow_replays_the_same(spark, silver, tmp_path):
     """Bronze written from Arrow (the decoder's rows appended through delta-rs, as bench_spark_replay.py and any
     Arrow writer do) declares its columns not null, where Spark's writes declare them nullable.  A full replay
