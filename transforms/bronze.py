@@ -192,10 +192,10 @@ def _per_split(spark, splits: list[tuple], run, schema) -> DataFrame:
 def decode_and_write(spark, splits: list[tuple], write) -> DataFrame:
     """Splits (``SPLIT_DDL`` rows, one task each) decoded by tasks that write the ``metadata_records`` rows
     themselves, as data files of the table: ``write`` is the task's writer (``lake.files.write_task(...)``, given by
-    the job: rows in, one row per written file out; the driver commits or removes the files).  No record row goes back
-    through the JVM: the frame holds only (``kind``, JSON ``body``) rows -- ``file`` (a written file, ``lake.files.FILE_SCHEMA``),
-    ``split`` (per split: log_part, source_file, start, first and last offset, rows, rows per record type),
-    ``quarantine`` (a quarantine row) and ``newer`` (``NewerKafka.state()`` of the task)."""
+    the job: rows in, one row per written file out; the driver commits or removes the files).  No record row goes
+    back through the JVM: the frame holds only (``kind``, JSON ``body``) rows -- ``file`` (a written file,
+    ``lake.files.FILE_SCHEMA``), ``split`` (per split: log_part, source_file, start, first and last offset, rows, rows
+    per record type), ``quarantine`` (a quarantine row) and ``newer`` (``NewerKafka.state()`` of the task)."""
     return _per_split(spark, splits, _decode_and_write(write), SUMMARY_DDL)
 
 
