@@ -199,7 +199,8 @@ def _replay_order(table: pa.Table) -> np.ndarray | None:
 
 
 # one Arrow group in, one table out: the dated partition history rows (kind "history") and the findings; with a
-# writer, the files the task wrote the history into instead (kind "file", the file row as JSON in "body")
+# writer, the files the task wrote the history into instead (kind "file", the file row as JSON in "body") and the
+# tally of its findings (kind "tally")
 _HISTORY_NAMES = list(pipeline.HISTORY_DATED_SCHEMA.names)
 HISTORY, FILE, TALLY = "history", "file", "tally"
 CORE = pa.schema([f.with_nullable(True) for f in pipeline.HISTORY_DATED_SCHEMA]
@@ -244,11 +245,12 @@ def _core_output(rep, write) -> pa.Table:
     else:
         import json
 
-        # the files, and one tally of the bucket's findings: a run whose tallies are all 0 (a healthy log) needs
-        # no second Spark job to look for findings
-        bodies = [json.dumps(f) for f in write(rep.history)] + [json.dumps({"findings": div.num_rows + brc.num_rows})]
-        hist = pa.table({"kind": pa.array([FILE] * (len(bodies) - 1) + [TALLY], pa.string()),
-                         "body": pa.array(bodies, pa.string())})
+        files = [json.dumps(f) for f in write(rep.history)]
+        # and one tally of the bucket's findings: a run whose tallies are all 0 (a healthy log) needs no second
+        # Spark job to look for findings
+        tally = json.dumps({"findings": div.num_rows + brc.num_rows})
+        hist = pa.table({"kind": pa.array([FILE] * len(files) + [TALLY], pa.string()),
+                         "body": pa.array(files + [tally], pa.string())})
     return pa.concat_tables([_widen(hist), _widen(div), _widen(brc)])
 
 
