@@ -588,5 +588,6 @@ def warm() -> None:
     L._refs_rows(*[offs] * 6, *[bits] * 6, np.zeros(6, np.int64), np.zeros(6, np.bool_), np.zeros((0, 12), np.int32),
                  0, np.zeros(6, np.int64))
     L.null_among(pa.chunked_array([pa.array([None, 1], pa.int32())]), np.ones(2, np.bool_))
+    L._dense(pa.chunked_array([pa.array(["t"] * 64 + [None])]))  # a chunk of strings in runs
     for typ in (pa.int32(), pa.int8()):  # the leader's and the leader recovery state's columns
         L._unset(pa.chunked_array([pa.array([None, 1], typ)]), np.zeros(2, np.bool_), -1, -2)

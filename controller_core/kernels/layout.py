@@ -26,6 +26,7 @@ from numba import njit
 from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip cache across jobs)
 from controller_core import threads as _threads
 from controller_core.numba_cache import read_only
+from controller_core.kernels.prefetch import load8
 from controller_core.codec.arrowutil import NUMPY_TYPES, column_ints, from_numpy, to_numpy
 from controller_core.codec.bronze import by_type
 from controller_core.image import MIGRATING, MIN_ISR, UNCLEAN, min_isr_value
@@ -94,30 +95,100 @@ class Layout:
 
 def _dense(col: pa.ChunkedArray, arrow: bool = False):
     """(index per row, -1 for null; the distinct values, in order of first appearance) of a string column (and
-    the values as Arrow).  Chunk by chunk, then one dictionary for all: joining the chunks first copied every
-    string of the column (source_file, topic_id: 11.5 M strings on a 1 M-partition log)."""
-    if not len(col):
-        enc = pa.array([], pa.string()).dictionary_encode()
-        return (np.zeros(0, np.int32), [], enc.dictionary) if arrow else (np.zeros(0, np.int32), [])
+    the values as Arrow).  Chunk by chunk (:func:`_chunk_codes`), then one dictionary for all: joining the chunks
+    first copied every string of the column (source_file, topic_id: 11.5 M strings on a 1 M-partition log)."""
     chunks = [c for c in (col.chunks if isinstance(col, pa.ChunkedArray) else [col]) if len(c)]
-    enc = pa.chunked_array([_encoded(c) for c in chunks]).unify_dictionaries()
-    idx = np.concatenate([pc.fill_null(c.indices, -1).to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
-                          for c in enc.chunks])
-    dictionary = enc.chunk(0).dictionary
+    if not chunks:
+        empty = pa.array([], pa.string())
+        return (np.zeros(0, np.int32), [], empty) if arrow else (np.zeros(0, np.int32), [])
+    idx = np.empty(sum(len(c) for c in chunks), np.int32)
+    row0, found = 0, []
+    for c in chunks:
+        found.append(_chunk_codes(c, idx[row0:row0 + len(c)]))
+        row0 += len(c)
+    # the chunks' dictionaries joined in order and encoded: each value's first appearance overall (what
+    # unify_dictionaries gives); each row's code then read through its chunk's small table, one take per row
+    dicts = [d.cast(pa.string()) for d, _ in found]
+    joined = pa.concat_arrays(dicts) if len(dicts) > 1 else dicts[0]
+    enc = joined.dictionary_encode()
+    to_global = to_numpy(enc.indices, np.int32)
+    row0, base = 0, 0
+    for c, d, (_, runs) in zip(chunks, dicts, found):
+        part = idx[row0:row0 + len(c)]
+        table = to_global[base:base + len(d)]
+        if runs is not None:  # the rows hold run numbers, ``runs`` each run's code in the chunk's dictionary
+            table = np.append(table, np.int32(-1))[runs]
+        elif len(dicts) == 1 and len(d) == len(enc.dictionary):
+            break  # one chunk, its dictionary already the values in order of first appearance
+        np.take(np.append(table, np.int32(-1)), part, out=part)  # (a code -1, null, reads the appended -1)
+        row0 += len(c)
+        base += len(d)
+    dictionary = enc.dictionary
     if arrow:
         return idx, dictionary.to_pylist(), dictionary
     return idx, dictionary.to_pylist()
 
 
-def _encoded(c: pa.Array) -> pa.DictionaryArray:
-    """``c.dictionary_encode()``; a chunk holding one value throughout (a replay's ``source_file``: one file's
-    records) found by a comparison, a quarter of a hash of every string; a chunk read as codes (a Spark task's scan)
-    as it is."""
+# a chunk of strings is encoded run by run when its runs are at most this share of its rows (a replay's topic ids
+# come in runs: the controller writes a broker's changes topic after topic; source_file is one run per file)
+_RUNS_SHARE = 8
+
+
+def _chunk_codes(c: pa.Array, out: np.ndarray) -> tuple[pa.Array, np.ndarray | None]:
+    """One chunk's dictionary and its rows' codes into ``out``: (dictionary, None) with ``out`` the codes (-1 for
+    null), or (dictionary, each run's code) with ``out`` each row's run.  A chunk read as codes (a Spark task's scan)
+    as it is; a chunk of strings whose values come in runs: each run's first value encoded (equal neighbours found by
+    comparing their bytes in one compiled loop, a sixth of hashing every string); other chunks hashed."""
     if pa.types.is_dictionary(c.type):
-        return c
-    if not c.null_count and c[0] == c[len(c) - 1] and pc.all(pc.equal(c, c[0])).as_py():
-        return pa.DictionaryArray.from_arrays(pa.array(np.zeros(len(c), np.int32)), c.slice(0, 1))
-    return c.dictionary_encode()
+        out[:] = to_numpy(pc.fill_null(c.indices, -1), np.int32)
+        return c.dictionary, None
+    if c.type == pa.string() and len(c) >= 64:
+        bufs = c.buffers()
+        offs = read_only(np.frombuffer(bufs[1], np.int32, count=len(c) + 1, offset=4 * c.offset))
+        data = read_only(np.frombuffer(bufs[2], np.uint8)) if bufs[2] is not None and bufs[2].size else _NO_BITS
+        bm, bo = _bits(c)
+        heads = np.empty(len(c) // _RUNS_SHARE + 1, np.int64)
+        runs = _run_heads(offs, data, bm, bo, c.null_count > 0, heads, out)
+        if runs >= 0:
+            enc = c.take(from_numpy(heads[:runs])).dictionary_encode()
+            return enc.dictionary, to_numpy(pc.fill_null(enc.indices, -1), np.int32)
+    enc = c.dictionary_encode()
+    out[:] = to_numpy(pc.fill_null(enc.indices, -1), np.int32)
+    return enc.dictionary, None
+
+
+@njit(cache=True, nogil=True)
+def _run_heads(offs, data, bm, bo, has_nulls, heads, run):
+    """The first row of each run of equal values (nulls equal each other) of a string chunk into ``heads``, each
+    row's run number into ``run``; returns the number of runs, or -1 as soon as they do not fit in ``heads``.  Equal
+    neighbours are told by their length, then their bytes eight at a time (a topic id is 22 bytes: three loads)."""
+    c = 0
+    pv, ps, pl = False, 0, -1
+    for r in range(len(offs) - 1):
+        v = not has_nulls or _bit(bm, bo, r) == 1
+        s = offs[r]
+        n = offs[r + 1] - s
+        new = r == 0 or v != pv or (v and n != pl)
+        if not new and v:
+            if n >= 8:  # a word at a time, the last word ending at the string's end (it may overlap the one before)
+                q = 0
+                while not new and q + 8 < n:
+                    new = load8(data, s + q) != load8(data, ps + q)
+                    q += 8
+                new = new or load8(data, s + n - 8) != load8(data, ps + n - 8)
+            else:
+                for q in range(n):
+                    if data[s + q] != data[ps + q]:
+                        new = True
+                        break
+        if new:
+            if c == len(heads):
+                return -1
+            heads[c] = r
+            c += 1
+        run[r] = c - 1
+        pv, ps, pl = v, s, n
+    return c
 
 
 def _unset(col, is_p: np.ndarray, p_fill: int, fill: int) -> np.ndarray:

@@ -81,13 +81,75 @@ def test_list_references_the_same_however_the_columns_are_chunked(tmp_path):
     [[None, None], ["y", "y"], []],
 ])
 def test_dense_codes_equal_a_dictionary_of_the_whole_column(chunks):
-    """``_dense`` (constant chunks by a comparison, the rest by a hash) gives every row the code of its value in
+    """``_dense`` (short chunks by a hash) gives every row the code of its value in
     the values in order of first appearance, as one dictionary encoding of the whole column does; -1 for null."""
     col = pa.chunked_array([pa.array(c, pa.string()) for c in chunks], pa.string())
     codes, values = layout._dense(col)
     first = list(dict.fromkeys(v for v in col.to_pylist() if v is not None))
     assert values == first == pa.concat_arrays(col.chunks).dictionary_encode().dictionary.to_pylist()
     assert codes.tolist() == [first.index(v) if v is not None else -1 for v in col.to_pylist()]
+
+
+def _runs_column(seed: int) -> pa.ChunkedArray:
+    """Chunks of strings in runs (a replay's topic ids), long enough for the run-by-run encoding: neighbours that
+    differ in one byte anywhere (first, middle, last, inside the overlapping last word), in length only, or by
+    being null; some chunks sliced, some read as codes (a Spark scan), some too varied for runs."""
+    rng = np.random.default_rng(seed)
+    base = "Zq3xY9-kLmN0pQrStUvWxA"  # a topic id's 22 characters
+    values = [base, base[:-1] + "B", "B" + base[1:], base[:13] + "#" + base[14:], base[:15] + "!" + base[16:],
+              base[:8], base[:7], "", "x", base + base, None]
+    chunks = []
+    for _ in range(int(rng.integers(1, 6))):
+        n = int(rng.choice([64, 65, 130, 700]))
+        if rng.random() < 0.2:  # too many runs: hashed
+            rows = [values[int(k)] for k in rng.integers(0, len(values), n)]
+        else:
+            rows = []
+            while len(rows) < n:
+                rows += [values[int(rng.integers(0, len(values)))]] * int(rng.integers(1, 40))
+            rows = rows[:n]
+        arr = pa.array(rows, pa.string())
+        if rng.random() < 0.3:
+            arr = arr.slice(3, n - 5)
+        chunks.append(arr)
+    if rng.random() < 0.25:
+        chunks = [c.dictionary_encode() for c in chunks]
+        return pa.chunked_array(chunks, chunks[0].type)
+    return pa.chunked_array(chunks, pa.string())
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_dense_codes_of_strings_in_runs_equal_a_dictionary_of_the_whole_column(seed):
+    """``_dense`` on chunks whose values come in runs (each run's first value encoded, equal neighbours told by
+    their bytes a word at a time): the codes and values one dictionary encoding of the whole column gives."""
+    col = _runs_column(seed)
+    codes, values = layout._dense(col)
+    plain = col.cast(pa.string()).to_pylist()
+    first = list(dict.fromkeys(v for v in plain if v is not None))
+    assert values == first
+    assert codes.tolist() == [first.index(v) if v is not None else -1 for v in plain]
+
+
+def test_dense_codes_the_same_as_plain_python():
+    """NUMBA_DISABLE_JIT=1: the run loop and its word loads interpreted give the compiled codes."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    script = ("import sys, json; sys.path[:0] = sys.argv[1:4]; from test_layout import _runs_column; "
+              "from controller_core.kernels import layout; "
+              "print(json.dumps([[layout._dense(_runs_column(s))[0].tolist(), layout._dense(_runs_column(s))[1]] "
+              "for s in range(4)]))")
+    env = dict(os.environ, NUMBA_DISABLE_JIT="1")
+    out = subprocess.run([sys.executable, "-c", script, str(Path(__file__).parent), str(root / "tests"), str(root)],
+                         env=env,
+                         capture_output=True, text=True, timeout=300, cwd=root)
+    assert out.returncode == 0, out.stderr[-2000:]
+    import json
+    want = [[layout._dense(_runs_column(s))[0].tolist(), layout._dense(_runs_column(s))[1]] for s in range(4)]
+    assert json.loads(out.stdout) == want
 
 
 def _fields_equal(a: layout.Layout, b: layout.Layout) -> None:
