@@ -354,14 +354,15 @@ def _valid_to(part, orphan, offset, valid_to, has_next, succ):
 
 
 def _columns(lay: L.Layout, order: np.ndarray, rank: np.ndarray, state_only: bool, dirs: bool, lists: bool = True,
-             dated: bool = True):
+             dated: bool = True, in_order: bool | None = None):
     """Pass 1 and pass 2 into NumPy-allocated columns (the six lists' values only if ``lists``, the directories'
     only if ``dirs``, valid-to and the successors only if ``dated``: else pass 2 is not run and those three are
     empty); None when a list column's values reach 2**31 (int32 offsets: the caller folds with the NumPy fold)."""
     kind, part = lay.kind, lay.part
     n_parts, n_topics = len(lay.part_id), len(lay.topic_ids)
-    in_order = len(order) and order[0] == 0 and order[-1] == len(order) - 1 and (
-        len(order) < 2 or bool((order[1:] > order[:-1]).all()))
+    if in_order is None:  # (the caller's _log_order says)
+        in_order = len(order) and order[0] == 0 and order[-1] == len(order) - 1 and (
+            len(order) < 2 or bool((order[1:] > order[:-1]).all()))
     is_part = (kind == L.PARTITION) | (kind == L.CHANGE)
     rows = np.flatnonzero(is_part) if in_order else order[is_part[order]]  # the partition records in log order
     # each partition's records, partitions in output order (CSR by rank)
@@ -451,21 +452,22 @@ def _unsupported(records: pa.Table, lay: L.Layout) -> bool:
     return len(lay.tape) >= 2**31 or len(lay.dir_codes) >= 2**31  # state lines hold int32 starts
 
 
-def _log_order(lay: L.Layout) -> np.ndarray:
-    """The rows in the order the fold reads them: by offset, stably (the input order when it already is)."""
+def _log_order(lay: L.Layout) -> tuple[np.ndarray, bool]:
+    """(the rows in the order the fold reads them: by offset, stably; whether that is the input order)."""
     offset = lay.offset
     if len(offset) > 1 and (offset[1:] < offset[:-1]).any():
-        return np.argsort(offset, kind="stable")
-    return np.arange(len(offset), dtype=np.int64)
+        return np.argsort(offset, kind="stable"), False
+    return np.arange(len(offset), dtype=np.int64), True
 
 
-def _partition_rank(lay: L.Layout, order: np.ndarray, last: np.ndarray | None = None) -> np.ndarray:
+def _partition_rank(lay: L.Layout, order: np.ndarray, last: np.ndarray | None = None,
+                    in_order: bool | None = None) -> np.ndarray:
     """Output position of each layout partition: topics in order of first appearance in log order, then
     partition id.  The layout numbers topics by first appearance in input order: the same unless the input
     was out of offset order.  ``last`` (a mask over the partitions): those go after all the others, in the same
     order among themselves."""
     n_parts = len(lay.part_id)
-    if np.array_equal(order, np.arange(len(order))):
+    if in_order if in_order is not None else np.array_equal(order, np.arange(len(order))):
         rank = np.arange(n_parts, dtype=np.int64)  # layout partitions are sorted by (topic, partition id)
     else:
         n_topics = len(lay.topic_ids)
@@ -522,12 +524,12 @@ def fold(records: pa.Table, lay: L.Layout | None = None, timings: dict | None = 
         history = F.fold_partitions(records, dictionary_strings=True)
         keys = history.select(["topic_id", "partition_id"]).group_by(["topic_id", "partition_id"]).aggregate([])
         return _whole(history, keys.num_rows, state_only)
-    order = _log_order(lay)
-    rank = _partition_rank(lay, order, last)
+    order, in_order = _log_order(lay)  # (said once: each step below compared ``order`` with 0, 1, 2, ... again)
+    rank = _partition_rank(lay, order, last, in_order)
     clock("checks, log order, partition order")
     wanted = F.HISTORY_ENCODED.names if columns is None else [c for c in F.HISTORY_ENCODED.names if c in columns]
     cols = _columns(lay, order, rank, state_only, "directories" in wanted, any(c in wanted for c in L.LISTS),
-                    "valid_to_offset" in wanted)
+                    "valid_to_offset" in wanted, in_order)
     if cols is None:  # beyond int32 list offsets: the NumPy fold (which chunks strings)
         return _whole(F.fold_partitions(records, dictionary_strings=True), len(lay.part_id), state_only)
     (topic_code, pid, kind_o, valid, deleted, orphan, leader, lrs, le, pe, O, off, v_rep, v_isr, v_rm, v_ad, v_elr,
