@@ -497,7 +497,8 @@ def _cluster(records: pa.Table, kind: np.ndarray, name: np.ndarray, ints: np.nda
     new_batch = np.ones(n, bool)
     if n > 1:
         new_batch[1:] = (files[1:] != files[:-1]) | (bbo[1:] != bbo[:-1])
-    batch = np.cumsum(new_batch) - 1
+    batch = np.cumsum(new_batch, dtype=np.int64)  # (in place below: each temporary is fresh pages on a first call)
+    batch -= 1
     snapshot = np.array([f.endswith(".checkpoint") for f in file_names] + [False], bool)[files]  # -1: null
 
     # brokers
@@ -561,7 +562,7 @@ def _cluster(records: pa.Table, kind: np.ndarray, name: np.ndarray, ints: np.nda
     slot_ids = np.array([_canonical_int(s) for s in bres_names] or [0], np.int64)[:len(bres_names)]
     default = bres_names.index("") if "" in bres_names else -1
     unclean_true = np.array([t.strip().lower() == "true" for t in values] or [False], bool)
-    return dict(batch=batch.astype(np.int64), snapshot=snapshot, broker=broker, bints=bints, cfg=cfg,
+    return dict(batch=batch, snapshot=snapshot, broker=broker, bints=bints, cfg=cfg,
                 broker_ids=broker_ids.astype(np.int64), broker_slot_ids=slot_ids, default_slot=default,
                 unclean_true=unclean_true, values=values, n_bslots=max(len(bres_names), 1), **extra)
 
