@@ -48,7 +48,7 @@ from controller_core.vector.recompute import (ALTER, FENCE, PREFERRED_ELECTION, 
 
 MAX_POSITIONS = 64  # replica positions a uint64 holds
 
-_AHEAD = 128  # records between fetching a layout row and reading it
+_AHEAD = 256  # records between fetching a layout row and reading it (128: the loop 48.7-50.3 ns a record, 256: 46.3)
 _ONE = np.uint64(1)
 _ZERO = np.uint64(0)
 _ALL = ~np.uint64(0)
