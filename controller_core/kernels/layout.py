@@ -389,6 +389,50 @@ def _partitions(topic: np.ndarray, pid: np.ndarray) -> tuple[np.ndarray, np.ndar
     return (slots // width) * (1 << 32) + slots % width, index[dense]
 
 
+@njit(cache=True, nogil=True)
+def _dense_partitions(kind, topic, pid, part):
+    """:func:`_partitions` of the partition records' (topic, partition id) keys in three passes over the rows: the
+    keys' extent, a table over it marking those present (numbered in key order: topic, then partition id), each
+    row's number into ``part`` (-1: not a partition record, or no topic or partition id).  Returns (partitions,
+    their topics, their ids); (-1, ...) when the keys are too sparse for a table (the caller sorts them).  Its
+    NumPy form was six passes and four arrays over the rows."""
+    n = len(kind)
+    tmax, pmax, cnt = -1, -1, 0
+    for r in range(n):
+        k = kind[r]
+        if (k == PARTITION or k == CHANGE) and topic[r] >= 0 and pid[r] >= 0:
+            tmax = max(tmax, topic[r])
+            pmax = max(pmax, pid[r])
+            cnt += 1
+    width = np.int64(pmax) + 1
+    span = (np.int64(tmax) + 1) * width
+    if cnt and span > 4 * cnt + 1024:
+        return -1, np.zeros(0, np.int32), np.zeros(0, np.int32)
+    slot = np.full(max(span, 1), -1, np.int64)
+    for r in range(n):
+        k = kind[r]
+        if (k == PARTITION or k == CHANGE) and topic[r] >= 0 and pid[r] >= 0:
+            slot[topic[r] * width + pid[r]] = 0
+    c = 0
+    for q in range(span):
+        if slot[q] == 0:
+            slot[q] = c
+            c += 1
+    part_topic = np.empty(c, np.int32)
+    part_id = np.empty(c, np.int32)
+    for q in range(span):
+        if slot[q] >= 0:
+            part_topic[slot[q]] = q // width
+            part_id[slot[q]] = q % width
+    for r in range(n):
+        k = kind[r]
+        if (k == PARTITION or k == CHANGE) and topic[r] >= 0 and pid[r] >= 0:
+            part[r] = slot[topic[r] * width + pid[r]]
+        else:
+            part[r] = -1
+    return c, part_topic, part_id
+
+
 def _rows(records: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(ints, lists, tape, offset): every row's epochs, count of directories and list references, the tape, the
     offsets -- what needs no record kind (``ints``' leader and LRS columns are left for :func:`build`)."""
@@ -424,13 +468,17 @@ def build(records: pa.Table, cluster: bool = True, threads: int = 1) -> Layout:
 
     topic, topic_ids, topic_dict = _dense(records.column("topic_id"), arrow=True)
     pid = column_ints(records.column("partition_id"), -1, np.int32)
-    is_part = (kind == PARTITION) | (kind == CHANGE)
-    has_part = is_part & (topic >= 0) & (pid >= 0)
-    uniq, inv = _partitions(topic[has_part], pid[has_part])
-    part = np.full(n, -1, np.int32)
-    part[has_part] = inv
-    part_topic = (uniq >> 32).astype(np.int32)
-    part_id = (uniq & 0xFFFFFFFF).astype(np.int32)
+    part = np.empty(n, np.int32)
+    got = _dense_partitions(kind, topic, pid, part)
+    if got[0] >= 0:
+        part_topic, part_id = got[1], got[2]
+    else:  # keys too sparse for a table over them: sorted
+        has_part = ((kind == PARTITION) | (kind == CHANGE)) & (topic >= 0) & (pid >= 0)
+        uniq, inv = _partitions(topic[has_part], pid[has_part])
+        part[:] = -1
+        part[has_part] = inv
+        part_topic = (uniq >> 32).astype(np.int32)
+        part_id = (uniq & 0xFFFFFFFF).astype(np.int32)
     n_topics = len(topic_ids)
     topic_p0 = np.full(n_topics, -1, np.int32)
     zero = np.flatnonzero(part_id == 0)

@@ -208,3 +208,26 @@ def test_null_among_rows_equals_the_unpacked_validity(seed):
         rows = rng.random(len(col)) < share
         assert layout.null_among(col, rows) == bool((~valid & rows).any())
     assert layout.null_among(col, ~valid) == (col.null_count > 0)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_partition_numbers_from_the_table_equal_the_sorted_keys(seed):
+    """``_dense_partitions`` (a table over the keys' extent) numbers the partition records' (topic, partition id)
+    keys as the sorted distinct keys do (``_partitions``), -1 on other rows and on rows without a topic or partition
+    id; keys too sparse for a table are left to the sort (-1)."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 400))
+    kind = rng.choice(np.array([layout.PARTITION, layout.CHANGE, layout.TOPIC, layout.OTHER], np.int8), n)
+    topic = rng.integers(-1, 6, n).astype(np.int32)
+    pid = rng.integers(-1, 40 if seed % 4 else 5000, n).astype(np.int32)  # every fourth seed: sparse ids
+    has = ((kind == layout.PARTITION) | (kind == layout.CHANGE)) & (topic >= 0) & (pid >= 0)
+    uniq, inv = layout._partitions(topic[has], pid[has])
+    part = np.empty(n, np.int32)
+    count, part_topic, part_id = layout._dense_partitions(kind, topic, pid, part)
+    if count < 0:
+        assert seed % 4 == 0 and len(uniq) * 4 + 1024 < (int(topic[has].max()) + 1) * (int(pid[has].max()) + 1)
+        return
+    want = np.full(n, -1, np.int32)
+    want[has] = inv
+    assert count == len(uniq) and np.array_equal(part, want)
+    assert np.array_equal(part_topic, uniq >> 32) and np.array_equal(part_id, uniq & 0xFFFFFFFF)
