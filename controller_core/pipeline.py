@@ -178,7 +178,7 @@ def _run(records: pa.Table, elr_override, invariants: bool, recompute: bool, con
         dated = date_history(undated, records, triggers, seg=seg)
     else:
         dated = date_history(undated, records, triggers, rows=folded.rows, successor=folded.successor,
-                             changes=folded.changes, seg=seg)
+                             changes=folded.changes, seg=seg, offsets=lay.offset)
     if context_topics:
         divergences, found, (exp, dated, triggers) = _drop_context(context_topics, divergences, found,
                                                                    (exp, dated, triggers))
@@ -307,7 +307,8 @@ def _triggers(exp: pa.Table, scalar: dict) -> pa.Table:
 
 
 def date_history(history: pa.Table, records: pa.Table, triggers: pa.Table, *, rows: np.ndarray | None = None,
-                 successor: np.ndarray | None = None, changes: np.ndarray | None = None, seg=None) -> pa.Table:
+                 successor: np.ndarray | None = None, changes: np.ndarray | None = None, seg=None,
+                 offsets: np.ndarray | None = None) -> pa.Table:
     """History rows with the time they became and stopped being valid (the timestamps of the segment
     records at ``offset`` / ``valid_to_offset``; null for a snapshot's state) and the trigger of
     each change record (null where there is none).
@@ -316,10 +317,11 @@ def date_history(history: pa.Table, records: pa.Table, triggers: pa.Table, *, ro
     those records are without a search: ``rows``, the input row of each history row (so the record at its
     ``offset``), ``successor``, the history row whose offset is its ``valid_to_offset`` (-1: none), and
     ``changes``, the rows ``triggers`` labels.  ``seg``: whether each record comes from a segment, when the caller
-    has compared ``source_kind`` already."""
+    has compared ``source_kind`` already; ``offsets``: the records' offsets as int64, when the caller has them (the
+    layout's)."""
     seg = pc.equal(records.column("source_kind"), SEGMENT) if seg is None else seg
     if rows is not None and successor is not None:
-        dated = _date_by_rows(history, records, seg, rows, successor)
+        dated = _date_by_rows(history, records, seg, rows, successor, offsets)
         if dated is not None:
             return _dated(history, triggers, changes, *dated)
     s_off = np.asarray(records.column("offset").filter(seg), np.int64)
@@ -353,23 +355,35 @@ def _dated(history: pa.Table, triggers: pa.Table, changes, valid_from: pa.Array,
     return out.select(HISTORY_DATED_ENCODED.names).cast(HISTORY_DATED_ENCODED)
 
 
-def _date_by_rows(history: pa.Table, records: pa.Table, seg, rows: np.ndarray, successor: np.ndarray):
+def _date_by_rows(history: pa.Table, records: pa.Table, seg, rows: np.ndarray, successor: np.ndarray,
+                  offsets: np.ndarray | None = None):
     """(valid_from, valid_to) timestamps of the history rows whose input row and successor row the fold gave:
     the timestamp of a row's own record when that is a segment record, the successor's valid_from as its
     valid_to.  A row folded from a snapshot record takes the segment record at its offset, as the search does
     (none, on a log whose snapshot ends where its segments start).  None when the segment records' offsets are
-    not strictly increasing (the search decides which of two records with one offset dates a row)."""
+    not strictly increasing (the search decides which of two records with one offset dates a row).  ``offsets``:
+    the records' offsets, when the caller has them.  A log without snapshot rows (every record a segment's) reads
+    its offsets as they are, and the times are scaled to microseconds in place: each copy of a column was fresh
+    memory on a command's first call."""
     is_seg = to_numpy(pc.fill_null(seg, False), bool)
-    offsets = column_ints(records.column("offset"), -1)
-    s_rows = np.flatnonzero(is_seg)
-    s_off = offsets[s_rows]
+    if offsets is None or records.column("offset").null_count:
+        offsets = column_ints(records.column("offset"), -1)
+    every = bool(is_seg.all())
+    s_rows = None if every else np.flatnonzero(is_seg)
+    s_off = offsets if every else offsets[s_rows]
     if len(s_off) > 1 and not (s_off[1:] > s_off[:-1]).all():
         return None
-    ts = records.column("timestamp").cast(TS)
-    us = column_ints(ts.cast(pa.int64()), 0)
-    known = is_seg & to_numpy(ts.is_valid(), bool) if ts.null_count else is_seg
-    other = np.flatnonzero(~is_seg)  # records of a snapshot (or bootstrap): the segment record at their offset
-    if len(other) and len(s_rows):
+    col = records.column("timestamp")
+    scale = _US_PER.get(col.type.unit) if pa.types.is_timestamp(col.type) else None
+    if scale is None:  # (nanoseconds: the cast's own truncation rules)
+        col = col.cast(TS)
+        scale = 1
+    us = column_ints(col.cast(pa.int64()), 0)
+    if scale != 1:
+        us *= scale
+    known = is_seg & to_numpy(col.is_valid(), bool) if col.null_count else is_seg
+    if not every and len(s_rows):  # records of a snapshot (or bootstrap): the segment record at their offset
+        other = np.flatnonzero(~is_seg)
         j = _offset_finder(s_off)(offsets[other])
         at = s_rows[np.maximum(j, 0)]
         us[other] = us[at]
@@ -380,6 +394,9 @@ def _date_by_rows(history: pa.Table, records: pa.Table, seg, rows: np.ndarray, s
         m, np.bool_)
     dating.times(rows, successor, us, known, from_us, from_ok, to_us, to_ok)
     return from_numpy(from_us, from_ok).view(TS), from_numpy(to_us, to_ok).view(TS)
+
+
+_US_PER = {"s": 1_000_000, "ms": 1_000, "us": 1}  # microseconds per unit of a timestamp column
 
 
 def _offset_finder(sorted_offsets: np.ndarray):

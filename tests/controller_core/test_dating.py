@@ -94,3 +94,21 @@ def test_dating_by_rows_declines_segment_offsets_out_of_order():
     seg_back = pc.equal(backwards.column("source_kind"), pipeline.SEGMENT)
     assert pipeline._date_by_rows(folded.history, records, seg, folded.rows, folded.successor) is not None
     assert pipeline._date_by_rows(folded.history, backwards, seg_back, folded.rows, folded.successor) is None
+
+
+@pytest.mark.parametrize("unit", ["s", "us", "ns"])
+def test_dating_by_rows_reads_any_timestamp_unit(unit, from_snapshot):
+    """The records' times in another unit (a lake read back through Spark has microseconds): the dates are the
+    ones the decoder's milliseconds give (whole seconds for "s": the times truncated first), snapshot rows included."""
+    records, _ = read_log_dir(from_snapshot, partition_json=False)
+    i = records.schema.get_field_index("timestamp")
+    ms = records.column(i)
+    if unit == "s":  # whole seconds, so that the unit holds each time exactly
+        ms = pc.multiply(pc.divide(ms.cast(pa.int64()), 1000), 1000).cast(ms.type)
+        records = records.set_column(i, records.schema.field(i), ms)
+    other = records.set_column(i, records.schema.field(i).with_type(pa.timestamp(unit, tz="UTC")),
+                               ms.cast(pa.timestamp(unit, tz="UTC")))
+    want, got = pipeline.run(records).history, pipeline.run(other).history
+    for name in ("valid_from_timestamp", "valid_to_timestamp"):
+        assert got.column(name).equals(want.column(name)), name
+    assert 0 < want.column("valid_from_timestamp").null_count < want.num_rows  # the snapshot's rows have no time
