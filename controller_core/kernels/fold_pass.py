@@ -353,16 +353,14 @@ def _valid_to(part, orphan, offset, valid_to, has_next, succ):
         nxt = j
 
 
-def _columns(lay: L.Layout, order: np.ndarray, rank: np.ndarray, state_only: bool, dirs: bool, lists: bool = True,
-             dated: bool = True, in_order: bool | None = None):
+def _columns(lay: L.Layout, order: np.ndarray, in_order: bool, rank: np.ndarray, state_only: bool, dirs: bool,
+             lists: bool = True, dated: bool = True):
     """Pass 1 and pass 2 into NumPy-allocated columns (the six lists' values only if ``lists``, the directories'
     only if ``dirs``, valid-to and the successors only if ``dated``: else pass 2 is not run and those three are
-    empty); None when a list column's values reach 2**31 (int32 offsets: the caller folds with the NumPy fold)."""
+    empty); None when a list column's values reach 2**31 (int32 offsets: the caller folds with the NumPy fold).
+    ``in_order``: whether ``order`` is the input order (:func:`_log_order`)."""
     kind, part = lay.kind, lay.part
     n_parts, n_topics = len(lay.part_id), len(lay.topic_ids)
-    if in_order is None:  # (the caller's _log_order says)
-        in_order = len(order) and order[0] == 0 and order[-1] == len(order) - 1 and (
-            len(order) < 2 or bool((order[1:] > order[:-1]).all()))
     is_part = (kind == L.PARTITION) | (kind == L.CHANGE)
     rows = np.flatnonzero(is_part) if in_order else order[is_part[order]]  # the partition records in log order
     # each partition's records, partitions in output order (CSR by rank)
@@ -460,14 +458,13 @@ def _log_order(lay: L.Layout) -> tuple[np.ndarray, bool]:
     return np.arange(len(offset), dtype=np.int64), True
 
 
-def _partition_rank(lay: L.Layout, order: np.ndarray, last: np.ndarray | None = None,
-                    in_order: bool | None = None) -> np.ndarray:
+def _partition_rank(lay: L.Layout, order: np.ndarray, in_order: bool, last: np.ndarray | None = None) -> np.ndarray:
     """Output position of each layout partition: topics in order of first appearance in log order, then
     partition id.  The layout numbers topics by first appearance in input order: the same unless the input
     was out of offset order.  ``last`` (a mask over the partitions): those go after all the others, in the same
-    order among themselves."""
+    order among themselves.  ``in_order``: whether ``order`` is the input order (:func:`_log_order`)."""
     n_parts = len(lay.part_id)
-    if in_order if in_order is not None else np.array_equal(order, np.arange(len(order))):
+    if in_order:
         rank = np.arange(n_parts, dtype=np.int64)  # layout partitions are sorted by (topic, partition id)
     else:
         n_topics = len(lay.topic_ids)
@@ -525,11 +522,11 @@ def fold(records: pa.Table, lay: L.Layout | None = None, timings: dict | None = 
         keys = history.select(["topic_id", "partition_id"]).group_by(["topic_id", "partition_id"]).aggregate([])
         return _whole(history, keys.num_rows, state_only)
     order, in_order = _log_order(lay)  # (said once: each step below compared ``order`` with 0, 1, 2, ... again)
-    rank = _partition_rank(lay, order, last, in_order)
+    rank = _partition_rank(lay, order, in_order, last)
     clock("checks, log order, partition order")
     wanted = F.HISTORY_ENCODED.names if columns is None else [c for c in F.HISTORY_ENCODED.names if c in columns]
-    cols = _columns(lay, order, rank, state_only, "directories" in wanted, any(c in wanted for c in L.LISTS),
-                    "valid_to_offset" in wanted, in_order)
+    cols = _columns(lay, order, in_order, rank, state_only, "directories" in wanted,
+                    any(c in wanted for c in L.LISTS), "valid_to_offset" in wanted)
     if cols is None:  # beyond int32 list offsets: the NumPy fold (which chunks strings)
         return _whole(F.fold_partitions(records, dictionary_strings=True), len(lay.part_id), state_only)
     (topic_code, pid, kind_o, valid, deleted, orphan, leader, lrs, le, pe, O, off, v_rep, v_isr, v_rm, v_ad, v_elr,
@@ -580,7 +577,7 @@ def warm() -> None:
     lay.ints, lay.lists, lay.offset = np.zeros((0, 6), np.int32), np.zeros((0, 12), np.int32), i64
     lay.tape, lay.dir_start, lay.dir_codes, lay.dir_mig = i32, i64, i32, 0
     for state_only in (True, False):
-        _columns(lay, i64, i64, state_only, True)
+        _columns(lay, i64, True, i64, state_only, True)
     _topic_events(i64, i8, i32, i32, 1, i64, i64)
     # the layout's compiled loop (list references), as it is called: offsets read-only over an Arrow buffer
     bits, bo = L._NO_BITS, 0

@@ -114,13 +114,12 @@ def _dense(col: pa.ChunkedArray, arrow: bool = False):
     to_global = to_numpy(enc.indices, np.int32)
     row0, base = 0, 0
     for c, d, (_, runs) in zip(chunks, dicts, found):
-        part = idx[row0:row0 + len(c)]
-        table = to_global[base:base + len(d)]
+        lut = np.append(to_global[base:base + len(d)], np.int32(-1))  # (a code -1, null, reads the appended -1)
         if runs is not None:  # the rows hold run numbers, ``runs`` each run's code in the chunk's dictionary
-            table = np.append(table, np.int32(-1))[runs]
-        elif len(dicts) == 1 and len(d) == len(enc.dictionary):
-            break  # one chunk, its dictionary already the values in order of first appearance
-        np.take(np.append(table, np.int32(-1)), part, out=part)  # (a code -1, null, reads the appended -1)
+            lut = lut[runs]
+        if runs is not None or len(dicts) > 1 or len(d) != len(enc.dictionary):  # (else: the codes are the values')
+            part = idx[row0:row0 + len(c)]
+            np.take(lut, part, out=part)
         row0 += len(c)
         base += len(d)
     dictionary = enc.dictionary
@@ -371,36 +370,24 @@ def _canonical_int(name) -> int:
 
 
 def _partitions(topic: np.ndarray, pid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(topic << 32 | pid, return_inverse=True)``: the distinct (topic, partition id) keys, sorted,
-    and each row's index among them; without a sort when the keys are dense (topics x partition ids within a
-    few times the rows)."""
-    keys = topic.astype(np.int64) * (1 << 32) + pid
-    if not len(keys):
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    width = int(pid.max()) + 1
-    span = (int(topic.max()) + 1) * width
-    if span > 4 * len(keys) + 1024:
-        return np.unique(keys, return_inverse=True)
-    dense = topic.astype(np.int64) * width + pid
-    present = np.zeros(span, bool)
-    present[dense] = True
-    slots = np.flatnonzero(present)
-    index = np.cumsum(present) - 1
-    return (slots // width) * (1 << 32) + slots % width, index[dense]
+    """The distinct (topic, partition id) keys as ``topic << 32 | pid``, sorted, and each row's index among them: the
+    sort :func:`_dense_partitions` leaves keys too sparse for its table to (and its reference in the tests)."""
+    return np.unique(topic.astype(np.int64) * (1 << 32) + pid, return_inverse=True)
 
 
 @njit(cache=True, nogil=True)
 def _dense_partitions(kind, topic, pid, part):
     """:func:`_partitions` of the partition records' (topic, partition id) keys in three passes over the rows: the
-    keys' extent, a table over it marking those present (numbered in key order: topic, then partition id), each
-    row's number into ``part`` (-1: not a partition record, or no topic or partition id).  Returns (partitions,
+    keys' extent (each keyed row marked 0 in ``part``, the others -1), a table over it marking those present
+    (numbered in key order: topic, then partition id), each keyed row's number into ``part``.  Returns (partitions,
     their topics, their ids); (-1, ...) when the keys are too sparse for a table (the caller sorts them).  Its
     NumPy form was six passes and four arrays over the rows."""
-    n = len(kind)
     tmax, pmax, cnt = -1, -1, 0
-    for r in range(n):
+    for r in range(len(kind)):
         k = kind[r]
-        if (k == PARTITION or k == CHANGE) and topic[r] >= 0 and pid[r] >= 0:
+        keyed = (k == PARTITION or k == CHANGE) and topic[r] >= 0 and pid[r] >= 0
+        part[r] = 0 if keyed else -1
+        if keyed:
             tmax = max(tmax, topic[r])
             pmax = max(pmax, pid[r])
             cnt += 1
@@ -409,9 +396,8 @@ def _dense_partitions(kind, topic, pid, part):
     if cnt and span > 4 * cnt + 1024:
         return -1, np.zeros(0, np.int32), np.zeros(0, np.int32)
     slot = np.full(max(span, 1), -1, np.int64)
-    for r in range(n):
-        k = kind[r]
-        if (k == PARTITION or k == CHANGE) and topic[r] >= 0 and pid[r] >= 0:
+    for r in range(len(kind)):
+        if part[r] == 0:
             slot[topic[r] * width + pid[r]] = 0
     c = 0
     for q in range(span):
@@ -424,12 +410,9 @@ def _dense_partitions(kind, topic, pid, part):
         if slot[q] >= 0:
             part_topic[slot[q]] = q // width
             part_id[slot[q]] = q % width
-    for r in range(n):
-        k = kind[r]
-        if (k == PARTITION or k == CHANGE) and topic[r] >= 0 and pid[r] >= 0:
+    for r in range(len(kind)):
+        if part[r] == 0:
             part[r] = slot[topic[r] * width + pid[r]]
-        else:
-            part[r] = -1
     return c, part_topic, part_id
 
 
@@ -472,10 +455,9 @@ def build(records: pa.Table, cluster: bool = True, threads: int = 1) -> Layout:
     got = _dense_partitions(kind, topic, pid, part)
     if got[0] >= 0:
         part_topic, part_id = got[1], got[2]
-    else:  # keys too sparse for a table over them: sorted
-        has_part = ((kind == PARTITION) | (kind == CHANGE)) & (topic >= 0) & (pid >= 0)
+    else:  # keys too sparse for a table over them: sorted (``part`` marks the keyed rows 0)
+        has_part = part == 0
         uniq, inv = _partitions(topic[has_part], pid[has_part])
-        part[:] = -1
         part[has_part] = inv
         part_topic = (uniq >> 32).astype(np.int32)
         part_id = (uniq & 0xFFFFFFFF).astype(np.int32)

@@ -130,26 +130,27 @@ def test_dense_codes_of_strings_in_runs_equal_a_dictionary_of_the_whole_column(s
     assert codes.tolist() == [first.index(v) if v is not None else -1 for v in plain]
 
 
+def _dense_of_runs(seeds) -> list:
+    """[codes, values] of ``_dense`` on each seed's :func:`_runs_column` (JSON-ready)."""
+    return [[codes.tolist(), values] for codes, values in (layout._dense(_runs_column(s)) for s in seeds)]
+
+
 def test_dense_codes_the_same_as_plain_python():
     """NUMBA_DISABLE_JIT=1: the run loop and its word loads interpreted give the compiled codes."""
+    import json
     import os
     import subprocess
     import sys
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[3]
-    script = ("import sys, json; sys.path[:0] = sys.argv[1:4]; from test_layout import _runs_column; "
-              "from controller_core.kernels import layout; "
-              "print(json.dumps([[layout._dense(_runs_column(s))[0].tolist(), layout._dense(_runs_column(s))[1]] "
-              "for s in range(4)]))")
+    script = ("import sys, json; sys.path[:0] = sys.argv[1:4]; from test_layout import _dense_of_runs; "
+              "print(json.dumps(_dense_of_runs(range(4))))")
     env = dict(os.environ, NUMBA_DISABLE_JIT="1")
     out = subprocess.run([sys.executable, "-c", script, str(Path(__file__).parent), str(root / "tests"), str(root)],
-                         env=env,
-                         capture_output=True, text=True, timeout=300, cwd=root)
+                         env=env, capture_output=True, text=True, timeout=300, cwd=root)
     assert out.returncode == 0, out.stderr[-2000:]
-    import json
-    want = [[layout._dense(_runs_column(s))[0].tolist(), layout._dense(_runs_column(s))[1]] for s in range(4)]
-    assert json.loads(out.stdout) == want
+    assert json.loads(out.stdout) == _dense_of_runs(range(4))
 
 
 def _fields_equal(a: layout.Layout, b: layout.Layout) -> None:
@@ -214,7 +215,7 @@ def test_null_among_rows_equals_the_unpacked_validity(seed):
 def test_partition_numbers_from_the_table_equal_the_sorted_keys(seed):
     """``_dense_partitions`` (a table over the keys' extent) numbers the partition records' (topic, partition id)
     keys as the sorted distinct keys do (``_partitions``), -1 on other rows and on rows without a topic or partition
-    id; keys too sparse for a table are left to the sort (-1)."""
+    id; keys too sparse for a table are left to the sort (-1, the keyed rows marked 0)."""
     rng = np.random.default_rng(seed)
     n = int(rng.integers(0, 400))
     kind = rng.choice(np.array([layout.PARTITION, layout.CHANGE, layout.TOPIC, layout.OTHER], np.int8), n)
@@ -224,8 +225,9 @@ def test_partition_numbers_from_the_table_equal_the_sorted_keys(seed):
     uniq, inv = layout._partitions(topic[has], pid[has])
     part = np.empty(n, np.int32)
     count, part_topic, part_id = layout._dense_partitions(kind, topic, pid, part)
-    if count < 0:
+    if count < 0:  # left to the sort, the keyed rows marked for it
         assert seed % 4 == 0 and len(uniq) * 4 + 1024 < (int(topic[has].max()) + 1) * (int(pid[has].max()) + 1)
+        assert np.array_equal(part == 0, has) and np.array_equal(part[~has], np.full((~has).sum(), -1))
         return
     want = np.full(n, -1, np.int32)
     want[has] = inv
