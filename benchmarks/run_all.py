@@ -421,14 +421,14 @@ def _child_describe(arg) -> dict:
     reader + the scalar image replay (Cluster.apply record by record) of the same plan."""
     from benchmarks import inputs
     from controller_core.codec.batch import iter_batches_scalar
-    from controller_core.heap import keep_freed_memory
+    from controller_core.heap import log_only_process
     from controller_core.image import Cluster
     from controller_core.logdir import SEGMENT
     from controller_core.replay import plan, read_log_dir
     from jobs.cli import main
 
     data, _ = inputs.fleet(arg["partitions"], EVENTS)
-    keep_freed_memory()  # as the kraft-audit executable sets its process up for a log-only command (jobs.cli.console)
+    log_only_process()  # as the kraft-audit executable sets its process up for a log-only command (jobs.cli.console)
     t0 = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         main(["describe", "--log-dir", str(TINY_LOG_DIR if TINY_LOG_DIR.is_dir() else data)])  # imports: start-up
@@ -469,9 +469,9 @@ def _child_describe(arg) -> dict:
 
 def _child_verify(arg) -> dict:
     from benchmarks import bench_verify as bv
-    from controller_core.heap import keep_freed_memory
+    from controller_core.heap import log_only_process
 
-    keep_freed_memory()  # as the kraft-audit executable sets its process up for a log-only command (jobs.cli.console)
+    log_only_process()  # as the kraft-audit executable sets its process up for a log-only command (jobs.cli.console)
 
     return bv.figures(arg["partitions"], EVENTS, reference=arg.get("reference", True), checker=False, again=AGAIN,
                       warm_log_dir=TINY_LOG_DIR if TINY_LOG_DIR.is_dir() else None)

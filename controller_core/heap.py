@@ -12,6 +12,14 @@ so the decoder's threads faulted their windows' arrays in again where the main h
 the 1.15 M-record log, interpreter to exit: 1.10-1.33 s with the first two, 0.94-0.98 s with the one arena; 1.22-1.43
 s without any).  A replay allocates few, large arrays: its threads do not wait on the one arena's lock.
 
+NumPy also asks the kernel for transparent huge pages on every array of 4 MB or more (``madvise``), and on this
+VM a huge page's first write is the dearer and the less predictable way to fresh memory: a 200 MB array written
+in 2 MB pages took 0.07-0.86 ms per MB from one process to the next (0.07 where the host still backed pages the
+guest had freed moments before), in 4 kB pages 0.39-0.44 every time (``benchmarks/first_touch.py`` with
+``NUMPY_MADVISE_HUGEPAGE`` 1 and 0), and ``verify``'s first call on a 1.15 M-record log took 0.56-1.1 s with
+them, 0.44-0.45 s without.  So that process asks for none (:func:`small_pages`); a warm replay, whose memory is
+its own by then, runs at the same speed either way.
+
 Not for a process whose peak is near the memory budget (audit, plan, quality hold whole tables: what they free
 is given back), nor for a Spark worker.  Arrow's own pool is another allocator (``lake.files.return_freed_memory``
 sets its policy); this is the C library's.
@@ -24,6 +32,26 @@ import ctypes
 M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_MAX, M_ARENA_MAX = -1, -2, -4, -8
 TRIM_BYTES = (1 << 31) - 1  # (mallopt takes an int)
 TOP_PAD_BYTES = 64 << 20  # the heap grows 64 MB at a time: fewer brk calls
+
+
+def log_only_process() -> bool:
+    """Set up this process for a command that replays in it and exits (``jobs.cli.console``'s ``LOG_ONLY``
+    commands; the benchmarks' children as the executable does): :func:`keep_freed_memory` and
+    :func:`small_pages`.  True when both took."""
+    kept = keep_freed_memory()
+    return small_pages() and kept
+
+
+def small_pages() -> bool:
+    """From here on NumPy no longer asks the kernel for transparent huge pages on its large arrays (see the module
+    docstring; the kernel's own policy, ``/sys/kernel/mm/transparent_hugepage/enabled``, still rules: with
+    ``always`` it uses them unasked).  False where this NumPy has no such switch."""
+    try:
+        from numpy._core.multiarray import _set_madvise_hugepage
+    except ImportError:
+        return False
+    _set_madvise_hugepage(False)
+    return True
 
 
 def keep_freed_memory() -> bool:

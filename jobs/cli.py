@@ -231,10 +231,10 @@ def console() -> None:
     exception", exit 134) after all work is done and flushed."""
     argv = sys.argv[1:]
     command = next((a for a in argv if not a.startswith("-")), None)  # after a global --debug
-    if command in LOG_ONLY:  # the process is this command's: its replay reuses what it frees (controller_core/heap)
-        from controller_core.heap import keep_freed_memory
+    if command in LOG_ONLY:  # the process is this command's: its replay reuses what it frees, in small pages
+        from controller_core.heap import log_only_process  # (controller_core/heap)
 
-        keep_freed_memory()
+        log_only_process()
     code = main(argv)
     if command in SPARK_FREE:
         sys.stdout.flush()

@@ -299,7 +299,8 @@ def _copy(out, w, n, src, a):
 
 # The columns are allocated by NumPy, not inside the loops: NumPy asks the kernel for huge pages on large arrays,
 # and the pages an array inside a compiled loop got were faulted in 4 kB at a time (2.7x the time for the same
-# bytes; the columns are ~150 bytes per history row).
+# bytes in a warm process; the columns are ~150 bytes per history row).  A log-only command's process asks for
+# none (controller_core/heap.small_pages: on its first call huge pages were the slower and the less predictable).
 @njit(cache=True, nogil=True)
 def _list_values(src, off, valid, tape, dir_codes, mig, v_rep, v_isr, v_rm, v_ad, v_elr, v_lke, v_dir, lists, dirs,
                  part, orphan, offset, valid_to, has_next, succ):

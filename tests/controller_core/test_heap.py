@@ -81,3 +81,48 @@ def test_freed_arrays_stay_in_the_heap():
     # and a thread's block from the same heap (one arena), where the freed one waits
     assert kept["thread_heap"] >= 8 << 20 and kept["thread_mmapped"] == 0
     assert kept["arenas"] == 1
+
+
+HUGE_PROBE = r"""
+import json, sys
+import numpy as np
+from controller_core.heap import log_only_process
+
+def huge_kb():  # the process's anonymous memory in transparent huge pages
+    with open("/proc/self/smaps_rollup") as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith("AnonHugePages:"))
+
+took = log_only_process() if sys.argv[1] == "log-only" else None
+from numpy._core.multiarray import _set_madvise_hugepage
+asks = _set_madvise_hugepage(False)  # (returns the setting it replaces)
+_set_madvise_hugepage(asks)
+before = huge_kb()
+a = np.ones(64 << 20, np.uint8)  # a replay-sized array, written
+print(json.dumps({"took": took, "asks": asks, "huge_kb": huge_kb() - before}))
+"""
+
+
+def _thp_mode() -> str | None:
+    """The kernel's transparent huge page policy (the bracketed word), None where there is none to read."""
+    try:
+        text = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
+    except OSError:
+        return None
+    return text.split("[", 1)[1].split("]", 1)[0] if "[" in text else None
+
+
+def _huge_probe(mode: str) -> dict:
+    done = subprocess.run([sys.executable, "-c", HUGE_PROBE, mode], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps_rollup").exists(), reason="Linux's smaps_rollup says where pages are")
+def test_a_log_only_process_asks_for_small_pages():
+    default, log_only = _huge_probe("default"), _huge_probe("log-only")
+    assert default["asks"] is True  # NumPy's own default: huge pages advised on large arrays
+    assert log_only["took"] is (_glibc()) and log_only["asks"] is False
+    assert log_only["huge_kb"] == 0 or _thp_mode() == "always"  # (with "always" the kernel uses them unasked)
+    if _thp_mode() == "madvise":  # where the advice decides: NumPy's array in huge pages, the log-only one not
+        assert default["huge_kb"] >= 32 << 10
