@@ -12,6 +12,8 @@ from collections import OrderedDict
 import numpy as np
 import pyarrow as pa
 
+from controller_core import heap
+
 _TYPES = {np.dtype(np.int8): pa.int8(), np.dtype(np.int16): pa.int16(), np.dtype(np.int32): pa.int32(),
           np.dtype(np.int64): pa.int64(), np.dtype(np.uint8): pa.uint8(), np.dtype(np.uint16): pa.uint16(),
           np.dtype(np.uint32): pa.uint32(), np.dtype(np.uint64): pa.uint64(), np.dtype(np.float64): pa.float64()}
@@ -64,9 +66,9 @@ def column_ints(col, fill=0, dtype=np.int64) -> np.ndarray:
     return out
 
 
-# The zeros every all-null array of :func:`nulls` is made over: one buffer, grown when a longer array asks.  It is
-# calloc'ed and never written, so its pages are the kernel's zero page until something writes them -- and nothing
-# does (Arrow buffers are immutable).
+# The zeros every all-null array of :func:`nulls` is made over: one buffer, grown when a longer array asks.  Its
+# pages are the kernel's zero page until something writes them (controller_core/heap.zeros) -- and nothing does
+# (Arrow buffers are immutable).
 _ZEROS: list = [pa.py_buffer(np.zeros(0, np.uint8))]
 
 
@@ -75,7 +77,7 @@ def _zeros(size: int) -> pa.Buffer:
     and each must get one as long as it asked)."""
     have = _ZEROS[0]
     if have.size < size:
-        have = pa.py_buffer(np.zeros(max(size, 2 * have.size), np.uint8))
+        have = pa.py_buffer(heap.zeros(max(size, 2 * have.size), np.uint8))
         _ZEROS[0] = have
     return have
 

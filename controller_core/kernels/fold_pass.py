@@ -575,7 +575,7 @@ def warm() -> None:
     lay = L.Layout(**dict.fromkeys(L.Layout.__dataclass_fields__))
     lay.kind, lay.part, lay.topic, lay.name, lay.n_names = i8, i32, i32, i32, 1
     lay.part_topic, lay.part_id, lay.topic_ids, lay.topic_parts_at = i32, i32, [], np.zeros(1, np.int64)
-    lay.ints, lay.lists, lay.offset = np.zeros((0, 6), np.int32), np.zeros((0, 12), np.int32), i64
+    lay.ints, lay.lists, lay.offset = np.zeros((0, 5), np.int32), np.zeros((0, 12), np.int32), i64
     lay.tape, lay.dir_start, lay.dir_codes, lay.dir_mig = i32, i64, i32, 0
     for state_only in (True, False):
         _columns(lay, i64, True, i64, state_only, True)

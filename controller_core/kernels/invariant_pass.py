@@ -1240,7 +1240,7 @@ def _on_cluster_record(inp, img, cur, i, k):
             if broker_slot_ids[s] == lid:
                 g[G_CTRL_SLOT] = s
     elif k == ZK_MIGRATION:
-        g[G_ZK] = inp[6][i, 5]
+        g[G_ZK] = inp[11][i, 3]  # (layout.Layout.cfg: the migration under way)
 
 
 @njit(cache=True, nogil=True)

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 from numba import njit
 
 from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip cache across jobs)
+from controller_core import heap
 from controller_core import threads as _threads
 from controller_core.numba_cache import read_only
 from controller_core.kernels.prefetch import load8
@@ -62,12 +63,14 @@ class Layout:
     topic: np.ndarray  # int32 dense topic-id index, -1 none
     part: np.ndarray  # int32 dense partition index, -1 none
     name: np.ndarray  # int32 topic-name index (TopicRecord, ClearElr; -1 = none / all topics)
-    ints: np.ndarray  # int32 [n, 6]: leader, leaderEpoch, partitionEpoch, leaderRecoveryState, #directories, aux
+    ints: np.ndarray  # int32 [n, 5]: leader, leaderEpoch, partitionEpoch, leaderRecoveryState, #directories
     lists: np.ndarray  # int32 [n, 12] (int64 past 2^31 tape entries): (start, length) per LISTS entry into ``tape``
     tape: np.ndarray  # int32
     broker: np.ndarray  # int32 dense broker index, -1 none
     bints: np.ndarray  # int64 [n, 5]: broker id, epoch, incarnation, fenced (raw), inControlledShutdown (raw)
-    cfg: np.ndarray  # int64 [n, 5]: key code, resource kind, resource index, min ISR value, value index (-1 null)
+    # int64 [n, 5]: key code, resource kind, resource index, value (min ISR, feature level, new controller, ZK
+    # migration under way: 1), value index (-1 null)
+    cfg: np.ndarray
     part_topic: np.ndarray  # int32 per partition
     part_id: np.ndarray  # int32 per partition
     topic_p0: np.ndarray  # int32 per topic: its partition 0, -1 none
@@ -422,7 +425,7 @@ def _rows(records: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nda
     n = records.num_rows
     # Kafka's int32 fields and list positions in 32 bits: the two largest arrays of a replay (11.5 M rows on a
     # 1 M-partition log, 0.8 GB less than in int64, and a first call's fresh pages are most of the layout's time)
-    ints = np.empty((n, 6), np.int32)
+    ints = np.empty((n, 5), np.int32)
     ints[:, 1] = column_ints(records.column("leader_epoch"), -1, np.int32)
     ints[:, 2] = column_ints(records.column("partition_epoch"), -1, np.int32)
     wide = sum(c.offsets[-1].as_py() - c.offsets[0].as_py() for col in LISTS + ("directories",)
@@ -431,7 +434,6 @@ def _rows(records: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nda
     refs = np.empty((n, 2), pos)
     _fill_refs(_chunks(records.column("directories")), refs, 0, 0, None)
     ints[:, 4] = refs[:, 1]
-    ints[:, 5] = 0
 
     lists = np.empty((n, 12), pos)
     tape_parts: list = []
@@ -493,7 +495,7 @@ def build(records: pa.Table, cluster: bool = True, threads: int = 1) -> Layout:
                  topic_ids=topic_ids, names=names, n_names=max(len(names), 1), offset=offset, topic_dict=topic_dict)
     if not cluster:
         return Layout(**parts, **dict.fromkeys(_CLUSTER_FIELDS))
-    return Layout(**parts, **_cluster(records, kind, name, ints, cfg_type, res_name))
+    return Layout(**parts, **_cluster(records, kind, name, cfg_type, res_name))
 
 
 _CLUSTER_FIELDS = ("batch", "snapshot", "broker", "bints", "cfg", "broker_ids", "broker_slot_ids", "default_slot",
@@ -503,25 +505,22 @@ _CLUSTER_FIELDS = ("batch", "snapshot", "broker", "bints", "cfg", "broker_ids", 
 def with_cluster(lay: Layout, records: pa.Table) -> Layout:
     """``build(records)`` from ``lay = build(records, cluster=False)``: a new layout sharing ``lay``'s arrays, with
     the batch, broker and config fields the invariant pass reads.  ``lay`` itself is not changed (the pipeline
-    builds these fields on the invariant pass's own thread while the fold reads ``lay``; the one array both
-    would hold, ``ints``, is copied when the new layout's must differ: a ZkMigrationStateRecord's flag)."""
+    builds these fields on the invariant pass's own thread while the fold reads ``lay``; they are arrays of their
+    own, a ZkMigrationStateRecord's flag too, in ``cfg``)."""
     if lay.batch is not None:
         return lay
-    fields = _cluster(records, lay.kind, lay.name, lay.ints, column_ints(records.column("config_resource_type"), -1),
-                      records.column("config_resource_name"), copy_ints=True)
+    fields = _cluster(records, lay.kind, lay.name, column_ints(records.column("config_resource_type"), -1),
+                      records.column("config_resource_name"))
     return dataclasses.replace(lay, **fields)
 
 
-def _cluster(records: pa.Table, kind: np.ndarray, name: np.ndarray, ints: np.ndarray, cfg_type: np.ndarray,
-             res_name, copy_ints: bool = False) -> dict:
-    """The batches and the broker, config, feature and controller fields (the invariant pass reads them);
-    ``ints`` too when ``copy_ints`` and its aux column had to change (then a copy).
+def _cluster(records: pa.Table, kind: np.ndarray, name: np.ndarray, cfg_type: np.ndarray, res_name) -> dict:
+    """The batches and the broker, config, feature and controller fields (the invariant pass reads them).
 
-    ``bints`` and ``cfg`` are read only on the rows of their kinds (broker records; configs, features and
-    LeaderChange): those few rows are filled, the rest stay zero pages the pass never touches (filling every
-    row was 0.9 GB of writes on a 1 M-partition log)."""
+    ``bints`` and ``cfg`` are read only on the rows of their kinds (broker records; configs, features,
+    LeaderChange and ZkMigrationState): those few rows are filled, the rest stay zero pages the pass never touches
+    (filling every row was 0.9 GB of writes on a 1 M-partition log; ``heap.zeros``: not even cleared)."""
     n = records.num_rows
-    extra = {}
     files, file_names = _dense(records.column("source_file"))
     bbo = column_ints(records.column("batch_base_offset"), -1)
     new_batch = np.ones(n, bool)
@@ -540,17 +539,15 @@ def _cluster(records: pa.Table, kind: np.ndarray, name: np.ndarray, ints: np.nda
     broker_ids = np.unique(bid[known])
     broker = np.full(n, -1, np.int32)
     broker[brows[known]] = np.searchsorted(broker_ids, bid[known])
-    bints = np.zeros((n, 5), np.int64)
+    bints = heap.zeros((n, 5), np.int64)
     bints[brows, 0] = bid
     bints[brows, 1] = column_ints(records.column("broker_epoch").filter(on_broker), MISSING)
     bints[brows, 2] = _dense(records.column("incarnation_id").filter(on_broker))[0]
     # RegisterBrokerRecord: absent fenced means fenced, absent inControlledShutdown means not (image._register)
     bints[brows, 3] = to_numpy(pc.fill_null(records.column("fenced").filter(on_broker), True), bool)
     bints[brows, 4] = to_numpy(pc.fill_null(records.column("in_controlled_shutdown").filter(on_broker), False), bool)
+    cfg = heap.zeros((n, 5), np.int64)
     raw = np.flatnonzero((kind == REG_CHANGE) | (kind == ZK_MIGRATION))
-    if copy_ints and (kind[raw] == ZK_MIGRATION).any():
-        ints = extra["ints"] = ints.copy()
-    aux = ints[:, 5]
     if len(raw):
         col = records.column("data_json")  # a few rows: ChunkedArray.take would first join every chunk
         texts = [col[int(i)].as_py() for i in raw] if len(raw) < 4096 else col.take(pa.array(raw)).to_pylist()
@@ -560,10 +557,9 @@ def _cluster(records: pa.Table, kind: np.ndarray, name: np.ndarray, ints: np.nda
                 bints[i, 3] = d.get("fenced", 0)
                 bints[i, 4] = d.get("inControlledShutdown", 0)
             else:
-                aux[i] = 1 if d.get("zkMigrationState") in (1, 3) else 0
+                cfg[i, 3] = 1 if d.get("zkMigrationState") in (1, 3) else 0  # (not a cfg row: left alone below)
 
     # configs, features and LeaderChange, on their rows only
-    cfg = np.zeros((n, 5), np.int64)
     is_cfg = (kind == CONFIG) | (kind == FEATURE) | (kind == LEADER_CHANGE)
     crows = np.flatnonzero(is_cfg)
     on_cfg = from_numpy(is_cfg)
@@ -594,7 +590,7 @@ def _cluster(records: pa.Table, kind: np.ndarray, name: np.ndarray, ints: np.nda
     unclean_true = np.array([t.strip().lower() == "true" for t in values] or [False], bool)
     return dict(batch=batch, snapshot=snapshot, broker=broker, bints=bints, cfg=cfg,
                 broker_ids=broker_ids.astype(np.int64), broker_slot_ids=slot_ids, default_slot=default,
-                unclean_true=unclean_true, values=values, n_bslots=max(len(bres_names), 1), **extra)
+                unclean_true=unclean_true, values=values, n_bslots=max(len(bres_names), 1))
 
 
 def with_directories(lay: Layout, records: pa.Table) -> Layout:

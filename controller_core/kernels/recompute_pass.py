@@ -369,5 +369,5 @@ def warm() -> None:
     """Compile the loop (or load it from numba's cache) with the argument types of a real run."""
     i64, i32 = np.zeros(1, np.int64), np.zeros(1, np.int32)
     recompute(i64, i64, 1, np.zeros((1, 7), np.int32), np.zeros((7, 2), np.int32), i32, i32, i32,
-              np.zeros((1, 6), np.int32), np.full((1, 12), -1, np.int32), i32, np.zeros(1, np.int8), i32,
+              np.zeros((1, 5), np.int32), np.full((1, 12), -1, np.int32), i32, np.zeros(1, np.int8), i32,
               np.zeros(1, np.int16), np.zeros(1, np.bool_), i32, np.zeros(1, np.bool_), i64, i32)

@@ -126,3 +126,39 @@ def test_a_log_only_process_asks_for_small_pages():
     assert log_only["huge_kb"] == 0 or _thp_mode() == "always"  # (with "always" the kernel uses them unasked)
     if _thp_mode() == "madvise":  # where the advice decides: NumPy's array in huge pages, the log-only one not
         assert default["huge_kb"] >= 32 << 10
+
+
+ZEROS_PROBE = r"""
+import json, resource
+import numpy as np
+from controller_core import heap
+
+heap.log_only_process()  # (calloc then clears what it takes from the heap by writing it)
+spent = np.ones(96 << 20, np.uint8)  # the heap holds 96 MB of its own once this is freed
+del spent
+def faults():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+f0 = faults()
+z = heap.zeros((1 << 20, 8), np.int64)  # 64 MB, written on a few rows
+z[[5, 70_000, 900_000], 3] = 7
+f1 = faults()
+plain = np.zeros((1 << 20, 8), np.int64)
+small = heap.zeros(1000, np.int32)
+print(json.dumps({"zeros_faults": f1 - f0, "shape": list(z.shape), "dtype": str(z.dtype),
+                  "sum": int(z.sum()), "nonzero": np.flatnonzero(z.ravel()).tolist(),
+                  "small_mapped": small.base is not None,
+                  "equal": bool(np.array_equal(plain, heap.zeros(plain.shape, plain.dtype)))}))
+"""
+
+
+def test_zeros_are_not_written_until_used():
+    """``heap.zeros``: a large array of zeros takes pages only where it is written, also in a log-only process (where
+    ``np.zeros`` comes from the heap and is cleared by writing it)."""
+    done = subprocess.run([sys.executable, "-c", ZEROS_PROBE], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["shape"] == [1 << 20, 8] and got["dtype"] == "int64" and got["equal"]
+    assert got["sum"] == 21 and got["nonzero"] == [5 * 8 + 3, 70_000 * 8 + 3, 900_000 * 8 + 3]
+    assert got["zeros_faults"] < 64  # three rows written: a page each (and the probe's own)
+    assert got["small_mapped"] is False  # a small array is np.zeros' own

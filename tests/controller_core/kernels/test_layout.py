@@ -169,10 +169,10 @@ def _fields_equal(a: layout.Layout, b: layout.Layout) -> None:
 def test_cluster_fields_added_later_equal_one_build_and_leave_the_first_layout_alone(tmp_path, monkeypatch):
     """The pipeline builds the partition fields, then (on the invariant pass's thread) the cluster fields:
     ``with_cluster`` must give what one ``build`` gives -- also with a ZkMigrationStateRecord, whose flag goes into
-    ``ints`` -- without changing the layout the fold reads meanwhile."""
+    ``cfg`` -- without changing the layout the fold reads meanwhile."""
     simulate(load("fleet-large", params={"partitions": 100, "events": 4}), tmp_path, seed=3)
     records, _ = read_log_dir(tmp_path)
-    # a NoOp made a ZkMigrationStateRecord (MIGRATION = 1): its flag is the layout's aux column
+    # a NoOp made a ZkMigrationStateRecord (MIGRATION = 1): its flag is the value of its cfg row
     noop = int(np.flatnonzero(np.asarray(records.column("record_type").to_pylist()) == "NO_OP_RECORD")[3])
     edits = {"record_type": "ZK_MIGRATION_STATE_RECORD", "record_type_id": 21, "data_json": '{"zkMigrationState":1}'}
     for column, value in edits.items():
@@ -181,14 +181,14 @@ def test_cluster_fields_added_later_equal_one_build_and_leave_the_first_layout_a
         records = records.set_column(records.schema.get_field_index(column), column,
                                      pa.array(vals, records.schema.field(column).type))
     whole = layout.build(records)
-    assert whole.ints[noop, 5] == 1 and whole.batch is not None
+    assert whole.cfg[noop, 3] == 1 and whole.batch is not None
     monkeypatch.setattr(threads, "MIN_RECORDS", 0)
     _fields_equal(layout.build(records, threads=2), whole)  # the list columns read on another thread
     first = layout.build(records, cluster=False)
     ints_before = first.ints.copy()
     later = layout.with_cluster(first, records)
     _fields_equal(later, whole)
-    assert first.batch is None and np.array_equal(first.ints, ints_before) and first.ints[noop, 5] == 0
+    assert first.batch is None and first.cfg is None and np.array_equal(first.ints, ints_before)
     assert layout.with_cluster(later, records) is later
 
 

@@ -52,7 +52,7 @@ def _kernel_args(cases, changes):
     ps = [c[0] for c in cases]
     n = len(ps)
     width = max(1, max(len(p.replicas) for p in ps))
-    ints = np.zeros((n, 6), np.int32)
+    ints = np.zeros((n, 5), np.int32)
     lists = np.full((n, 12), -1, np.int32)
     tape: list[int] = []
     for i, ch in enumerate(changes):
