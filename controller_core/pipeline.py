@@ -47,11 +47,12 @@ from controller_core import timelines
 from controller_core.codec.arrowutil import column_ints, from_numpy, gather, nulls, plain, plain_schema, to_numpy
 from controller_core.gcpause import paused
 from controller_core.image import Cluster
-from controller_core.kernels import dating, fold_pass, layout
+from controller_core.kernels import dating, fold_pass, judge_pass, layout
 from controller_core.kernels import invariants as invariant_pass
 from controller_core.replay import nothing_to_replay, read_log_dir
 from controller_core.vector import fold
-from controller_core.vector.explain import EXPLAINED_SCHEMA, LABEL_TYPE, cluster_level_recs, explain, scalar_batches
+from controller_core.vector.explain import (EXPLAINED_SCHEMA, LABEL_TYPE, cluster_level_recs, explain,
+                                            explain_unfolded, scalar_batches)
 
 TS = pa.timestamp("us", tz="UTC")  # Spark's TimestampType, as read back from Delta
 SEGMENT, SNAPSHOT = "segment", "snapshot"
@@ -159,14 +160,21 @@ def _run(records: pa.Table, elr_override, invariants: bool, recompute: bool, con
     timed = _threads.pool(threads).submit(timed_build) if parallel else None
     lay = layout.build(records, cluster=False, threads=threads)  # one layout for the fold and the invariant pass
     checking = _threads.pool(threads).submit(check) if invariants and parallel else None
-    folded = fold_pass.fold(records, lay, state_only=state_only, columns=None if history else JUDGED_COLUMNS,
-                            last=_context_partitions(lay, context_topics))
-    undated = folded.history
-    brokers, topics = timed.result() if timed is not None else timed_build()
-    if rejected is not None:
-        _orphans(folded.orphans, records, rejected)
-    exp = (explain(records, undated, brokers, topics, lay, folded.rows, folded.changes, folded.refs) if recompute
-           else EXPLAINED_SCHEMA.empty_table())
+    # findings only (verify): the fold and the change builder in one pass, no history made (kernels/judge_pass.py)
+    findings_only = not history and recompute and not state_only and rejected is None and not context_topics
+    prepared = judge_pass.prepare(records, lay) if findings_only else None
+    exp = folded = None
+    if prepared is not None:
+        brokers, topics = timed.result() if timed is not None else timed_build()
+        exp = explain_unfolded(records, lay, prepared, brokers, topics)
+    if exp is None:
+        folded = fold_pass.fold(records, lay, state_only=state_only, columns=None if history else JUDGED_COLUMNS,
+                                last=_context_partitions(lay, context_topics))
+        brokers, topics = timed.result() if timed is not None else timed_build()
+        if rejected is not None:
+            _orphans(folded.orphans, records, rejected)
+        exp = (explain(records, folded.history, brokers, topics, lay, folded.rows, folded.changes, folded.refs)
+               if recompute else EXPLAINED_SCHEMA.empty_table())
     todo, divergences, labels = _scalar_fallback(records, exp, elr_override, snaps)
     found = checking.result() if checking is not None else check() if invariants else []
     triggers = _triggers(exp, labels)
@@ -175,9 +183,9 @@ def _run(records: pa.Table, elr_override, invariants: bool, recompute: bool, con
     if not history:
         dated = HISTORY_DATED_ENCODED.empty_table()
     elif folded.rows is None:
-        dated = date_history(undated, records, triggers, seg=seg)
+        dated = date_history(folded.history, records, triggers, seg=seg)
     else:
-        dated = date_history(undated, records, triggers, rows=folded.rows, successor=folded.successor,
+        dated = date_history(folded.history, records, triggers, rows=folded.rows, successor=folded.successor,
                              changes=folded.changes, seg=seg, offsets=lay.offset)
     if context_topics:
         divergences, found, (exp, dated, triggers) = _drop_context(context_topics, divergences, found,
@@ -187,7 +195,7 @@ def _run(records: pa.Table, elr_override, invariants: bool, recompute: bool, con
     return Replay(history=dated, brokers=brokers, topics=topics,
                   divergences=divergence_table(divergences), breaches=breach_table(found), image=image, explained=exp,
                   records=total, partition_changes=len(exp), scalar_partitions=len(todo), trigger_counts=counts,
-                  fold_fallback_partitions=folded.fallback_partitions)
+                  fold_fallback_partitions=folded.fallback_partitions if folded is not None else 0)
 
 
 # what the audit reads of every segment record (NoOps and control records included): the clock an "as of"

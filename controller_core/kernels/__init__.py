@@ -14,11 +14,12 @@ def warm(sample: str | Path | None = None) -> None:
 
     from controller_core.codec import walk
     from controller_core.codec.batch import encode_batch
-    from controller_core.kernels import context, dating, fold_pass, invariants, recompute_pass
+    from controller_core.kernels import context, dating, fold_pass, invariants, judge_pass, recompute_pass
 
     invariants.warm()
     fold_pass.warm()
     recompute_pass.warm()
+    judge_pass.warm()
     context.warm()
     dating.warm()
     segment = encode_batch(0, [("NO_OP_RECORD", 0, {})])
@@ -55,6 +56,7 @@ def _warm_on(log_dir: Path) -> None:
         for positions in (saved[3], 0):
             layout.POSITIONS_32 = positions
             pipeline.run(lean)
+            pipeline.run(lean, history=False)  # verify's: the fold and the change builder in one pass
             pipeline.run(lean, invariants=False, recompute=False)
     finally:
         logfile.COMPILED_MIN_RECORDS, bronze.COMPILED_MIN_RECORDS, logfile._use_compiled, layout.POSITIONS_32 = saved

@@ -26,6 +26,7 @@ from numba import njit
 
 from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip cache across jobs)
 from controller_core.codec.arrowutil import to_numpy
+from controller_core.kernels.borrow import borrow
 from controller_core.kernels.layout import E, I
 from controller_core.numba_cache import read_only
 from controller_core.vector.recompute import ALTER, UNFENCE
@@ -94,65 +95,70 @@ def topic_settings(topics: pa.Table, topic_dict: pa.Array, rtopic: np.ndarray, o
 
 # -------------------------------------------------------------------------------------------- batch events
 @njit(cache=True, inline="always")
-def _holds(src, off, vals, f, h, b):
-    """History row ``h``'s list ``f`` (``vals`` from ``src[h, f]``, ``off[f, h + 1] - off[f, h]`` long) holds broker
-    ``b`` (>= 0)."""
+def _holds(vals, s, n, b):
+    """``vals[s:s + n]`` (a list of the state before the record) holds broker ``b`` (>= 0)."""
     if b < 0:
         return False
-    s = src[h, f]
-    for q in range(s, s + off[f, h + 1] - off[f, h]):
+    for q in range(s, s + n):
         if vals[q] == b:
             return True
     return False
 
 
+@njit(cache=True, inline="always")
+def batch_event(ev_batch, ev_off, ev_trig, ev_broker, ev_side, base, bits, bt, o, vals, is_, pil, es, pel):
+    """(trigger, event) of the record at offset ``o`` in the batch ``bt`` whose partition's ISR and ELR before it
+    are ``vals[is_:is_ + pil]`` and ``vals[es:es + pel]``: ALTER and -1 without an event that concerns it, -1 and
+    the first such event when two do.  ``ev_*``: the events' columns, sorted by batch; ``bits``: a bitmap of the
+    batches (from ``base``) that carry one (empty: search for every record).  Every array a borrowed view."""
+    n_ev = len(ev_batch)
+    span = len(bits) * 64
+    if span > 0:  # the bitmap of the batches that carry an event
+        k = bt - base
+        if k < 0 or k >= span or ((bits[k >> 6] >> np.uint64(k & 63)) & np.uint64(1)) == 0:
+            return ALTER, -1
+    a, b = 0, n_ev
+    while a < b:
+        mid = (a + b) >> 1
+        if ev_batch[mid] < bt:
+            a = mid + 1
+        else:
+            b = mid
+    chosen = -1
+    ambiguous = False
+    e = a
+    while e < n_ev and ev_batch[e] == bt:
+        side_ok = ev_off[e] > o if ev_side[e] == AFTER else ev_off[e] < o
+        if side_ok and (ev_trig[e] == UNFENCE or _holds(vals, is_, pil, ev_broker[e])
+                        or _holds(vals, es, pel, ev_broker[e])):
+            if chosen >= 0:
+                ambiguous = True
+            else:
+                chosen = e
+        e += 1
+    if chosen < 0:
+        return ALTER, -1
+    return (-1 if ambiguous else ev_trig[chosen]), chosen
+
+
 @njit(cache=True, nogil=True)
 def _events(ev_batch, ev_off, ev_trig, ev_broker, ev_side, base, bits, batch, offset, prev, h_src, h_off, h_vals,
             trig, chosen_ev):
-    n_ev = len(ev_batch)
-    span = len(bits) * 64
+    b_batch, b_off, b_trig, b_broker = borrow(ev_batch), borrow(ev_off), borrow(ev_trig), borrow(ev_broker)
+    b_side, b_bits, vals = borrow(ev_side), borrow(bits), borrow(h_vals)
     for i in range(len(offset)):
-        trig[i] = ALTER
-        chosen_ev[i] = -1
-        bt = batch[i]
-        if span > 0:  # the bitmap of the batches that carry an event
-            k = bt - base
-            if k < 0 or k >= span or ((bits[k >> 6] >> np.uint64(k & 63)) & np.uint64(1)) == 0:
-                continue
-        a, b = 0, n_ev
-        while a < b:
-            mid = (a + b) >> 1
-            if ev_batch[mid] < bt:
-                a = mid + 1
-            else:
-                b = mid
-        chosen = -1
-        ambiguous = False
-        o = offset[i]
         h = prev[i]
-        e = a
-        while e < n_ev and ev_batch[e] == bt:
-            side_ok = ev_off[e] > o if ev_side[e] == AFTER else ev_off[e] < o
-            if side_ok and (ev_trig[e] == UNFENCE or _holds(h_src, h_off, h_vals, I, h, ev_broker[e])
-                            or _holds(h_src, h_off, h_vals, E, h, ev_broker[e])):
-                if chosen >= 0:
-                    ambiguous = True
-                else:
-                    chosen = e
-            e += 1
-        if chosen >= 0:
-            chosen_ev[i] = chosen
-            trig[i] = -1 if ambiguous else ev_trig[chosen]
+        t, e = batch_event(b_batch, b_off, b_trig, b_broker, b_side, base, b_bits, batch[i], offset[i], vals,
+                           h_src[h, I], h_off[I, h + 1] - h_off[I, h], h_src[h, E], h_off[E, h + 1] - h_off[E, h])
+        trig[i] = t
+        chosen_ev[i] = e
 
 
-def batch_events(ev: np.ndarray, batch: np.ndarray, offset: np.ndarray, prev: np.ndarray, before: tuple):
-    """(trigger int8, index in ``ev`` int64) per record, as ``explain._batch_event``: ``ev`` the broker events
-    sorted by batch (``explain._event_rows``: batch, offset, trigger, broker, side, label), ``batch`` / ``offset``
-    each record's, ``prev`` the history row before each record, ``before`` the history rows' lists as
-    ``explain.before_lists`` gives them (starts, running lengths, values; int32)."""
-    n = len(offset)
-    trig = np.empty(n, np.int8)
-    chosen = np.empty(n, np.int64)
+def event_index(ev: np.ndarray, n: int) -> tuple:
+    """What :func:`batch_event` reads of the broker events ``ev`` (``explain._event_rows``: batch, offset, trigger,
+    broker, side, label; sorted by batch) for ``n`` records: their first five columns (contiguous, read-only int64),
+    the first batch and the bitmap of the batches from it that carry an event (empty when it would be much larger
+    than the records and events: every record then searches the events)."""
     ev_batch = np.ascontiguousarray(ev[:, 0])
     base, bits = 0, np.zeros(0, np.uint64)
     if len(ev_batch):
@@ -163,8 +169,20 @@ def batch_events(ev: np.ndarray, batch: np.ndarray, offset: np.ndarray, prev: np
             k = ev_batch - base
             np.bitwise_or.at(bits, k >> 6, np.left_shift(np.uint64(1), (k & 63).astype(np.uint64)))
     i64 = np.int64
-    _events(_ro(ev_batch, i64), _ro(ev[:, 1], i64), _ro(ev[:, 2], i64), _ro(ev[:, 3], i64), _ro(ev[:, 4], i64), base,
-            _ro(bits, np.uint64), _ro(batch, i64), _ro(offset, i64), _ro(prev, i64), _ro(before[0], np.int32),
+    return (_ro(ev_batch, i64), _ro(ev[:, 1], i64), _ro(ev[:, 2], i64), _ro(ev[:, 3], i64), _ro(ev[:, 4], i64), base,
+            _ro(bits, np.uint64))
+
+
+def batch_events(ev: np.ndarray, batch: np.ndarray, offset: np.ndarray, prev: np.ndarray, before: tuple):
+    """(trigger int8, index in ``ev`` int64) per record, as ``explain._batch_event``: ``ev`` the broker events
+    sorted by batch (``explain._event_rows``: batch, offset, trigger, broker, side, label), ``batch`` / ``offset``
+    each record's, ``prev`` the history row before each record, ``before`` the history rows' lists as
+    ``explain.before_lists`` gives them (starts, running lengths, values; int32)."""
+    n = len(offset)
+    trig = np.empty(n, np.int8)
+    chosen = np.empty(n, np.int64)
+    i64 = np.int64
+    _events(*event_index(ev, n), _ro(batch, i64), _ro(offset, i64), _ro(prev, i64), _ro(before[0], np.int32),
             _ro(before[1], np.int32), _ro(before[2], np.int32), trig, chosen)
     return trig, chosen
 

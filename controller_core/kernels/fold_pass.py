@@ -354,12 +354,21 @@ def _valid_to(part, orphan, offset, valid_to, has_next, succ):
         nxt = j
 
 
-def _columns(lay: L.Layout, order: np.ndarray, in_order: bool, rank: np.ndarray, state_only: bool, dirs: bool,
-             lists: bool = True, dated: bool = True):
-    """Pass 1 and pass 2 into NumPy-allocated columns (the six lists' values only if ``lists``, the directories'
-    only if ``dirs``, valid-to and the successors only if ``dated``: else pass 2 is not run and those three are
-    empty); None when a list column's values reach 2**31 (int32 offsets: the caller folds with the NumPy fold).
-    ``in_order``: whether ``order`` is the input order (:func:`_log_order`)."""
+class Plan(NamedTuple):
+    """The order pass 1 reads the records in (:func:`plan`)."""
+
+    by_rank: np.ndarray  # the partitions in output order
+    prow: np.ndarray  # each partition's records, partitions in output order, log order within one (CSR)
+    prow_at: np.ndarray
+    tev_row: np.ndarray  # the topic-level records each topic's partitions merge in (CSR by topic, log order)
+    tev_at: np.ndarray
+    logpos: np.ndarray  # each row's place in log order (where the two are merged)
+    extra: int  # at most this many rows the topic-level records add
+
+
+def plan(lay: L.Layout, order: np.ndarray, in_order: bool, rank: np.ndarray) -> Plan:
+    """The records of every partition in the order pass 1 reads them (what the judging pass of ``verify``,
+    kernels/judge_pass.py, reads too).  ``in_order``: whether ``order`` is the input order (:func:`_log_order`)."""
     kind, part = lay.kind, lay.part
     n_parts, n_topics = len(lay.part_id), len(lay.topic_ids)
     is_part = (kind == L.PARTITION) | (kind == L.CHANGE)
@@ -393,7 +402,19 @@ def _columns(lay: L.Layout, order: np.ndarray, in_order: bool, rank: np.ndarray,
         # at most one row per partition and event of its topic (columns np.empty allocates: what is not written
         # is never given memory)
         extra = int(np.diff(lay.topic_parts_at)[t_all].sum())
-    m_max = n_parts if state_only else len(rows) + extra
+    return Plan(by_rank, prow, prow_at, tev_row, tev_at, logpos, extra)
+
+
+def _columns(lay: L.Layout, order: np.ndarray, in_order: bool, rank: np.ndarray, state_only: bool, dirs: bool,
+             lists: bool = True, dated: bool = True):
+    """Pass 1 and pass 2 into NumPy-allocated columns (the six lists' values only if ``lists``, the directories'
+    only if ``dirs``, valid-to and the successors only if ``dated``: else pass 2 is not run and those three are
+    empty); None when a list column's values reach 2**31 (int32 offsets: the caller folds with the NumPy fold).
+    ``in_order``: whether ``order`` is the input order (:func:`_log_order`)."""
+    kind = lay.kind
+    n_parts = len(lay.part_id)
+    by_rank, prow, prow_at, tev_row, tev_at, logpos, extra = plan(lay, order, in_order, rank)
+    m_max = n_parts if state_only else len(prow) + extra
     e = np.empty
     topic_code, pid, part_o = e(m_max, np.int32), e(m_max, np.int32), e(m_max, np.int32)
     kind_o, valid, deleted, orphan = e(m_max, np.int8), e(m_max, np.bool_), e(m_max, np.bool_), e(m_max, np.bool_)
@@ -434,7 +455,8 @@ def _not_null_where(records: pa.Table, column: str, rows: np.ndarray) -> bool:
 
 
 def _unsupported(records: pa.Table, lay: L.Layout) -> bool:
-    """The input has something the pass does not take (see the module docstring)."""
+    """The input has something the pass does not take (see the module docstring; a layout without directory codes
+    yet: what the judging pass, which reads none, does not take)."""
     kind = lay.kind
     is_p = kind == L.PARTITION
     is_part = is_p | (kind == L.CHANGE)
@@ -448,7 +470,8 @@ def _unsupported(records: pa.Table, lay: L.Layout) -> bool:
             return True
     if (kind == L.CLEAR_ELR).any() and (lay.topic[kind == L.TOPIC] < 0).any():
         return True
-    return len(lay.tape) >= 2**31 or len(lay.dir_codes) >= 2**31  # state lines hold int32 starts
+    # state lines hold int32 starts
+    return len(lay.tape) >= 2**31 or (lay.dir_codes is not None and len(lay.dir_codes) >= 2**31)
 
 
 def _log_order(lay: L.Layout) -> tuple[np.ndarray, bool]:

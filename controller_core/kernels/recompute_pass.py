@@ -110,12 +110,229 @@ def recompute(prev, pos, width, *arrays):
 _TRIG = 8  # the position of ``trig`` among ``arrays`` (after prev, pos, width)
 
 
+@njit(cache=True, inline="always")
+def _map(posof, vals, rs, w):
+    """Enter the replicas ``vals[rs:rs + w]`` into the map broker id -> replica position; False, with nothing left
+    in the map, where one repeats or is an id the map cannot index (the caller's NumPy form judges those)."""
+    L = len(posof)
+    for j in range(w):
+        x = vals[rs + j]
+        if x < 0 or x >= L or posof[x] >= 0:
+            for q in range(j):
+                posof[vals[rs + q]] = -1
+            return False
+        posof[x] = j
+    return True
+
+
+@njit(cache=True, inline="always")
+def _unmap(posof, vals, rs, w):
+    for j in range(w):
+        posof[vals[rs + j]] = -1
+
+
+@njit(cache=True, inline="always")
+def _judge(posof, vals, tape, ti, rs, w, is_, pil, es, pel, ks, pkl, adl, rml, PL, plrs, ints, lists, p, t, B, e_on,
+           v, mis, act_table, base, act_lut, width):
+    """Judge one change record against the state before it, its replicas in the map ``posof`` (:func:`_map`).  The
+    state's lists are on ``vals`` ((start, length): replicas ``rs, w``, ISR ``is_, pil``, ELR ``es, pel``,
+    LastKnownElr ``ks, pkl``; adding / removing lengths ``adl``, ``rml``), its leader ``PL`` and recovery state
+    ``plrs``; the record is layout row ``p`` (lists on ``tape``).  ``t``: the broker event's trigger (ALTER
+    without one, -1 when two could explain it); ``B`` its broker; ``e_on``, ``v``, ``mis``: the topic's ELR switch,
+    metadata version and effective min ISR; broker b is active just before the record iff
+    ``act_table[base + act_lut[b]]``.  ``ti``: a buffer of at least ``max(width, 1) + 64`` entries.  Every array
+    a borrowed view (kernels/borrow.py).  Returns (the trigger completed (B0), matched, modelled)."""
+    L = len(posof)
+    cap = len(ti)
+    present = _first(w)
+    pad = _first(width) & ~present
+    k0 = vals[ks] if pkl > 0 else -1
+    # the record as written
+    r_leader = ints[p, 0]
+    r_lrs = ints[p, 3]
+    ris, ril = lists[p, 2 * I], lists[p, 2 * I + 1]
+    r_isr_ok = ril >= 0
+    if not r_isr_ok:
+        ril = 0
+    res, rel = lists[p, 2 * E], lists[p, 2 * E + 1]
+    r_elr_ok = rel >= 0
+    if not r_elr_ok:
+        rel = 0
+    rks, rkl = lists[p, 2 * K], lists[p, 2 * K + 1]
+    r_lke_ok = rkl >= 0
+    if not r_lke_ok:
+        rkl = 0
+    other = (lists[p, 2 * R + 1] >= 0) | (lists[p, 2 * RM + 1] >= 0) | (lists[p, 2 * AD + 1] >= 0) | (
+        ints[p, 4] >= 0)
+    # B0: the primary trigger of a record without a broker event
+    if t == ALTER and r_leader != -2:
+        if r_isr_ok and ril == 1 and tape[ris] == r_leader and r_lrs == 1:
+            t = UNCLEAN_ELECTION
+        elif not r_isr_ok:
+            t = PREFERRED_ELECTION
+    if t < 0:
+        return t, False, False
+    check = v >= 22
+    fence_like = t == FENCE or t == UNCLEAN_SHUTDOWN
+    isr_given = t == ALTER and r_isr_ok
+    U = B if t == UNCLEAN_SHUTDOWN else -1
+    target_lrs = r_lrs if (t == ALTER and r_lrs != -1) else plrs
+
+    # modelled: no reassignment or assignment field, the ISR and ELR within the replicas; their positions
+    modelled = not other and adl == 0 and rml == 0 and not (isr_given and ril > width)
+    inPI, isr_within = _positions(posof, vals, is_, pil)
+    inPE, elr_within = _positions(posof, vals, es, pel)
+    modelled = modelled and isr_within and elr_within
+    if not modelled:  # matched needs modelled: the rest of the judgement could not change the result
+        return t, False, False
+
+    # the target ISR: the ISR without the broker (fence-like), the requested ISR (AlterPartition), or the ISR
+    tin = 0
+    if isr_given:
+        for q in range(ril):
+            ti[q] = tape[ris + q]
+        tin = ril
+    else:
+        for q in range(pil):
+            x = vals[is_ + q]
+            if fence_like and (x == B or x < 0):
+                continue
+            ti[tin] = x
+            tin += 1
+    ti_len = 0
+    inTI = _ZERO
+    for q in range(tin):
+        x = ti[q]
+        if x >= 0:
+            ti_len += 1
+            j = posof[x] if x < L else -1
+            if j >= 0:
+                inTI |= _bit(j)
+    # the positions holding U, B, the leader and the last known leader (-1 also matches the padding)
+    jU = posof[U] if 0 <= U < L else -1
+    eqU = (pad if U == -1 else _ZERO) | (_bit(jU) if jU >= 0 else _ZERO)
+    jB = posof[B] if 0 <= B < L else -1
+    eqB = (pad if B == -1 else _ZERO) | (_bit(jB) if jB >= 0 else _ZERO)
+    jL = posof[PL] if 0 <= PL < L else -1
+    eqPL = (pad if PL == -1 else _ZERO) | (_bit(jL) if jL >= 0 else _ZERO)
+    jK = posof[k0] if 0 <= k0 < L else -1
+    eqK = (pad if k0 == -1 else _ZERO) | (_bit(jK) if jK >= 0 else _ZERO)
+    # B2: the ELR target
+    if e_on:
+        Eb = _ZERO if ti_len >= mis else (inPE | inPI) & ~inTI & ~eqU & present
+    else:
+        Eb = inPE
+    # B3: the candidates and the election (§2.3)
+    acc = _ZERO
+    for j in range(w):
+        if act_table[base + act_lut[vals[rs + j]]]:
+            acc |= _bit(j)
+    if fence_like:
+        acc &= ~eqB
+    if t == UNFENCE:
+        acc |= eqB
+    ti_empty = ti_len == 0
+    valid = acc & (inTI | (Eb if ti_empty else _ZERO))
+    keep = eqPL != _ZERO and PL >= 0 and (valid & _lowest(eqPL)) != _ZERO
+    # the replica at the lowest position of a set (-1: none, or a padding position)
+    j = _pos(_lowest(valid)) if valid != _ZERO else 64
+    first_valid = vals[rs + j] if j < w else NO_LEADER
+    r0_valid = (valid & _ONE) != _ZERO
+    r0 = vals[rs] if w > 0 else -1
+    j = _pos(_lowest(valid & ~_ONE)) if (valid & ~_ONE) != _ZERO and width > 1 else 64
+    rest_valid = vals[rs + j] if j < w else NO_LEADER
+    j = _pos(_lowest(acc)) if acc != _ZERO else 64
+    first_acceptable = vals[rs + j] if j < w else NO_LEADER
+    k0_in_r = eqK != _ZERO
+    k0_acceptable = k0_in_r and (acc & _lowest(eqK)) != _ZERO
+    lkl_known = not (pkl == 1 and not k0_in_r and check)
+    lkl_ok = e_on and ti_empty and Eb == _ZERO and pkl == 1 and (not check or k0_acceptable)
+    if t == PREFERRED_ELECTION:
+        node = r0 if r0_valid else (PL if keep else rest_valid)
+        unclean = node == NO_LEADER and lkl_ok
+        if unclean:
+            node = k0
+    else:
+        node = PL if keep else first_valid
+        unclean = node == NO_LEADER and lkl_ok
+        if unclean:
+            node = k0
+        if node == NO_LEADER and t == UNCLEAN_ELECTION and acc != _ZERO:
+            node = first_acceptable
+            unclean = True
+    # B4: apply the election
+    leader_w = node != PL
+    leader_v = node if leader_w else -2
+    isr_w = leader_w and unclean
+    isr_l = 1 if isr_w else 0
+    lrs_w = isr_w and plrs != RECOVERING and v >= MV_3_2_IV0
+    lrs_v = RECOVERING if lrs_w else -1
+    jN = posof[node] if 0 <= node < L else -1
+    eqN = (pad if node == -1 else _ZERO) | (_bit(jN) if jN >= 0 else _ZERO)
+    if leader_w and (Eb & _lowest(eqN)) != _ZERO:  # an ELR winner: the sole ISR member, out of the ELR
+        ti[0] = node
+        tin = 1
+        ti_len = 1
+        inTI = eqN & present
+        Eb &= ~eqN
+    # B6: the ELR field
+    if isr_w or not e_on:
+        Eb = _ZERO
+    elr_w = Eb != inPE
+    # B7: the ISR field (with ELR off an empty target ISR is never written: the last member stays)
+    differs = ti_len != pil
+    if not differs:
+        for q in range(max(tin, pil)):
+            a = ti[q] if q < tin else -1
+            b = vals[is_ + q] if q < pil else -1
+            if a != b:
+                differs = True
+                break
+    from_ti = not isr_w and (ti_len > 0 or e_on) and differs
+    if from_ti:
+        isr_l = ti_len
+        isr_w = True
+    # B8: before 3.6 a shrink bumps the leader epoch (the leader is written again); the ISR is within the
+    # replicas (modelled), each broker at one position
+    if v < MV_3_6_IV0 and not leader_w and (inPI & ~inTI) != _ZERO:
+        leader_v = PL
+        leader_w = True
+    # B9: LastKnownElr in production mode
+    pk_is_pl = pkl == 1 and k0 == PL
+    lke_leader = e_on and isr_w and isr_l == 0 and not pk_is_pl
+    lke_cleared = e_on and not lke_leader and pkl > 0 and (
+        (leader_w and leader_v >= 0) or (PL != NO_LEADER and not (leader_w and leader_v == NO_LEADER)))
+    # B10: the recovery state the leader requests
+    if target_lrs != plrs:
+        lrs_v = target_lrs
+        lrs_w = True
+    # judged against the record
+    ok = r_leader == (leader_v if leader_w else -2)
+    ok = ok and r_isr_ok == isr_w
+    if ok and isr_w:
+        ok = ril == isr_l
+        for q in range(max(ril, tin)):
+            if not ok:
+                break
+            want = (ti[q] if q < tin else -1) if from_ti else (node if q == 0 else -1)
+            ok = (tape[ris + q] if q < ril else -1) == want
+    mask, rec_elr_known = _positions(posof, tape, res, rel)
+    rec_elr_w = r_elr_ok and not (mask == inPE and pel > 0)
+    ok = ok and rec_elr_w == elr_w and (not elr_w or mask == Eb)
+    ok = ok and r_lke_ok == (lke_leader or lke_cleared)
+    ok = ok and (not lke_leader or (rkl == 1 and tape[rks] == PL))
+    ok = ok and (not lke_cleared or rkl == 0)
+    ok = ok and r_lrs == (lrs_v if lrs_w else -1)
+    modelled = lkl_known and rec_elr_known
+    return t, ok and modelled, modelled
+
+
 @njit(cache=True, nogil=True)
 def _recompute(prev, pos, width, h_src, h_off, h_vals, h_leader, h_lrs, ints, lists, tape, trig, broker, mv, elr_on,
                min_isr, act_table, act_at, act_lut):
-    """Judge change record i (history row ``prev[i]`` before it, layout row ``pos[i]`` as written).  The history
-    rows' lists (layout.LISTS order): list f of row h starts at ``h_vals[h_src[h, f]]`` and is
-    ``h_off[f, h + 1] - h_off[f, h]`` long (:func:`controller_core.vector.explain.before_lists`).  ``trig``:
+    """Judge change record i (history row ``prev[i]`` before it, layout row ``pos[i]`` as written) with
+    :func:`_judge`.  The history rows' lists (layout.LISTS order): list f of row h starts at ``h_vals[h_src[h, f]]``
+    and is ``h_off[f, h + 1] - h_off[f, h]`` long (:func:`controller_core.vector.explain.before_lists`).  ``trig``:
     the broker event's trigger, ALTER without one, -1 when two events could explain it; completed in place
     (elections).  Returns (matched, modelled, unjudged): matched and modelled are False where ``trig`` is -1 and
     where ``unjudged`` (replicas the map cannot hold: the caller judges those)."""
@@ -123,17 +340,14 @@ def _recompute(prev, pos, width, h_src, h_off, h_vals, h_leader, h_lrs, ints, li
     matched = np.zeros(n, np.bool_)
     modelled_out = np.zeros(n, np.bool_)
     unjudged = np.zeros(n, np.bool_)
-    cap = max(width, 1) + 64
-    ti = np.empty(cap, np.int64)  # the target ISR (ordered): at most the ISR before, or a recorded ISR no longer
-    # than the replicas (a longer one is not modelled, and left before the buffer is written)
-    L = len(act_lut)  # broker ids the map indexes: 0 .. L-1
-    posof = np.full(L, -1, np.int8)  # broker id -> replica position of the record at hand, -1 elsewhere
-    pmap, isr_vals, elr_vals, rec_vals = borrow(posof), borrow(h_vals), borrow(h_vals), borrow(tape)
-    padded = _first(width)
-    rs, w = 0, 0
+    # the target ISR (ordered): at most the ISR before, or a recorded ISR no longer than the replicas (a longer one
+    # is not modelled, and left before the buffer is written)
+    ti = np.empty(max(width, 1) + 64, np.int64)
+    cap = len(ti)
+    posof = np.full(len(act_lut), -1, np.int8)  # broker id -> replica position of the record at hand, -1 elsewhere
+    pmap, vals, rec, buf = borrow(posof), borrow(h_vals), borrow(tape), borrow(ti)
+    b_ints, b_lists, b_table, b_lut = borrow(ints), borrow(lists), borrow(act_table), borrow(act_lut)
     for i in range(n):
-        for j in range(w):  # the previous record's replicas leave the map
-            posof[h_vals[rs + j]] = -1
         # the records' layout rows come in log order, not the history's: fetched ahead (their lists' rows some
         # records ahead, their recorded ISR once that row is in)
         if i + _AHEAD < n:
@@ -147,221 +361,22 @@ def _recompute(prev, pos, width, h_src, h_off, h_vals, h_leader, h_lrs, ints, li
             prefetch(h_vals, h_src[hq, R])
             prefetch(h_vals, h_src[hq, I])
         h = prev[i]
-        p = pos[i]
         rs = h_src[h, R]
         w = h_off[R, h + 1] - h_off[R, h]
-        mapped = h_off[I, h + 1] - h_off[I, h] < cap  # an ISR longer than the buffer (repeats): the NumPy form
-        for j in range(w if mapped else 0):
-            x = h_vals[rs + j]
-            if x < 0 or x >= L or posof[x] >= 0:
-                for q in range(j):
-                    posof[h_vals[rs + q]] = -1
-                mapped = False
-                break
-            posof[x] = j
-        if not mapped:
+        # an ISR longer than the buffer (repeats), replicas repeating a broker or beyond the map: the NumPy form
+        if h_off[I, h + 1] - h_off[I, h] >= cap or not _map(pmap, vals, rs, w):
             unjudged[i] = True
-            w = 0  # nothing entered the map, or it was taken out again
             continue
-        present = _first(w)
-        pad = padded & ~present
-        is_ = h_src[h, I]
-        pil = h_off[I, h + 1] - h_off[I, h]
-        es = h_src[h, E]
-        pel = h_off[E, h + 1] - h_off[E, h]
-        ks = h_src[h, K]
-        pkl = h_off[K, h + 1] - h_off[K, h]
-        adl = h_off[AD, h + 1] - h_off[AD, h]
-        rml = h_off[RM, h + 1] - h_off[RM, h]
-        PL = h_leader[h]
-        plrs = h_lrs[h]
-        k0 = h_vals[ks] if pkl > 0 else -1
-        # the record as written
-        r_leader = ints[p, 0]
-        r_lrs = ints[p, 3]
-        ris, ril = lists[p, 2 * I], lists[p, 2 * I + 1]
-        r_isr_ok = ril >= 0
-        if not r_isr_ok:
-            ril = 0
-        res, rel = lists[p, 2 * E], lists[p, 2 * E + 1]
-        r_elr_ok = rel >= 0
-        if not r_elr_ok:
-            rel = 0
-        rks, rkl = lists[p, 2 * K], lists[p, 2 * K + 1]
-        r_lke_ok = rkl >= 0
-        if not r_lke_ok:
-            rkl = 0
-        other = (lists[p, 2 * R + 1] >= 0) | (lists[p, 2 * RM + 1] >= 0) | (lists[p, 2 * AD + 1] >= 0) | (
-            ints[p, 4] >= 0)
-        # B0: the primary trigger of a record without a broker event
-        t = trig[i]
-        if t == ALTER and r_leader != -2:
-            if r_isr_ok and ril == 1 and tape[ris] == r_leader and r_lrs == 1:
-                t = UNCLEAN_ELECTION
-            elif not r_isr_ok:
-                t = PREFERRED_ELECTION
-            trig[i] = t
-        if t < 0:
-            continue
-        B = broker[i]
-        e_on = elr_on[i]
-        v = mv[i]
-        check = v >= 22
-        fence_like = t == FENCE or t == UNCLEAN_SHUTDOWN
-        isr_given = t == ALTER and r_isr_ok
-        U = B if t == UNCLEAN_SHUTDOWN else -1
-        target_lrs = r_lrs if (t == ALTER and r_lrs != -1) else plrs
-
-        # modelled: no reassignment or assignment field, the ISR and ELR within the replicas; their positions
-        modelled = not other and adl == 0 and rml == 0 and not (isr_given and ril > width)
-        inPI, isr_within = _positions(pmap, isr_vals, is_, pil)
-        inPE, elr_within = _positions(pmap, elr_vals, es, pel)
-        modelled = modelled and isr_within and elr_within
-        if not modelled:  # matched needs modelled: the rest of the judgement could not change the result
-            continue
-
-        # the target ISR: the ISR without the broker (fence-like), the requested ISR (AlterPartition), or the ISR
-        tin = 0
-        if isr_given:
-            for q in range(ril):
-                ti[q] = tape[ris + q]
-            tin = ril
-        else:
-            for q in range(pil):
-                x = h_vals[is_ + q]
-                if fence_like and (x == B or x < 0):
-                    continue
-                ti[tin] = x
-                tin += 1
-        ti_len = 0
-        inTI = _ZERO
-        for q in range(tin):
-            x = ti[q]
-            if x >= 0:
-                ti_len += 1
-                j = posof[x] if x < L else -1
-                if j >= 0:
-                    inTI |= _bit(j)
-        # the positions holding U, B, the leader and the last known leader (-1 also matches the padding)
-        jU = posof[U] if 0 <= U < L else -1
-        eqU = (pad if U == -1 else _ZERO) | (_bit(jU) if jU >= 0 else _ZERO)
-        jB = posof[B] if 0 <= B < L else -1
-        eqB = (pad if B == -1 else _ZERO) | (_bit(jB) if jB >= 0 else _ZERO)
-        jL = posof[PL] if 0 <= PL < L else -1
-        eqPL = (pad if PL == -1 else _ZERO) | (_bit(jL) if jL >= 0 else _ZERO)
-        jK = posof[k0] if 0 <= k0 < L else -1
-        eqK = (pad if k0 == -1 else _ZERO) | (_bit(jK) if jK >= 0 else _ZERO)
-        # B2: the ELR target
-        if e_on:
-            Eb = _ZERO if ti_len >= min_isr[i] else (inPE | inPI) & ~inTI & ~eqU & present
-        else:
-            Eb = inPE
-        # B3: the candidates and the election (§2.3)
-        acc = _ZERO
-        base = act_at[i]
-        for j in range(w):
-            if act_table[base + act_lut[h_vals[rs + j]]]:
-                acc |= _bit(j)
-        if fence_like:
-            acc &= ~eqB
-        if t == UNFENCE:
-            acc |= eqB
-        ti_empty = ti_len == 0
-        valid = acc & (inTI | (Eb if ti_empty else _ZERO))
-        keep = eqPL != _ZERO and PL >= 0 and (valid & _lowest(eqPL)) != _ZERO
-        # the replica at the lowest position of a set (-1: none, or a padding position)
-        j = _pos(_lowest(valid)) if valid != _ZERO else 64
-        first_valid = h_vals[rs + j] if j < w else NO_LEADER
-        r0_valid = (valid & _ONE) != _ZERO
-        r0 = h_vals[rs] if w > 0 else -1
-        j = _pos(_lowest(valid & ~_ONE)) if (valid & ~_ONE) != _ZERO and width > 1 else 64
-        rest_valid = h_vals[rs + j] if j < w else NO_LEADER
-        j = _pos(_lowest(acc)) if acc != _ZERO else 64
-        first_acceptable = h_vals[rs + j] if j < w else NO_LEADER
-        k0_in_r = eqK != _ZERO
-        k0_acceptable = k0_in_r and (acc & _lowest(eqK)) != _ZERO
-        lkl_known = not (pkl == 1 and not k0_in_r and check)
-        lkl_ok = e_on and ti_empty and Eb == _ZERO and pkl == 1 and (not check or k0_acceptable)
-        if t == PREFERRED_ELECTION:
-            node = r0 if r0_valid else (PL if keep else rest_valid)
-            unclean = node == NO_LEADER and lkl_ok
-            if unclean:
-                node = k0
-        else:
-            node = PL if keep else first_valid
-            unclean = node == NO_LEADER and lkl_ok
-            if unclean:
-                node = k0
-            if node == NO_LEADER and t == UNCLEAN_ELECTION and acc != _ZERO:
-                node = first_acceptable
-                unclean = True
-        # B4: apply the election
-        leader_w = node != PL
-        leader_v = node if leader_w else -2
-        isr_w = leader_w and unclean
-        isr_l = 1 if isr_w else 0
-        lrs_w = isr_w and plrs != RECOVERING and v >= MV_3_2_IV0
-        lrs_v = RECOVERING if lrs_w else -1
-        jN = posof[node] if 0 <= node < L else -1
-        eqN = (pad if node == -1 else _ZERO) | (_bit(jN) if jN >= 0 else _ZERO)
-        if leader_w and (Eb & _lowest(eqN)) != _ZERO:  # an ELR winner: the sole ISR member, out of the ELR
-            ti[0] = node
-            tin = 1
-            ti_len = 1
-            inTI = eqN & present
-            Eb &= ~eqN
-        # B6: the ELR field
-        if isr_w or not e_on:
-            Eb = _ZERO
-        elr_w = Eb != inPE
-        # B7: the ISR field (with ELR off an empty target ISR is never written: the last member stays)
-        differs = ti_len != pil
-        if not differs:
-            for q in range(max(tin, pil)):
-                a = ti[q] if q < tin else -1
-                b = h_vals[is_ + q] if q < pil else -1
-                if a != b:
-                    differs = True
-                    break
-        from_ti = not isr_w and (ti_len > 0 or e_on) and differs
-        if from_ti:
-            isr_l = ti_len
-            isr_w = True
-        # B8: before 3.6 a shrink bumps the leader epoch (the leader is written again); the ISR is within the
-        # replicas (modelled), each broker at one position
-        if v < MV_3_6_IV0 and not leader_w and (inPI & ~inTI) != _ZERO:
-            leader_v = PL
-            leader_w = True
-        # B9: LastKnownElr in production mode
-        pk_is_pl = pkl == 1 and k0 == PL
-        lke_leader = e_on and isr_w and isr_l == 0 and not pk_is_pl
-        lke_cleared = e_on and not lke_leader and pkl > 0 and (
-            (leader_w and leader_v >= 0) or (PL != NO_LEADER and not (leader_w and leader_v == NO_LEADER)))
-        # B10: the recovery state the leader requests
-        if target_lrs != plrs:
-            lrs_v = target_lrs
-            lrs_w = True
-        # judged against the record
-        ok = r_leader == (leader_v if leader_w else -2)
-        ok = ok and r_isr_ok == isr_w
-        if ok and isr_w:
-            ok = ril == isr_l
-            for q in range(max(ril, tin)):
-                if not ok:
-                    break
-                want = (ti[q] if q < tin else -1) if from_ti else (node if q == 0 else -1)
-                ok = (tape[ris + q] if q < ril else -1) == want
-        mask, rec_elr_known = _positions(pmap, rec_vals, res, rel)
-        rec_elr_w = r_elr_ok and not (mask == inPE and pel > 0)
-        ok = ok and rec_elr_w == elr_w and (not elr_w or mask == Eb)
-        ok = ok and r_lke_ok == (lke_leader or lke_cleared)
-        ok = ok and (not lke_leader or (rkl == 1 and tape[rks] == PL))
-        ok = ok and (not lke_cleared or rkl == 0)
-        ok = ok and r_lrs == (lrs_v if lrs_w else -1)
-        modelled = lkl_known and rec_elr_known
-        matched[i] = ok and modelled
+        t, ok, modelled = _judge(pmap, vals, rec, buf, rs, w, h_src[h, I], h_off[I, h + 1] - h_off[I, h], h_src[h, E],
+                                 h_off[E, h + 1] - h_off[E, h], h_src[h, K], h_off[K, h + 1] - h_off[K, h],
+                                 h_off[AD, h + 1] - h_off[AD, h], h_off[RM, h + 1] - h_off[RM, h], h_leader[h],
+                                 h_lrs[h], b_ints, b_lists, pos[i], trig[i], broker[i], elr_on[i], mv[i], min_isr[i],
+                                 b_table, act_at[i], b_lut, width)
+        _unmap(pmap, vals, rs, w)
+        trig[i] = t
+        matched[i] = ok
         modelled_out[i] = modelled
-    hold(posof)
+    hold(posof, ti)
     return matched, modelled_out, unjudged
 
 

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from controller_core.vector import recompute as V
 from controller_core.brokers import active_matrix, active_table
-from controller_core.kernels import context, recompute_pass
+from controller_core.kernels import context, judge_pass, recompute_pass
 from controller_core.kernels.layout import CHANGE, LISTS, R, Layout
 from controller_core.codec.arrowutil import STRING_CODES, from_numpy, strings, to_numpy
 from controller_core.codec.bronze import by_type
@@ -187,8 +187,28 @@ def explain(bronze: pa.Table, history: pa.Table, brokers: pa.Table, topics: pa.T
     if judged is None:
         judged = _judge_numpy(bronze, *_with_lists(history, before, idx), brokers, topics, offset)
     trig, chosen_ev, ev, matched, modelled = judged
-    return pa.table({"offset": from_numpy(offset), "topic_id": _take(history.column("topic_id"), idx),
-                     "partition_id": from_numpy(_ints_at(history.column("partition_id"), idx, 0)),
+    return _explained(offset, _take(history.column("topic_id"), idx),
+                      _ints_at(history.column("partition_id"), idx, 0), trig, chosen_ev, ev, matched, modelled)
+
+
+def explain_unfolded(bronze: pa.Table, lay: Layout, prepared, brokers: pa.Table, topics: pa.Table) -> pa.Table | None:
+    """:func:`explain`'s table of ``bronze`` without a history: the fold and the compiled builder in one pass
+    (:mod:`controller_core.kernels.judge_pass`; ``prepared``: its ``prepare`` of ``bronze`` and ``lay``), for a
+    replay that keeps no history (``verify``).  None where that pass leaves a record to the NumPy builder: the
+    caller folds and explains."""
+    ev = _event_rows(_broker_events(bronze, brokers))
+    judged = judge_pass.judge(bronze, lay, prepared, brokers, topics, ev)
+    if judged is None:
+        return None
+    offset, topic, partition_id, trig, chosen_ev, matched, modelled = judged
+    topic_id = pa.DictionaryArray.from_arrays(from_numpy(topic.astype(np.int32, copy=False)), lay.topic_dict)
+    return _explained(offset, topic_id, partition_id.astype(np.int32, copy=False), trig, chosen_ev, ev, matched,
+                      modelled)
+
+
+def _explained(offset, topic_id, partition_id, trig, chosen_ev, ev, matched, modelled) -> pa.Table:
+    """EXPLAINED_SCHEMA's table: the trigger labels made, matched and modelled only where a trigger decided."""
+    return pa.table({"offset": from_numpy(offset), "topic_id": topic_id, "partition_id": from_numpy(partition_id),
                      "trigger": _labels(trig, chosen_ev, ev), "matched": from_numpy(matched & (trig >= 0)),
                      "modelled": from_numpy(modelled & (trig >= 0))}, schema=EXPLAINED_SCHEMA)
 

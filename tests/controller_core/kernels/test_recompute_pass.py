@@ -29,7 +29,7 @@ import pytest
 
 from controller_core import pipeline, timelines
 from controller_core.image import Cluster
-from controller_core.kernels import fold_pass, layout, recompute_pass
+from controller_core.kernels import fold_pass, judge_pass, layout, recompute_pass
 from controller_core.replay import plan, read_log_dir
 from controller_core.rules.builder import build
 from controller_core.vector import explain as X
@@ -104,10 +104,13 @@ def test_the_loop_judges_every_record_as_the_numpy_builder(seed):
 
 
 # ------------------------------------------------------------------------------------ through explain
-def assert_same_judgement(records: pa.Table) -> pa.Table:
+def assert_same_judgement(records: pa.Table, unfolded: bool | None = True) -> pa.Table:
     """explain with the layout (the compiled loop) equals explain without (the NumPy builder), the lists before
     each record read from the history's columns or, as a findings-only replay reads them, from the layout's tape
-    where the fold found them (a history without list columns)."""
+    where the fold found them (a history without list columns) -- and ``explain_unfolded``, which judges each
+    record in the fold's own pass without a history (kernels/judge_pass.py), gives the same table.  ``unfolded``:
+    whether that pass must take the input (True), must leave it to the fold and ``explain`` (False: returns None),
+    or either (None)."""
     lay = layout.build(records, cluster=False)
     folded = fold_pass.fold(records, lay)
     history = folded.history
@@ -120,11 +123,22 @@ def assert_same_judgement(records: pa.Table) -> pa.Table:
                 X.explain(records, history, brokers, topics, lay, folded.rows),
                 X.explain(records, history, brokers, topics, lay, folded.rows, folded.changes, folded.refs),
                 X.explain(records, narrow.history, brokers, topics, lay, narrow.rows, narrow.changes, narrow.refs)):
-        if not got.equals(want):
-            g, w = got.to_pylist(), want.to_pylist()
-            diff = [(a, b) for a, b in zip(g, w) if a != b]
-            raise AssertionError(f"{len(diff)} of {len(w)} change records judged differently, e.g. {diff[:2]}")
+        _assert_equal_tables(got, want)
+    prepared = judge_pass.prepare(records, lay)
+    one_pass = X.explain_unfolded(records, lay, prepared, brokers, topics) if prepared is not None else None
+    if unfolded is not None:
+        assert (one_pass is not None) is unfolded
+    if one_pass is not None:
+        _assert_equal_tables(one_pass, want)
     return got
+
+
+def _assert_equal_tables(got: pa.Table, want: pa.Table) -> None:
+    if not got.equals(want):
+        g, w = got.to_pylist(), want.to_pylist()
+        diff = [(a, b) for a, b in zip(g, w) if a != b]
+        raise AssertionError(f"{len(diff)} of {len(w)} change records judged differently ({len(g)} rows against "
+                             f"{len(w)}), e.g. {diff[:2]}")
 
 
 @pytest.mark.parametrize("folder", sorted(CLUSTERS.values()))
@@ -161,7 +175,8 @@ def test_generated_histories_no_controller_wrote(tmp_path, seed):
     r = vector_tests.Seeded(seed)
     batches, _ = vector_tests.interleaved_log(r, r.int(2, 8), r.int(10, 40))
     path = vector_tests.write_log(tmp_path / "h", batches)
-    assert_same_judgement(vector_tests.bronze([path]))
+    # (their replica lists repeat brokers: where a record's do, the one pass leaves the input to the fold)
+    assert_same_judgement(vector_tests.bronze([path]), unfolded=None)
 
 
 def _edit_rows(records: pa.Table, column: str, rows: np.ndarray, value) -> pa.Table:
@@ -209,7 +224,7 @@ def test_replicas_repeating_a_broker_go_to_the_numpy_builder(tmp_path):
 
     recompute_pass.recompute = spy
     try:
-        assert_same_judgement(odd)  # ... and the table is still the NumPy builder's
+        assert_same_judgement(odd, unfolded=False)  # ... and the table is still the NumPy builder's
     finally:
         recompute_pass.recompute = real
     assert seen["out"][2].sum() > 0 and width == 4 and len(idx)
@@ -219,7 +234,7 @@ def test_an_isr_longer_than_the_loop_holds_goes_to_the_numpy_builder(tmp_path):
     records = _simulated(tmp_path, partitions=20, events=4)
     created = np.flatnonzero(np.asarray(pc.equal(records.column("record_type"), "PARTITION_RECORD")))
     long_isr = _edit_rows(records, "isr", created[:2], lambda v: v * 40)  # 120 entries, every broker repeated
-    got = assert_same_judgement(long_isr)
+    got = assert_same_judgement(long_isr, unfolded=False)
     assert got.num_rows and pc.sum(got.column("matched")).as_py() > 0
 
 
@@ -227,7 +242,7 @@ def test_replica_lists_wider_than_the_loop_go_to_the_numpy_builder(tmp_path):
     records = _simulated(tmp_path, partitions=20, events=4)
     created = np.flatnonzero(np.asarray(pc.equal(records.column("record_type"), "PARTITION_RECORD")))
     wide = _edit_rows(records, "replicas", created[:1], lambda v: v + list(range(100, 100 + 70)))
-    got = assert_same_judgement(wide)
+    got = assert_same_judgement(wide, unfolded=False)
     assert got.num_rows and pc.sum(got.column("matched")).as_py() > 0
 
 

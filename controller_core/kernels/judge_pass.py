@@ -1,0 +1,212 @@
+"""``verify``'s judgement in one compiled pass: the fold and the change builder together, no history made.
+
+A findings-only replay (``pipeline.run(history=False)``: ``verify``) needs, of each PartitionChangeRecord, only
+whether the controller's rules reproduce it -- ``explain``'s table.  The general path folds every record into a
+history row first (:mod:`.fold_pass`: ~100 bytes a row, fresh memory on a command's first call) and ``explain``
+then reads each change's row before it back (:mod:`.recompute_pass`).  Here one loop walks every partition's
+records in the fold's order (:func:`fold_pass.plan`: partitions in output order, log order within one, the
+topic-level records merged in) holding the partition's state in locals -- its lists as (start, length) on the
+layout's tape, its leader and recovery state --, and judges each change record of a live partition against that
+state the moment it reaches it: the broker event of its batch (:func:`context.batch_event`) and the change
+builder (:func:`recompute_pass._judge`), the very functions ``explain`` runs, before merging the record (§1.3).
+No row is written but the judgement's own.
+
+The result is ``explain``'s table for the same records, row for row (its rows are the change records of live
+partitions in the fold's order); the tests hold the two equal on every real log and on generated ones.  Where
+the loop would leave a record to the NumPy builder (replicas repeating a broker, more than 64 replica
+positions, broker ids the active table cannot index) or the fold would leave the input to the NumPy fold,
+:func:`judge` returns None and the caller takes the general path.
+
+``explain`` pads every record to the widest replica list *before any change record* (``recompute_pass``'s
+``width``), which only a full pass knows: the loop starts from the widest replicas any record writes, and runs
+again with the width it met when that differs (a log whose widest replica list never precedes a change).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import pyarrow as pa
+from numba import njit
+
+from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip cache across jobs)
+from controller_core.brokers import active_table
+from controller_core.codec.arrowutil import column_ints, from_numpy
+from controller_core.kernels import context, fold_pass
+from controller_core.kernels import layout as L
+from controller_core.kernels.borrow import borrow
+from controller_core.kernels.borrow import keep as hold
+from controller_core.kernels.layout import AD, E, I, K, R, RM
+from controller_core.kernels.prefetch import prefetch
+from controller_core.kernels.recompute_pass import MAX_POSITIONS, _judge, _map, _unmap
+from controller_core.numba_cache import read_only
+
+_AHEAD = 256  # records between fetching a record's layout row and reading it (as the fold's loop)
+
+
+class Prepared(NamedTuple):
+    """What :func:`judge` reads that needs no timeline (made while the timelines are built on another thread)."""
+
+    plan: fold_pass.Plan
+    batch: np.ndarray  # each row's batch base offset (int64; 0: null)
+    width: int  # the widest replica list a record writes (>= 1)
+
+
+def prepare(records: pa.Table, lay: L.Layout) -> Prepared | None:
+    """The order the pass reads the records in; None where the pass does not take the input (the fold's own
+    conditions: :func:`fold_pass._unsupported`; no partition record; replica lists beyond 64 positions)."""
+    kind = lay.kind
+    is_part = (kind == L.PARTITION) | (kind == L.CHANGE)
+    if not is_part.any() or fold_pass._unsupported(records, lay):
+        return None
+    lens = lay.lists[:, 2 * R + 1][is_part]
+    width = max(int(lens.max(initial=0)), 1)
+    if width > MAX_POSITIONS:
+        return None
+    order, in_order = fold_pass._log_order(lay)
+    plan = fold_pass.plan(lay, order, in_order, fold_pass._partition_rank(lay, order, in_order))
+    return Prepared(plan, column_ints(records.column("batch_base_offset"), 0), width)
+
+
+def judge(records: pa.Table, lay: L.Layout, prepared: Prepared, brokers: pa.Table, topics: pa.Table,
+          events: np.ndarray) -> tuple | None:
+    """(offset, topic code, partition id, trigger, chosen event, matched, modelled) of every change record of a
+    live partition, in the fold's order -- what ``explain`` computes of the same records (``events``: its broker
+    events, ``explain._event_rows``) --; None where a record needs the NumPy builder (see the module docstring)."""
+    n = records.num_rows
+    offsets = lay.offset
+    lookup = active_table(brokers, offsets, int(lay.tape.min(initial=0)), int(lay.tape.max(initial=0)))
+    if lookup is None:
+        return None
+    table, at, lut, _ = lookup
+    mv, elr_on, min_isr = context.topic_settings(topics, lay.topic_dict, lay.topic, offsets)
+    ev = context.event_index(events, n)
+    p = prepared.plan
+    n_changes = int((lay.kind == L.CHANGE).sum())
+    rows, trig, chosen = np.empty(n_changes, np.int64), np.empty(n_changes, np.int8), np.empty(n_changes, np.int64)
+    matched, modelled = np.empty(n_changes, np.bool_), np.empty(n_changes, np.bool_)
+    args = (read_only(p.by_rank), read_only(lay.part_topic), read_only(p.prow), read_only(p.prow_at),
+            read_only(p.tev_row), read_only(p.tev_at), read_only(p.logpos), read_only(lay.kind), read_only(lay.ints),
+            read_only(lay.lists), read_only(lay.tape), read_only(offsets), read_only(prepared.batch), *ev,
+            read_only(mv), read_only(elr_on), read_only(min_isr), read_only(table),
+            read_only(at.astype(np.int64, copy=False)), read_only(lut))
+    width = prepared.width
+    while True:
+        c, widest, left = _pass(*args, width, rows, trig, chosen, matched, modelled)
+        if left:
+            return None
+        if widest == width or c == 0:
+            break
+        width = widest  # explain's width: the widest replicas before a change record (the module docstring)
+    rows = rows[:c]
+    part = lay.part[rows]
+    return (offsets[rows].astype(np.int64, copy=False), lay.part_topic[part], lay.part_id[part], trig[:c],
+            chosen[:c], matched[:c], modelled[:c])
+
+
+@njit(cache=True, nogil=True)
+def _pass(by_rank, part_topic, prow, prow_at, tev_row, tev_at, logpos, kind, ints, lists, tape, offsets, batch,
+          ev_batch, ev_off, ev_trig, ev_broker, ev_side, base, bits, mv, elr_on, min_isr, act_table, act_at, act_lut,
+          width, rows, trig, chosen, matched, modelled):
+    """The loop (see the module docstring): the j-th change record of a live partition judged into ``rows[j]``
+    (its layout row), ``trig[j]``, ``chosen[j]`` (its broker event, -1 none), ``matched[j]``, ``modelled[j]``.
+    Returns (changes judged, the widest replica list before one (>= 1), records left to the NumPy builder)."""
+    st = np.zeros(12, np.int64)  # the partition's state: (tape start, length) of each list (layout.LISTS order)
+    ti = np.empty(max(width, 1) + 64, np.int64)  # the change builder's target ISR
+    cap = len(ti)
+    posof = np.full(len(act_lut), -1, np.int8)  # broker id -> replica position of the record at hand
+    pmap, vals, buf, b_ints, b_lists = borrow(posof), borrow(tape), borrow(ti), borrow(ints), borrow(lists)
+    b_table, b_lut = borrow(act_table), borrow(act_lut)
+    e_batch, e_off, e_trig, e_broker = borrow(ev_batch), borrow(ev_off), borrow(ev_trig), borrow(ev_broker)
+    e_side, e_bits = borrow(ev_side), borrow(bits)
+    c = 0
+    widest = 1
+    left = 0
+    n_prow = len(prow)
+    for r in range(len(by_rank)):
+        p = by_rank[r]
+        t = part_topic[p]
+        a, b = prow_at[r], prow_at[r + 1]
+        e, g = tev_at[t], tev_at[t + 1]
+        live = False
+        lead = lrs_v = 0
+        while a < b or e < g:
+            if a + _AHEAD < n_prow:  # the records ahead, in this order, are rows scattered over the log
+                q = prow[a + _AHEAD]
+                prefetch(ints, q * ints.shape[1])
+                prefetch(lists, q * lists.shape[1])
+                prefetch(offsets, q)
+                prefetch(kind, q)
+                prefetch(act_at, q)
+                prefetch(batch, q)
+                prefetch(min_isr, q)
+            if a + _AHEAD // 2 < n_prow:
+                prefetch(tape, lists[prow[a + _AHEAD // 2], 2 * I])  # its recorded ISR, once its row is in
+            if e < g and (a >= b or logpos[tev_row[e]] < logpos[prow[a]]):
+                i = tev_row[e]
+                e += 1
+                if not live:
+                    continue
+                if kind[i] == L.REMOVE_TOPIC:  # §1.4: deleted
+                    live = False
+                else:  # §1.3-5: ClearElr empties the ELR and LastKnownElr
+                    st[2 * E + 1] = 0
+                    st[2 * K + 1] = 0
+                continue
+            i = prow[a]
+            a += 1
+            if kind[i] == L.PARTITION:  # every field written; a null list is []
+                live = True
+                lead, lrs_v = ints[i, 0], ints[i, 3]
+                for f in range(6):
+                    n = lists[i, 2 * f + 1]
+                    st[2 * f] = lists[i, 2 * f] if n >= 0 else 0
+                    st[2 * f + 1] = n if n >= 0 else 0
+                continue
+            if not live:  # §1.3-2: a change of a partition that does not exist (an orphan: not judged)
+                continue
+            rs, w = st[2 * R], st[2 * R + 1]
+            widest = max(widest, w)
+            tt, ch = context.batch_event(e_batch, e_off, e_trig, e_broker, e_side, base, e_bits, batch[i], offsets[i],
+                                         vals, st[2 * I], st[2 * I + 1], st[2 * E], st[2 * E + 1])
+            rows[c] = i
+            chosen[c] = ch
+            matched[c] = False
+            modelled[c] = False
+            if st[2 * I + 1] >= cap or not _map(pmap, vals, rs, w):
+                left += 1
+            else:
+                tt, ok, mo = _judge(pmap, vals, vals, buf, rs, w, st[2 * I], st[2 * I + 1], st[2 * E], st[2 * E + 1],
+                                    st[2 * K], st[2 * K + 1], st[2 * AD + 1], st[2 * RM + 1], lead, lrs_v, b_ints,
+                                    b_lists, i, tt, ev_broker[ch] if ch >= 0 else -1, elr_on[i], mv[i], min_isr[i],
+                                    b_table, act_at[i], b_lut, width)
+                _unmap(pmap, vals, rs, w)
+                matched[c] = ok
+                modelled[c] = mo
+            trig[c] = tt
+            c += 1
+            # §1.3 merge: a list is replaced when the record carries it (null: unchanged)
+            for f in range(6):
+                n = lists[i, 2 * f + 1]
+                if n >= 0:
+                    st[2 * f] = lists[i, 2 * f]
+                    st[2 * f + 1] = n
+            if ints[i, 0] != -2:
+                lead = ints[i, 0]
+            if ints[i, 3] != -1:
+                lrs_v = ints[i, 3]
+    hold(posof, ti, st)
+    return c, widest, left
+
+
+def warm() -> None:
+    """Compile the loop (or load it from numba's cache) with the argument types of a real run."""
+    i64, i32, i8 = np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int8)
+    ro = read_only
+    ev = context.event_index(np.zeros((0, 6), np.int64), 0)
+    for lists in (np.zeros((0, 12), np.int32), np.zeros((0, 12), np.int64)):  # tape positions past 2**31: int64
+        _pass(ro(i64), ro(i32), ro(i64), ro(np.zeros(1, np.int64)), ro(i64), ro(np.zeros(1, np.int64)), ro(i64),
+              ro(i8), ro(np.zeros((0, 5), np.int32)), ro(lists), ro(i32), ro(i64), ro(i64), *ev,
+              ro(np.zeros(0, np.int16)), ro(np.zeros(0, np.bool_)), ro(i32), ro(np.zeros(1, np.bool_)), ro(i64),
+              ro(np.zeros(1, np.int32)), 1, np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(0, np.int64),
+              np.zeros(0, np.bool_), np.zeros(0, np.bool_))
