@@ -150,16 +150,19 @@ def _run(records: pa.Table, elr_override, invariants: bool, recompute: bool, con
             return cluster_timelines[0], cluster_timelines[1]
         return timelines.build(cluster_level_recs(records), image, rejected)
 
-    def check() -> list:
-        return invariant_pass.check(records, elr_override, layout.with_cluster(lay, records))
+    def check(full=None) -> list:
+        return invariant_pass.check(records, elr_override, full if full is not None else layout.with_cluster(lay, records))
 
     # on a second core: the timelines (the few cluster-level records, in Python) while the layout and the fold run,
-    # then the invariant pass (the records and the layout with its cluster fields, made for it alone) beside the
-    # fold and the recompute -- the compiled loops hold no GIL
+    # then the invariant pass (the records and the layout with its cluster fields, made beside the layout's other
+    # fields) beside the fold and the recompute -- the compiled loops hold no GIL
     parallel = _threads.worth(threads, total)
     timed = _threads.pool(threads).submit(timed_build) if parallel else None
-    lay = layout.build(records, cluster=False, threads=threads)  # one layout for the fold and the invariant pass
-    checking = _threads.pool(threads).submit(check) if invariants and parallel else None
+    # one layout for the fold and the invariant pass (whose cluster fields it makes on another thread meanwhile)
+    lay = layout.build(records, cluster=False, threads=threads, cluster_beside=invariants and parallel)
+    # (collected here: a pool thread waits on no other)
+    checking = _threads.pool(threads).submit(check, layout.with_cluster(lay, records)) if invariants and parallel \
+        else None
     # findings only (verify): the fold and the change builder in one pass, no history made (kernels/judge_pass.py)
     findings_only = not history and recompute and not state_only and rejected is None and not context_topics
     prepared = judge_pass.prepare(records, lay) if findings_only else None

@@ -73,44 +73,52 @@ def judge(records: pa.Table, lay: L.Layout, prepared: Prepared, brokers: pa.Tabl
     """(offset, topic code, partition id, trigger, chosen event, matched, modelled) of every change record of a
     live partition, in the fold's order -- what ``explain`` computes of the same records (``events``: its broker
     events, ``explain._event_rows``) --; None where a record needs the NumPy builder (see the module docstring)."""
+    from controller_core.vector import recompute as V
+
     n = records.num_rows
     offsets = lay.offset
-    lookup = active_table(brokers, offsets, int(lay.tape.min(initial=0)), int(lay.tape.max(initial=0)))
+    lookup = active_table(brokers, offsets[:0], int(lay.tape.min(initial=0)), int(lay.tape.max(initial=0)))
     if lookup is None:
         return None
-    table, at, lut, _ = lookup
+    table, _, lut, none = lookup
+    # broker b is active just before record i iff table[below(i) * (none + 1) + lut[b]], below(i) the broker rows
+    # before it: a table over the records' offsets (no array per record), or per record where they are sparse
+    b_off = np.sort(column_ints(brokers.column("offset")))
+    lo, hi = (int(offsets.min()), int(offsets.max())) if n else (0, 0)
+    by_row = hi - lo > 4 * n + (1 << 20)
+    below = V.count_below(b_off, offsets) if by_row else V.below_table(b_off, lo, hi)
     mv, elr_on, min_isr = context.topic_settings(topics, lay.topic_dict, lay.topic, offsets)
     ev = context.event_index(events, n)
     p = prepared.plan
     n_changes = int((lay.kind == L.CHANGE).sum())
-    rows, trig, chosen = np.empty(n_changes, np.int64), np.empty(n_changes, np.int8), np.empty(n_changes, np.int64)
-    matched, modelled = np.empty(n_changes, np.bool_), np.empty(n_changes, np.bool_)
-    args = (read_only(p.by_rank), read_only(lay.part_topic), read_only(p.prow), read_only(p.prow_at),
-            read_only(p.tev_row), read_only(p.tev_at), read_only(p.logpos), read_only(lay.kind), read_only(lay.ints),
-            read_only(lay.lists), read_only(lay.tape), read_only(offsets), read_only(prepared.batch), *ev,
-            read_only(mv), read_only(elr_on), read_only(min_isr), read_only(table),
-            read_only(at.astype(np.int64, copy=False)), read_only(lut))
+    e = np.empty
+    out = (e(n_changes, np.int64), e(n_changes, np.int32), e(n_changes, np.int32), e(n_changes, np.int8),
+           e(n_changes, np.int64), e(n_changes, np.bool_), e(n_changes, np.bool_))
+    args = (read_only(p.by_rank), read_only(lay.part_topic), read_only(lay.part_id), read_only(p.prow),
+            read_only(p.prow_at), read_only(p.tev_row), read_only(p.tev_at), read_only(p.logpos),
+            read_only(lay.kind), read_only(lay.ints), read_only(lay.lists), read_only(lay.tape), read_only(offsets),
+            read_only(prepared.batch), *ev, read_only(mv), read_only(elr_on), read_only(min_isr), read_only(table),
+            read_only(below.astype(np.int32, copy=False)), by_row, lo, none + 1, read_only(lut))
     width = prepared.width
     while True:
-        c, widest, left = _pass(*args, width, rows, trig, chosen, matched, modelled)
+        c, widest, left = _pass(*args, width, *out)
         if left:
             return None
         if widest == width or c == 0:
             break
         width = widest  # explain's width: the widest replicas before a change record (the module docstring)
-    rows = rows[:c]
-    part = lay.part[rows]
-    return (offsets[rows].astype(np.int64, copy=False), lay.part_topic[part], lay.part_id[part], trig[:c],
-            chosen[:c], matched[:c], modelled[:c])
+    return tuple(a[:c] for a in out)
 
 
 @njit(cache=True, nogil=True)
-def _pass(by_rank, part_topic, prow, prow_at, tev_row, tev_at, logpos, kind, ints, lists, tape, offsets, batch,
-          ev_batch, ev_off, ev_trig, ev_broker, ev_side, base, bits, mv, elr_on, min_isr, act_table, act_at, act_lut,
-          width, rows, trig, chosen, matched, modelled):
-    """The loop (see the module docstring): the j-th change record of a live partition judged into ``rows[j]``
-    (its layout row), ``trig[j]``, ``chosen[j]`` (its broker event, -1 none), ``matched[j]``, ``modelled[j]``.
-    Returns (changes judged, the widest replica list before one (>= 1), records left to the NumPy builder)."""
+def _pass(by_rank, part_topic, part_id, prow, prow_at, tev_row, tev_at, logpos, kind, ints, lists, tape, offsets,
+          batch, ev_batch, ev_off, ev_trig, ev_broker, ev_side, base, bits, mv, elr_on, min_isr, act_table, below,
+          by_row, lo, nb, act_lut, width, offset, topic, pid, trig, chosen, matched, modelled):
+    """The loop (see the module docstring): the j-th change record of a live partition judged into ``offset[j]``,
+    ``topic[j]`` (its topic code), ``pid[j]`` (partition id), ``trig[j]``, ``chosen[j]`` (its broker event, -1
+    none), ``matched[j]``, ``modelled[j]``.  Broker b is active just before record i iff
+    ``act_table[below[k] * nb + act_lut[b]]``, k = i (``by_row``) or its offset - ``lo``.  Returns (changes judged,
+    the widest replica list before one (>= 1), records left to the NumPy builder)."""
     st = np.zeros(12, np.int64)  # the partition's state: (tape start, length) of each list (layout.LISTS order)
     ti = np.empty(max(width, 1) + 64, np.int64)  # the change builder's target ISR
     cap = len(ti)
@@ -137,11 +145,12 @@ def _pass(by_rank, part_topic, prow, prow_at, tev_row, tev_at, logpos, kind, int
                 prefetch(lists, q * lists.shape[1])
                 prefetch(offsets, q)
                 prefetch(kind, q)
-                prefetch(act_at, q)
                 prefetch(batch, q)
                 prefetch(min_isr, q)
-            if a + _AHEAD // 2 < n_prow:
-                prefetch(tape, lists[prow[a + _AHEAD // 2], 2 * I])  # its recorded ISR, once its row is in
+            if a + _AHEAD // 2 < n_prow:  # once its row is in: its recorded ISR, its brokers' states
+                q = prow[a + _AHEAD // 2]
+                prefetch(tape, lists[q, 2 * I])
+                prefetch(below, q if by_row else offsets[q] - lo)
             if e < g and (a >= b or logpos[tev_row[e]] < logpos[prow[a]]):
                 i = tev_row[e]
                 e += 1
@@ -169,7 +178,10 @@ def _pass(by_rank, part_topic, prow, prow_at, tev_row, tev_at, logpos, kind, int
             widest = max(widest, w)
             tt, ch = context.batch_event(e_batch, e_off, e_trig, e_broker, e_side, base, e_bits, batch[i], offsets[i],
                                          vals, st[2 * I], st[2 * I + 1], st[2 * E], st[2 * E + 1])
-            rows[c] = i
+            o = offsets[i]
+            offset[c] = o
+            topic[c] = t
+            pid[c] = part_id[p]
             chosen[c] = ch
             matched[c] = False
             modelled[c] = False
@@ -179,7 +191,7 @@ def _pass(by_rank, part_topic, prow, prow_at, tev_row, tev_at, logpos, kind, int
                 tt, ok, mo = _judge(pmap, vals, vals, buf, rs, w, st[2 * I], st[2 * I + 1], st[2 * E], st[2 * E + 1],
                                     st[2 * K], st[2 * K + 1], st[2 * AD + 1], st[2 * RM + 1], lead, lrs_v, b_ints,
                                     b_lists, i, tt, ev_broker[ch] if ch >= 0 else -1, elr_on[i], mv[i], min_isr[i],
-                                    b_table, act_at[i], b_lut, width)
+                                    b_table, below[i if by_row else o - lo] * nb, b_lut, width)
                 _unmap(pmap, vals, rs, w)
                 matched[c] = ok
                 modelled[c] = mo
@@ -205,8 +217,9 @@ def warm() -> None:
     ro = read_only
     ev = context.event_index(np.zeros((0, 6), np.int64), 0)
     for lists in (np.zeros((0, 12), np.int32), np.zeros((0, 12), np.int64)):  # tape positions past 2**31: int64
-        _pass(ro(i64), ro(i32), ro(i64), ro(np.zeros(1, np.int64)), ro(i64), ro(np.zeros(1, np.int64)), ro(i64),
-              ro(i8), ro(np.zeros((0, 5), np.int32)), ro(lists), ro(i32), ro(i64), ro(i64), *ev,
-              ro(np.zeros(0, np.int16)), ro(np.zeros(0, np.bool_)), ro(i32), ro(np.zeros(1, np.bool_)), ro(i64),
-              ro(np.zeros(1, np.int32)), 1, np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(0, np.int64),
-              np.zeros(0, np.bool_), np.zeros(0, np.bool_))
+        _pass(ro(i64), ro(i32), ro(i32), ro(i64), ro(np.zeros(1, np.int64)), ro(i64), ro(np.zeros(1, np.int64)),
+              ro(i64), ro(i8), ro(np.zeros((0, 5), np.int32)), ro(lists), ro(i32), ro(i64), ro(i64), *ev,
+              ro(np.zeros(0, np.int16)), ro(np.zeros(0, np.bool_)), ro(i32), ro(np.zeros(1, np.bool_)), ro(i32),
+              False, 0, 1, ro(np.zeros(1, np.int32)), 1, np.zeros(0, np.int64), np.zeros(0, np.int32),
+              np.zeros(0, np.int32), np.zeros(0, np.int8), np.zeros(0, np.int64), np.zeros(0, np.bool_),
+              np.zeros(0, np.bool_))

@@ -94,6 +94,8 @@ class Layout:
     dir_codes: np.ndarray | None = None  # int32 codes into dir_dict
     dir_dict: pa.Array | None = None  # distinct directory ids; always holds MIGRATING
     dir_mig: int = -1  # code of MIGRATING in dir_dict
+    # the cluster fields being made on another thread (``build(cluster_beside=True)``), :func:`with_cluster`'s
+    beside: object = None
 
 
 def _dense(col: pa.ChunkedArray, arrow: bool = False):
@@ -442,11 +444,13 @@ def _rows(records: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nda
     return ints, lists, tape, column_ints(records.column("offset"), 0)
 
 
-def build(records: pa.Table, cluster: bool = True, threads: int = 1) -> Layout:
+def build(records: pa.Table, cluster: bool = True, threads: int = 1, cluster_beside: bool = False) -> Layout:
     """The layout of ``records`` (bronze rows in replay order; the types a replay skips are kind OTHER).
     ``cluster=False``: the partition fields only (what the fold reads); the batch, broker and config fields
     the invariant pass reads are None.  ``threads``: the list columns and the epochs are read on another thread
-    (controller_core/threads.py) while this one reads the kinds, the topics and the partitions."""
+    (controller_core/threads.py) while this one reads the kinds, the topics and the partitions; with
+    ``cluster_beside`` (and ``cluster=False``) the cluster fields too, from the moment the topic names are read,
+    for :func:`with_cluster` to collect (the pipeline's invariant pass then starts as the layout ends)."""
     n = records.num_rows
     rows = _threads.pool(threads).submit(_rows, records) if _threads.worth(threads, n) else None
     kind = _kinds(records)
@@ -485,6 +489,8 @@ def build(records: pa.Table, cluster: bool = True, threads: int = 1) -> Layout:
     name[named] = codes_named
     if "" in names:  # ClearElrRecord's topicName "" means every topic: no name
         name[(kind == CLEAR_ELR) & (name == names.index(""))] = -1
+    beside = (_threads.pool(threads).submit(_cluster, records, kind, name, cfg_type, res_name)
+              if cluster_beside and not cluster and rows is not None else None)
 
     ints, lists, tape, offset = rows.result() if rows is not None else _rows(records)
     is_p = kind == PARTITION
@@ -494,7 +500,7 @@ def build(records: pa.Table, cluster: bool = True, threads: int = 1) -> Layout:
                  part_id=part_id, topic_p0=topic_p0, topic_parts=order, topic_parts_at=topic_parts_at,
                  topic_ids=topic_ids, names=names, n_names=max(len(names), 1), offset=offset, topic_dict=topic_dict)
     if not cluster:
-        return Layout(**parts, **dict.fromkeys(_CLUSTER_FIELDS))
+        return Layout(**parts, **dict.fromkeys(_CLUSTER_FIELDS), beside=beside)
     return Layout(**parts, **_cluster(records, kind, name, cfg_type, res_name))
 
 
@@ -509,9 +515,12 @@ def with_cluster(lay: Layout, records: pa.Table) -> Layout:
     own, a ZkMigrationStateRecord's flag too, in ``cfg``)."""
     if lay.batch is not None:
         return lay
-    fields = _cluster(records, lay.kind, lay.name, column_ints(records.column("config_resource_type"), -1),
-                      records.column("config_resource_name"))
-    return dataclasses.replace(lay, **fields)
+    if lay.beside is not None:  # made beside the layout (``build(cluster_beside=True)``)
+        fields = lay.beside.result()
+    else:
+        fields = _cluster(records, lay.kind, lay.name, column_ints(records.column("config_resource_type"), -1),
+                          records.column("config_resource_name"))
+    return dataclasses.replace(lay, **fields, beside=None)
 
 
 def _cluster(records: pa.Table, kind: np.ndarray, name: np.ndarray, cfg_type: np.ndarray, res_name) -> dict:

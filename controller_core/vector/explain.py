@@ -201,9 +201,8 @@ def explain_unfolded(bronze: pa.Table, lay: Layout, prepared, brokers: pa.Table,
     if judged is None:
         return None
     offset, topic, partition_id, trig, chosen_ev, matched, modelled = judged
-    topic_id = pa.DictionaryArray.from_arrays(from_numpy(topic.astype(np.int32, copy=False)), lay.topic_dict)
-    return _explained(offset, topic_id, partition_id.astype(np.int32, copy=False), trig, chosen_ev, ev, matched,
-                      modelled)
+    topic_id = pa.DictionaryArray.from_arrays(from_numpy(topic), lay.topic_dict)
+    return _explained(offset, topic_id, partition_id, trig, chosen_ev, ev, matched, modelled)
 
 
 def _explained(offset, topic_id, partition_id, trig, chosen_ev, ev, matched, modelled) -> pa.Table:

@@ -117,13 +117,19 @@ def count_below(sorted_keys: np.ndarray, q: np.ndarray, upto: bool = False):
     if hi - lo > 4 * len(q) + (1 << 20):
         below = np.searchsorted(sorted_keys, q, side="left")
         return (below, np.searchsorted(sorted_keys, q, side="right")) if upto else below
+    below = below_table(sorted_keys, lo, hi)
+    at = q - lo
+    return (below[at], below[at + 1]) if upto else below[at]
+
+
+def below_table(sorted_keys: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """``t[k]``: the number of keys < lo + k, for k in 0 .. hi - lo + 1 (a table over a dense range of queries)."""
     base = int(np.searchsorted(sorted_keys, lo, side="left"))
     inside = sorted_keys[base:np.searchsorted(sorted_keys, hi, side="right")] - lo
     dt = np.int32 if base + len(inside) < 2**31 else np.int64
     below = np.full(hi - lo + 2, base, dt)
     below[1:] += np.cumsum(np.bincount(inside, minlength=hi - lo + 1), dtype=dt)
-    at = q - lo
-    return (below[at], below[at + 1]) if upto else below[at]
+    return below
 
 
 @dataclass

@@ -32,7 +32,7 @@ def _spied(monkeypatch) -> list:
     real = judge_pass._pass
 
     def spy(*args):
-        widths.append(args[-6])
+        widths.append(args[-8])
         return real(*args)
 
     monkeypatch.setattr(judge_pass, "_pass", spy)

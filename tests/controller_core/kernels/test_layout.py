@@ -184,6 +184,9 @@ def test_cluster_fields_added_later_equal_one_build_and_leave_the_first_layout_a
     assert whole.cfg[noop, 3] == 1 and whole.batch is not None
     monkeypatch.setattr(threads, "MIN_RECORDS", 0)
     _fields_equal(layout.build(records, threads=2), whole)  # the list columns read on another thread
+    beside = layout.build(records, cluster=False, threads=2, cluster_beside=True)  # the cluster fields too
+    assert beside.batch is None and beside.beside is not None
+    _fields_equal(layout.with_cluster(beside, records), whole)
     first = layout.build(records, cluster=False)
     ints_before = first.ints.copy()
     later = layout.with_cluster(first, records)
