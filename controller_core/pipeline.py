@@ -44,7 +44,8 @@ import pyarrow.compute as pc
 
 from controller_core import threads as _threads
 from controller_core import timelines
-from controller_core.codec.arrowutil import column_ints, from_numpy, gather, nulls, plain, plain_schema, to_numpy
+from controller_core.codec.arrowutil import (column_ints, equal, from_numpy, gather, nulls, plain, plain_schema,
+                                             to_numpy)
 from controller_core.gcpause import paused
 from controller_core.image import Cluster
 from controller_core.kernels import dating, fold_pass, judge_pass, layout
@@ -139,10 +140,10 @@ def _run(records: pa.Table, elr_override, invariants: bool, recompute: bool, con
     # kind OTHER; the timelines and the scalar reference take rows by type), and filtering them out copied
     # every column of the replay (6 s of verify on a 1 M-partition log)
     # which rows come from segments, compared once: the dating reads it, and the snapshots are among the others
-    seg = pc.equal(records.column("source_kind"), SEGMENT)
+    seg = equal(records.column("source_kind"), SEGMENT)
     other = records.select(["source_file", "source_kind"]).filter(pc.invert(pc.fill_null(seg, False)))
     snaps = frozenset(pc.unique(other.column("source_file").filter(
-        pc.equal(other.column("source_kind"), SNAPSHOT))).to_pylist())
+        equal(other.column("source_kind"), SNAPSHOT))).to_pylist())
     image = Cluster(elr_override=elr_override) if cluster_timelines is None else cluster_timelines[2]
 
     def timed_build() -> tuple[pa.Table, pa.Table]:
@@ -217,7 +218,7 @@ def from_log_dir(log_dir: str | Path, times: bool = True, **kw) -> tuple[Replay,
         raise FileNotFoundError(nothing_to_replay(log_dir, quarantine))
     record_times = None
     if times:
-        seg = pc.equal(records.column("source_kind"), SEGMENT)
+        seg = equal(records.column("source_kind"), SEGMENT)
         record_times = plain(pa.table({"offset": records.column("offset").filter(seg),
                                        "timestamp": records.column("timestamp").filter(seg).cast(TS),
                                        **{c: records.column(c).filter(seg) for c in RECORD_TIME_COLUMNS[2:]}}))
@@ -330,7 +331,7 @@ def date_history(history: pa.Table, records: pa.Table, triggers: pa.Table, *, ro
     ``changes``, the rows ``triggers`` labels.  ``seg``: whether each record comes from a segment, when the caller
     has compared ``source_kind`` already; ``offsets``: the records' offsets as int64, when the caller has them (the
     layout's)."""
-    seg = pc.equal(records.column("source_kind"), SEGMENT) if seg is None else seg
+    seg = equal(records.column("source_kind"), SEGMENT) if seg is None else seg
     if rows is not None and successor is not None:
         dated = _date_by_rows(history, records, seg, rows, successor, offsets)
         if dated is not None:

@@ -11,6 +11,7 @@ from collections import OrderedDict
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from controller_core import heap
 
@@ -43,6 +44,16 @@ def to_numpy(col, dtype=None) -> np.ndarray:
         col = col.combine_chunks()
     out = col.to_numpy(zero_copy_only=False)
     return out if dtype is None else out.astype(dtype)
+
+
+def equal(col, value: str) -> pa.ChunkedArray:
+    """``pc.equal(col, value)`` of a string column, its dictionary-encoded chunks compared by code: Arrow decodes
+    a dictionary to compare it (a replay's ``source_kind``: 6.5 ms a 1.15 M-row log, 0.3 ms by code)."""
+    chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
+    if not chunks or not all(pa.types.is_dictionary(c.type) for c in chunks):
+        return pc.equal(col, value)
+    # (a value the dictionary lacks: code -1, which no row has; a null row stays null, as pc.equal leaves it)
+    return pa.chunked_array([pc.equal(c.indices, c.dictionary.index(value).as_py()) for c in chunks], pa.bool_())
 
 
 def column_ints(col, fill=0, dtype=np.int64) -> np.ndarray:
