@@ -366,9 +366,10 @@ class Plan(NamedTuple):
     extra: int  # at most this many rows the topic-level records add
 
 
-def plan(lay: L.Layout, order: np.ndarray, in_order: bool, rank: np.ndarray) -> Plan:
+def plan(lay: L.Layout, order: np.ndarray | None, in_order: bool, rank: np.ndarray) -> Plan:
     """The records of every partition in the order pass 1 reads them (what the judging pass of ``verify``,
-    kernels/judge_pass.py, reads too).  ``in_order``: whether ``order`` is the input order (:func:`_log_order`)."""
+    kernels/judge_pass.py, reads too).  ``in_order``: whether the input is in log order (``order`` None: then
+    ``logpos``, read only where a topic-level record is merged in, is made only if there is one)."""
     kind, part = lay.kind, lay.part
     n_parts, n_topics = len(lay.part_id), len(lay.topic_ids)
     is_part = (kind == L.PARTITION) | (kind == L.CHANGE)
@@ -382,10 +383,12 @@ def plan(lay: L.Layout, order: np.ndarray, in_order: bool, rank: np.ndarray) -> 
     _by_partition(rows, part, rank, prow_at[:-1].copy(), prow)
     # the topic-level records each topic's partitions merge in (CSR by topic, in log order)
     topical = (kind == L.REMOVE_TOPIC) | (kind == L.CLEAR_ELR)
-    tev_row, tev_at, logpos = np.zeros(0, np.int64), np.zeros(n_topics + 1, np.int64), order
+    tev_row, tev_at = np.zeros(0, np.int64), np.zeros(n_topics + 1, np.int64)
+    logpos = np.zeros(1, np.int64) if in_order else order  # (no topic-level record: never read)
     extra = 0
     if topical.any():
-        cand = order[(topical | (kind == L.TOPIC))[order]]
+        named = topical | (kind == L.TOPIC)
+        cand = np.flatnonzero(named) if in_order else order[named[order]]
         ev_row, ev_topic = np.empty(len(cand), np.int64), np.empty(len(cand), np.int64)
         n_ev = _topic_events(cand, kind, lay.topic, lay.name, lay.n_names, ev_row, ev_topic)
         ev_row, ev_topic = ev_row[:n_ev], ev_topic[:n_ev]
@@ -393,7 +396,9 @@ def plan(lay: L.Layout, order: np.ndarray, in_order: bool, rank: np.ndarray) -> 
         own = ~every
         t_all = np.concatenate([ev_topic[own], np.repeat(np.arange(n_topics), int(every.sum()))])
         r_all = np.concatenate([ev_row[own], np.tile(ev_row[every], n_topics)])
-        if not in_order:
+        if in_order:
+            logpos = np.arange(len(kind), dtype=np.int64)
+        else:
             logpos = np.empty(len(order), np.int64)
             logpos[order] = np.arange(len(order))
         by = np.lexsort((logpos[r_all], t_all))
@@ -405,12 +410,12 @@ def plan(lay: L.Layout, order: np.ndarray, in_order: bool, rank: np.ndarray) -> 
     return Plan(by_rank, prow, prow_at, tev_row, tev_at, logpos, extra)
 
 
-def _columns(lay: L.Layout, order: np.ndarray, in_order: bool, rank: np.ndarray, state_only: bool, dirs: bool,
+def _columns(lay: L.Layout, order: np.ndarray | None, in_order: bool, rank: np.ndarray, state_only: bool, dirs: bool,
              lists: bool = True, dated: bool = True):
     """Pass 1 and pass 2 into NumPy-allocated columns (the six lists' values only if ``lists``, the directories'
     only if ``dirs``, valid-to and the successors only if ``dated``: else pass 2 is not run and those three are
     empty); None when a list column's values reach 2**31 (int32 offsets: the caller folds with the NumPy fold).
-    ``in_order``: whether ``order`` is the input order (:func:`_log_order`)."""
+    ``in_order``: whether the input is in log order (:func:`_log_order`)."""
     kind = lay.kind
     n_parts = len(lay.part_id)
     by_rank, prow, prow_at, tev_row, tev_at, logpos, extra = plan(lay, order, in_order, rank)
@@ -474,19 +479,22 @@ def _unsupported(records: pa.Table, lay: L.Layout) -> bool:
     return len(lay.tape) >= 2**31 or (lay.dir_codes is not None and len(lay.dir_codes) >= 2**31)
 
 
-def _log_order(lay: L.Layout) -> tuple[np.ndarray, bool]:
-    """(the rows in the order the fold reads them: by offset, stably; whether that is the input order)."""
+def _log_order(lay: L.Layout) -> tuple[np.ndarray | None, bool]:
+    """(the rows in the order the fold reads them: by offset, stably -- None when that is the input order, as a
+    log's rows nearly always are: a row number per row was 9 MB of fresh memory a million records --; whether it
+    is the input order)."""
     offset = lay.offset
     if len(offset) > 1 and (offset[1:] < offset[:-1]).any():
         return np.argsort(offset, kind="stable"), False
-    return np.arange(len(offset), dtype=np.int64), True
+    return None, True
 
 
-def _partition_rank(lay: L.Layout, order: np.ndarray, in_order: bool, last: np.ndarray | None = None) -> np.ndarray:
+def _partition_rank(lay: L.Layout, order: np.ndarray | None, in_order: bool,
+                    last: np.ndarray | None = None) -> np.ndarray:
     """Output position of each layout partition: topics in order of first appearance in log order, then
     partition id.  The layout numbers topics by first appearance in input order: the same unless the input
     was out of offset order.  ``last`` (a mask over the partitions): those go after all the others, in the same
-    order among themselves.  ``in_order``: whether ``order`` is the input order (:func:`_log_order`)."""
+    order among themselves.  ``in_order``: whether the input is in log order (``order`` None, :func:`_log_order`)."""
     n_parts = len(lay.part_id)
     if in_order:
         rank = np.arange(n_parts, dtype=np.int64)  # layout partitions are sorted by (topic, partition id)
