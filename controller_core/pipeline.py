@@ -19,6 +19,9 @@ Steps, in order:
    the partitions holding a record the builder cannot reproduce go to the scalar reference
    (:mod:`controller_core.rules.verify`), which also names the divergences -- counted in
    ``Replay.scalar_partitions``;
+   a findings-only replay (``history=False``: ``verify``) takes steps 1 and 3 in one pass that makes no history
+   (:mod:`controller_core.kernels.judge_pass`, the same table as ``explain``'s), the general way where that pass
+   leaves a record to the NumPy builder;
 4. check the §4 invariants in one compiled pass over the records (:mod:`controller_core.kernels.invariants`;
    the scalar checker :mod:`controller_core.rules.invariants` is its reference in the tests);
 5. date the history: valid-from / valid-to times from the segment records at those offsets.
@@ -152,7 +155,8 @@ def _run(records: pa.Table, elr_override, invariants: bool, recompute: bool, con
         return timelines.build(cluster_level_recs(records), image, rejected)
 
     def check(full=None) -> list:
-        return invariant_pass.check(records, elr_override, full if full is not None else layout.with_cluster(lay, records))
+        full = full if full is not None else layout.with_cluster(lay, records)
+        return invariant_pass.check(records, elr_override, full)
 
     # on a second core: the timelines (the few cluster-level records, in Python) while the layout and the fold run,
     # then the invariant pass (the records and the layout with its cluster fields, made beside the layout's other

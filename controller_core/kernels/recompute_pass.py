@@ -25,11 +25,13 @@ compares a broker id that may be -1 with the padded replicas.  A map broker id -
 read.  A record whose replicas repeat a broker or hold an id the map cannot index is not judged here: it is
 flagged, and the caller judges those (a log Kafka would not write) with the NumPy form.
 
-Written as one loop whose only helper taking arrays (``_positions``) gets borrowed views: numba counts references
-to every array a helper receives, and those atomic counts cost more than the judgement itself (three quarters of
-the loop's time when the set operations were helpers on owned arrays; kernels/borrow.py has the same story).  The layout rows are fetched ahead
-(:mod:`.prefetch`): the history comes grouped by partition, the layout in log order, and waiting for each row
-was half of what remained.
+The judgement of one record is :func:`_judge` (with :func:`_map` / :func:`_unmap`, the replica map), inlined
+into this loop and into the findings-only replay's one pass (:mod:`.judge_pass`), which judges each record where
+the fold reaches it.  Every array those helpers take is a borrowed view: numba counts references to every array a
+helper receives, and those atomic counts cost more than the judgement itself (three quarters of the loop's time
+when the set operations were helpers on owned arrays; kernels/borrow.py has the same story).  The layout rows are
+fetched ahead (:mod:`.prefetch`): the history comes grouped by partition, the layout in log order, and waiting for
+each row was half of what remained.
 """
 from __future__ import annotations
 
