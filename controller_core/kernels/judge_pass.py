@@ -40,8 +40,15 @@ from controller_core.kernels.layout import AD, E, I, K, R, RM
 from controller_core.kernels.prefetch import prefetch
 from controller_core.kernels.recompute_pass import MAX_POSITIONS, _judge, _map, _unmap
 from controller_core.numba_cache import read_only
+from controller_core.vector import recompute as V
 
 _AHEAD = 256  # records between fetching a record's layout row and reading it (as the fold's loop)
+
+
+def dense_span(n: int) -> int:
+    """The widest range of offsets ``n`` records are looked up in through a table over the range (4 bytes an offset,
+    as ``recompute.count_below`` decides); wider, a count per record."""
+    return 4 * n + (1 << 20)
 
 
 class Prepared(NamedTuple):
@@ -73,8 +80,6 @@ def judge(records: pa.Table, lay: L.Layout, prepared: Prepared, brokers: pa.Tabl
     """(offset, topic code, partition id, trigger, chosen event, matched, modelled) of every change record of a
     live partition, in the fold's order -- what ``explain`` computes of the same records (``events``: its broker
     events, ``explain._event_rows``) --; None where a record needs the NumPy builder (see the module docstring)."""
-    from controller_core.vector import recompute as V
-
     n = records.num_rows
     offsets = lay.offset
     lookup = active_table(brokers, offsets[:0], int(lay.tape.min(initial=0)), int(lay.tape.max(initial=0)))
@@ -85,7 +90,7 @@ def judge(records: pa.Table, lay: L.Layout, prepared: Prepared, brokers: pa.Tabl
     # before it: a table over the records' offsets (no array per record), or per record where they are sparse
     b_off = np.sort(column_ints(brokers.column("offset")))
     lo, hi = (int(offsets.min()), int(offsets.max())) if n else (0, 0)
-    by_row = hi - lo > 4 * n + (1 << 20)
+    by_row = hi - lo > dense_span(n)
     below = V.count_below(b_off, offsets) if by_row else V.below_table(b_off, lo, hi)
     mv, elr_on, min_isr = context.topic_settings(topics, lay.topic_dict, lay.topic, offsets)
     ev = context.event_index(events, n)

@@ -96,3 +96,23 @@ def test_what_the_pass_does_not_take_replays_through_the_fold(tmp_path, monkeypa
     found = pipeline.run(odd, history=False)
     _same_findings(found, pipeline.run(odd))
     assert found.explained.num_rows and found.scalar_partitions == 0  # (the NumPy builder judged them in explain)
+
+
+def test_brokers_states_counted_a_record_at_a_time_where_offsets_are_sparse(tmp_path, monkeypatch):
+    """Where the records' offsets span too wide a range for a table over it (a bootstrap at offset 0 before a log that
+    starts millions of offsets later; forced here by a span of none), each record's count of broker rows before it is
+    made per record: the same judgement."""
+    simulate(load("fleet-large", params={"partitions": 40, "events": 4}), tmp_path, seed=9)
+    records, _ = read_log_dir(tmp_path, [])
+    spans = []
+    real = judge_pass._pass
+
+    def spy(*args):
+        spans.append(args[-12])  # by_row
+        return real(*args)
+
+    monkeypatch.setattr(judge_pass, "_pass", spy)
+    assert_same_judgement(records)
+    monkeypatch.setattr(judge_pass, "dense_span", lambda n: -1)
+    assert_same_judgement(records)
+    assert spans == [False, True]
