@@ -171,14 +171,17 @@ def _run(records: pa.Table, elr_override, invariants: bool, recompute: bool, con
     # findings only (verify): the fold and the change builder in one pass, no history made (kernels/judge_pass.py)
     findings_only = not history and recompute and not state_only and rejected is None and not context_topics
     prepared = judge_pass.prepare(records, lay) if findings_only else None
-    exp = folded = None
+    exp = folded = built = None
     if prepared is not None:
-        brokers, topics = timed.result() if timed is not None else timed_build()
-        exp = explain_unfolded(records, lay, prepared, brokers, topics)
+        built = timed.result() if timed is not None else timed_build()
+        exp = explain_unfolded(records, lay, prepared, *built)
     if exp is None:
         folded = fold_pass.fold(records, lay, state_only=state_only, columns=None if history else JUDGED_COLUMNS,
                                 last=_context_partitions(lay, context_topics))
-        brokers, topics = timed.result() if timed is not None else timed_build()
+        # (built once: building them applies the cluster-level records to ``image``)
+        built = built or (timed.result() if timed is not None else timed_build())
+    brokers, topics = built
+    if exp is None:
         if rejected is not None:
             _orphans(folded.orphans, records, rejected)
         exp = (explain(records, folded.history, brokers, topics, lay, folded.rows, folded.changes, folded.refs)
