@@ -9,7 +9,8 @@ compiled loops over the records in history order, and the trigger label each rec
 * :func:`batch_events`: the broker event of the record's batch that concerns its partition (``explain``'s B1:
   on the right side of the record, an unfence, or a broker in the ISR or ELR before it), ALTER without one, -1
   when two could explain it.  Most batches carry no broker event: a bitmap over the batches' offsets says so
-  with one read; the others search the (few) events.
+  with one read; the others search the (few) events.  One record's is :func:`batch_event`, inlined here and into
+  the findings-only replay's one pass (:mod:`.judge_pass`), whose records come with their state in hand.
 
 * :func:`label_codes`: the trigger label of each record as one code over (label, broker) pairs -- what
   ``explain`` names it, each distinct text made once.

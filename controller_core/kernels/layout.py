@@ -94,7 +94,8 @@ class Layout:
     dir_codes: np.ndarray | None = None  # int32 codes into dir_dict
     dir_dict: pa.Array | None = None  # distinct directory ids; always holds MIGRATING
     dir_mig: int = -1  # code of MIGRATING in dir_dict
-    # the cluster fields being made on another thread (``build(cluster_beside=True)``), :func:`with_cluster`'s
+    # the cluster fields being made on another thread (``build(cluster_beside=True)``): a future :func:`with_cluster`
+    # collects
     beside: object = None
 
 
@@ -510,9 +511,9 @@ _CLUSTER_FIELDS = ("batch", "snapshot", "broker", "bints", "cfg", "broker_ids", 
 
 def with_cluster(lay: Layout, records: pa.Table) -> Layout:
     """``build(records)`` from ``lay = build(records, cluster=False)``: a new layout sharing ``lay``'s arrays, with
-    the batch, broker and config fields the invariant pass reads.  ``lay`` itself is not changed (the pipeline
-    builds these fields on the invariant pass's own thread while the fold reads ``lay``; they are arrays of their
-    own, a ZkMigrationStateRecord's flag too, in ``cfg``)."""
+    the batch, broker and config fields the invariant pass reads (those made beside ``lay``'s others, when
+    ``build(cluster_beside=True)`` started them).  ``lay`` itself is not changed (the fold reads it meanwhile); the
+    new fields are arrays of their own, a ZkMigrationStateRecord's flag too, in ``cfg``."""
     if lay.batch is not None:
         return lay
     if lay.beside is not None:  # made beside the layout (``build(cluster_beside=True)``)
