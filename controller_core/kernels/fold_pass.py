@@ -101,6 +101,27 @@ def _has_real(row, ints, dir_start, dir_codes, mig):
     return False
 
 
+@njit(cache=True, inline="always")
+def written_lists(st, lists, i):
+    """A PartitionRecord's lists into the state ``st`` ((tape start, length) of the six lists of layout.LISTS): every
+    list written, a null one as ``[]``.  ``st`` and ``lists`` borrowed views (kernels/borrow.py)."""
+    for f in range(6):
+        n = lists[i, 2 * f + 1]
+        st[2 * f] = lists[i, 2 * f] if n >= 0 else 0
+        st[2 * f + 1] = n if n >= 0 else 0
+
+
+@njit(cache=True, inline="always")
+def merged_lists(st, lists, i):
+    """§1.3 merge of a PartitionChangeRecord's lists into ``st``: a list is replaced when the record carries it
+    (null: unchanged).  As :func:`written_lists`."""
+    for f in range(6):
+        n = lists[i, 2 * f + 1]
+        if n >= 0:
+            st[2 * f] = lists[i, 2 * f]
+            st[2 * f + 1] = n
+
+
 @njit(cache=True, nogil=True)
 def _topic_events(rows, kind, topic, name, n_names, ev_row, ev_topic):
     """The RemoveTopic and ClearElr records among ``rows`` (the TopicRecords, RemoveTopic and ClearElr records in
@@ -154,7 +175,7 @@ def _fold(by_rank, part_topic, part_id, prow, prow_at, tev_row, tev_at, logpos, 
     b_topic_code, b_pid, b_part_o, b_kind_o = borrow(topic_code), borrow(pid), borrow(part_o), borrow(kind_o)
     b_valid, b_deleted, b_orphan, b_leader = borrow(valid), borrow(deleted), borrow(orphan), borrow(leader)
     b_lrs, b_le, b_pe, b_offset, b_src, b_off = borrow(lrs), borrow(le), borrow(pe), borrow(offset), borrow(src), borrow(off)
-    b_Src = borrow(Src)
+    b_Src, b_lists = borrow(Src), borrow(lists)
     c = 0
     n_orphans = 0
     n_prow = len(prow)
@@ -196,10 +217,7 @@ def _fold(by_rank, part_topic, part_id, prow, prow_at, tev_row, tev_at, logpos, 
                 if kind[i] == PARTITION:  # every field written; a null list is []
                     live = True
                     lead, lrs_v, le_v, pe_v = ints[i, 0], ints[i, 3], ints[i, 1], ints[i, 2]
-                    for f in range(6):
-                        n = lists[i, 2 * f + 1]
-                        st[2 * f] = lists[i, 2 * f] if n >= 0 else 0
-                        st[2 * f + 1] = n if n >= 0 else 0
+                    written_lists(b_st, b_lists, i)
                     real = _has_real(i, ints, dir_start, dir_codes, mig)
                     st[2 * _DIRS] = dir_start[i] if real else -1
                     st[2 * _DIRS + 1] = ints[i, 4] if real else 0
@@ -209,12 +227,8 @@ def _fold(by_rank, part_topic, part_id, prow, prow_at, tev_row, tev_at, logpos, 
                     if state_only:
                         orphans[n_orphans] = i
                         n_orphans += 1
-                else:  # §1.3 merge: a list is replaced when the record carries it (null: unchanged)
-                    for f in range(6):
-                        n = lists[i, 2 * f + 1]
-                        if n >= 0:
-                            st[2 * f] = lists[i, 2 * f]
-                            st[2 * f + 1] = n
+                else:  # §1.3 merge
+                    merged_lists(b_st, b_lists, i)
                     if ints[i, 4] >= 0:  # directories written: explicit if they name a real one
                         real = _has_real(i, ints, dir_start, dir_codes, mig)
                         st[2 * _DIRS] = dir_start[i] if real else -1

@@ -131,7 +131,7 @@ def _pass(by_rank, part_topic, part_id, prow, prow_at, tev_row, tev_at, logpos, 
     pmap, vals, buf, b_ints, b_lists = borrow(posof), borrow(tape), borrow(ti), borrow(ints), borrow(lists)
     b_table, b_lut = borrow(act_table), borrow(act_lut)
     e_batch, e_off, e_trig, e_broker = borrow(ev_batch), borrow(ev_off), borrow(ev_trig), borrow(ev_broker)
-    e_side, e_bits = borrow(ev_side), borrow(bits)
+    e_side, e_bits, b_st = borrow(ev_side), borrow(bits), borrow(st)
     c = 0
     widest = 1
     left = 0
@@ -172,10 +172,7 @@ def _pass(by_rank, part_topic, part_id, prow, prow_at, tev_row, tev_at, logpos, 
             if kind[i] == L.PARTITION:  # every field written; a null list is []
                 live = True
                 lead, lrs_v = ints[i, 0], ints[i, 3]
-                for f in range(6):
-                    n = lists[i, 2 * f + 1]
-                    st[2 * f] = lists[i, 2 * f] if n >= 0 else 0
-                    st[2 * f + 1] = n if n >= 0 else 0
+                fold_pass.written_lists(b_st, b_lists, i)
                 continue
             if not live:  # §1.3-2: a change of a partition that does not exist (an orphan: not judged)
                 continue
@@ -202,12 +199,7 @@ def _pass(by_rank, part_topic, part_id, prow, prow_at, tev_row, tev_at, logpos, 
                 modelled[c] = mo
             trig[c] = tt
             c += 1
-            # §1.3 merge: a list is replaced when the record carries it (null: unchanged)
-            for f in range(6):
-                n = lists[i, 2 * f + 1]
-                if n >= 0:
-                    st[2 * f] = lists[i, 2 * f]
-                    st[2 * f + 1] = n
+            fold_pass.merged_lists(b_st, b_lists, i)  # §1.3
             if ints[i, 0] != -2:
                 lead = ints[i, 0]
             if ints[i, 3] != -1:
