@@ -5,6 +5,8 @@ NumPy builder (vector.recompute), its reference:
   ``vector/test_recompute.py``), with the scalar builder's own record and with edits of it (another leader,
   ISR, ELR, LastKnownElr or recovery state): same ``matched`` and ``modelled`` for every record, and the
   triggers the loop completes (elections) equal ``explain``'s;
+* the short path for an AlterPartition that only moves the ISR (``_alter_isr``) against the general path alone
+  (``_judge_general``), on random records of that shape and around its edges;
 * through ``explain`` (trigger labels, matched, modelled: the whole table), with the layout (compiled) and without
   (NumPy), on every real log, on simulated clusters (fences, unclean shutdowns, ELR, reassignments, topic
   deletion), on generated histories whose changes no controller wrote, on records edited after the fact, on
@@ -26,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from numba import njit
 
 from controller_core import pipeline, timelines
 from controller_core.image import Cluster
@@ -101,6 +104,137 @@ def test_the_loop_judges_every_record_as_the_numpy_builder(seed):
         np.testing.assert_array_equal(matched, want.matched)
         matched_some += int(matched.sum())
     assert matched_some > 1000  # the controller's own records are explained: the comparison is not all-False
+
+
+# ------------------------------------------------------------------------- the short path, against the general
+@njit(cache=False)
+def _both_ways(reps, isr, elr, lke, moving, rec, ints, lists, leader, lrs, trig, broker, elr_on, mv, min_isr, table,
+               width, out):
+    """Each case judged by ``_judge`` (short path first) and by ``_judge_general`` alone, into ``out[k]``: (trigger,
+    matched, modelled) each way, then whether the short path decided it (-1: replicas the map does not take).  Case
+    k's state lists are ``reps[k]``, ``isr[k]``, ``elr[k]``, ``lke[k]`` (-9 pads; ``moving[k]``: the lengths of
+    its adding and removing replicas), laid on one tape with the
+    record's lists, ``rec[k]`` (its layout row ``lists[k]``: positions within ``rec[k]``); broker b is active iff
+    ``table[k, b]``."""
+    m = reps.shape[1]
+    nb = table.shape[1]
+    posof = np.full(nb, -1, np.int8)
+    ti = np.empty(width.max() + 64, np.int64)
+    lut = np.arange(nb).astype(np.int32)
+    flat = table.ravel()
+    tape = np.zeros(5 * m, np.int32)
+    lens = np.zeros(4, np.int64)
+    for k in range(len(reps)):
+        for f in range(4):
+            src = (reps, isr, elr, lke)[f]
+            n = 0
+            for x in src[k]:
+                if x != -9:
+                    tape[f * m + n] = x
+                    n += 1
+            lens[f] = n
+        tape[4 * m:] = rec[k]
+        lst = lists[k:k + 1].copy()
+        for f in range(6):
+            if lst[0, 2 * f + 1] >= 0:
+                lst[0, 2 * f] += 4 * m
+        w = lens[0]
+        if not recompute_pass._map(posof, tape, 0, w):
+            out[k, 6] = -1
+            continue
+        row = ints[k:k + 1]
+        adl, rml = moving[k, 0], moving[k, 1]
+        t1, ok1, mo1 = recompute_pass._judge(posof, tape, tape, ti, 0, w, m, lens[1], 2 * m, lens[2], 3 * m, lens[3],
+                                             adl, rml, leader[k], lrs[k], row, lst, 0, trig[k], broker[k], elr_on[k],
+                                             mv[k], min_isr[k], flat, k * nb, lut, width[k])
+        t2, ok2, mo2 = recompute_pass._judge_general(posof, tape, tape, ti, 0, w, m, lens[1], 2 * m, lens[2], 3 * m,
+                                                     lens[3], adl, rml, leader[k], lrs[k], row, lst, 0, trig[k],
+                                                     broker[k], elr_on[k], mv[k], min_isr[k], flat, k * nb, lut,
+                                                     width[k])
+        decided = recompute_pass._alter_isr_shape(row, lst, 0, trig[k], broker[k], elr_on[k], lens[2], lens[3], adl,
+                                                  rml, width[k]) and recompute_pass._alter_isr(
+            posof, tape, tape, m, lens[1], leader[k], lst[0, 2 * layout.I], lst[0, 2 * layout.I + 1], mv[k], flat,
+            k * nb, lut)[0]
+        recompute_pass._unmap(posof, tape, 0, w)
+        out[k, 0], out[k, 1], out[k, 2], out[k, 3], out[k, 4], out[k, 5] = t1, ok1, mo1, t2, ok2, mo2
+        out[k, 6] = decided
+
+
+def _short_path_cases(rng: np.random.Generator, n: int):
+    """``n`` random AlterPartition records that write the ISR and the states before them, mostly of the short path's
+    shape and around its edges: leaders in and out of the requested ISR, active or not, not replicas or none;
+    requested ISRs equal to the state's, growing, shrinking, reordered, holding other brokers or -1; ISRs outside the
+    replicas; metadata versions either side of 3.6; now and then an ELR, a LastKnownElr, ELR on, a leader or recovery
+    state written, a broker event's trigger, a reassignment in flight or written, directories written."""
+    m = 6
+    reps, isr, elr, lke = (np.full((n, m), -9, np.int64) for _ in range(4))
+    moving = np.where(rng.random((n, 2)) < 0.05, 1, 0)
+    rec = np.zeros((n, m), np.int64)
+    ints = np.tile(np.array([-2, 0, 0, -1, -1], np.int32), (n, 1))
+    lists = np.full((n, 12), -1, np.int64)
+    leader, lrs = np.zeros(n, np.int64), rng.integers(0, 2, n)
+    trig = np.where(rng.random(n) < 0.9, V.ALTER, rng.integers(0, 6, n))
+    broker = np.where(trig == V.ALTER, -1, rng.integers(0, 8, n))
+    elr_on = rng.random(n) < 0.1
+    mv = rng.choice([3, 7, 11, 12, 13, 17, 22, 23], n)
+    min_isr = rng.integers(1, 4, n)
+    table = rng.random((n, 10)) < 0.8
+    width = np.zeros(n, np.int64)
+    for k in range(n):
+        w = int(rng.integers(1, 6))
+        r = rng.permutation(8)[:w]
+        reps[k, :w] = r
+        s = [int(x) for x in r if rng.random() < 0.7]
+        rng.shuffle(s)
+        if rng.random() < 0.05:
+            s.append(int(rng.choice([8, 9, -1])))
+        isr[k, :len(s)] = s
+        if rng.random() < 0.1:
+            elr[k, 0] = r[-1]
+        if rng.random() < 0.1:
+            lke[k, 0] = r[0] if rng.random() < 0.5 else int(rng.choice([8, 9]))
+        leader[k] = (int(rng.choice(s)) if s and rng.random() < 0.85 else
+                     int(rng.choice([-1, int(r[0]), 8, 9])))
+        q = [int(x) for x in r if rng.random() < 0.7]
+        rng.shuffle(q)
+        if rng.random() < 0.25:  # the state's ISR, maybe with one more or one fewer
+            q = list(s[:len(s) - 1] if rng.random() < 0.5 else s) + ([int(r[0])] if rng.random() < 0.3 else [])
+        if rng.random() < 0.05:
+            q.append(int(rng.choice([8, 9, -1])))
+        q = q[:m]
+        rec[k, :len(q)] = q
+        lists[k, 2 * layout.I], lists[k, 2 * layout.I + 1] = 0, len(q)
+        if rng.random() < 0.05:
+            lists[k, 2 * layout.E], lists[k, 2 * layout.E + 1] = 0, 0
+        if rng.random() < 0.05:
+            ints[k, 0] = int(rng.choice([-1, int(r[0])]))
+        if rng.random() < 0.05:
+            ints[k, 3] = int(rng.integers(0, 2))
+        for f in (layout.R, layout.RM, layout.AD):  # an assignment field written (the ISR's values again)
+            if rng.random() < 0.03:
+                lists[k, 2 * f], lists[k, 2 * f + 1] = 0, len(q)
+        if rng.random() < 0.03:
+            ints[k, 4] = len(r)
+        width[k] = w + int(rng.integers(0, 2))
+    return (reps, isr, elr, lke, moving, rec, ints, lists, leader, lrs, trig, broker, elr_on, mv, min_isr, table, width)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_short_path_decides_as_the_general_path(seed):
+    """``_judge`` takes an AlterPartition that only moves the ISR by ``_alter_isr``, the general judgement worked out
+    for that shape: on random records of that shape and around it, the same (trigger, matched, modelled) as
+    ``_judge_general``, with the short path deciding many, both ways."""
+    cases = _short_path_cases(np.random.default_rng(seed), 20000)
+    out = np.zeros((20000, 7), np.int64)
+    _both_ways(*cases, out)
+    judged = out[:, 6] >= 0
+    assert judged.sum() > 19000
+    np.testing.assert_array_equal(out[judged, :3], out[judged, 3:6])
+    decided = out[:, 6] == 1
+    # the short path decides records of its shape; where the general path may elect, it does not decide
+    assert decided.sum() > 3000
+    assert 1000 < out[decided, 1].sum() < decided.sum() - 1000  # matched and not matched among them
+    assert (out[judged & ~decided, 4] == 1).sum() > 100  # the general path's own matches, elsewhere
 
 
 # ------------------------------------------------------------------------------------ through explain
