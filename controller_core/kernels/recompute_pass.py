@@ -142,10 +142,10 @@ def _judge(posof, vals, tape, ti, rs, w, is_, pil, es, pel, ks, pkl, adl, rml, P
            v, mis, act_table, base, act_lut, width):
     """Judge one change record (:func:`_judge_general`, whose arguments these are), the commonest kind first: an
     AlterPartition (no broker event) that writes only the ISR -- the leader unchanged; no ELR, LastKnownElr,
-    recovery state or assignment field -- of a partition with no ELR or LastKnownElr, ELR off.  Four in five
-    change records of a healthy cluster are that, and :func:`_alter_isr` decides most of them with a third of the
+    recovery state or assignment field -- of a partition with no ELR or LastKnownElr, ELR off or the ISR at least
+    the min ISR (:func:`_alter_isr_shape`).  Four in five change records of a healthy cluster are that, and :func:`_alter_isr` decides most of them with a third of the
     general path's work; the rest, and what it leaves, go the general way."""
-    if _alter_isr_shape(ints, lists, p, t, B, e_on, pel, pkl, adl, rml, width):
+    if _alter_isr_shape(ints, lists, p, t, B, e_on, mis, pel, pkl, adl, rml, width):
         done, ok = _alter_isr(posof, vals, tape, is_, pil, PL, lists[p, 2 * I], lists[p, 2 * I + 1], v, act_table,
                               base, act_lut)
         if done:
@@ -155,11 +155,12 @@ def _judge(posof, vals, tape, ti, rs, w, is_, pil, es, pel, ks, pkl, adl, rml, P
 
 
 @njit(cache=True, inline="always")
-def _alter_isr_shape(ints, lists, p, t, B, e_on, pel, pkl, adl, rml, width):
+def _alter_isr_shape(ints, lists, p, t, B, e_on, mis, pel, pkl, adl, rml, width):
     """Record ``p`` is what :func:`_alter_isr` takes: an AlterPartition (no broker event) that writes an ISR of at most
-    ``width`` and no other field, on a partition with no ELR, LastKnownElr or reassignment, ELR off."""
+    ``width`` and no other field, on a partition with no ELR, LastKnownElr or reassignment; with ELR on, an ISR of at
+    least the min ISR ``mis`` (below it the controller moves replicas into the ELR, B2)."""
     ril = lists[p, 2 * I + 1]
-    return (t == ALTER and B == -1 and not e_on and pel == 0 and pkl == 0 and adl == 0 and rml == 0
+    return (t == ALTER and B == -1 and (not e_on or ril >= mis) and pel == 0 and pkl == 0 and adl == 0 and rml == 0
             and 0 <= ril <= width and ints[p, 0] == -2 and ints[p, 3] == -1 and ints[p, 4] < 0
             and lists[p, 2 * E + 1] < 0 and lists[p, 2 * K + 1] < 0 and lists[p, 2 * R + 1] < 0
             and lists[p, 2 * RM + 1] < 0 and lists[p, 2 * AD + 1] < 0)

@@ -151,8 +151,8 @@ def _both_ways(reps, isr, elr, lke, moving, rec, ints, lists, leader, lrs, trig,
                                                      lens[3], adl, rml, leader[k], lrs[k], row, lst, 0, trig[k],
                                                      broker[k], elr_on[k], mv[k], min_isr[k], flat, k * nb, lut,
                                                      width[k])
-        decided = recompute_pass._alter_isr_shape(row, lst, 0, trig[k], broker[k], elr_on[k], lens[2], lens[3], adl,
-                                                  rml, width[k]) and recompute_pass._alter_isr(
+        decided = recompute_pass._alter_isr_shape(row, lst, 0, trig[k], broker[k], elr_on[k], min_isr[k], lens[2],
+                                                  lens[3], adl, rml, width[k]) and recompute_pass._alter_isr(
             posof, tape, tape, m, lens[1], leader[k], lst[0, 2 * layout.I], lst[0, 2 * layout.I + 1], mv[k], flat,
             k * nb, lut)[0]
         recompute_pass._unmap(posof, tape, 0, w)
@@ -164,7 +164,8 @@ def _short_path_cases(rng: np.random.Generator, n: int):
     """``n`` random AlterPartition records that write the ISR and the states before them, mostly of the short path's
     shape and around its edges: leaders in and out of the requested ISR, active or not, not replicas or none;
     requested ISRs equal to the state's, growing, shrinking, reordered, holding other brokers or -1; ISRs outside the
-    replicas; metadata versions either side of 3.6; now and then an ELR, a LastKnownElr, ELR on, a leader or recovery
+    replicas; metadata versions either side of 3.6; ELR on and off, min ISRs either side of the requested ISR's
+    length; now and then an ELR, a LastKnownElr, a leader or recovery
     state written, a broker event's trigger, a reassignment in flight or written, directories written."""
     m = 6
     reps, isr, elr, lke = (np.full((n, m), -9, np.int64) for _ in range(4))
@@ -175,7 +176,7 @@ def _short_path_cases(rng: np.random.Generator, n: int):
     leader, lrs = np.zeros(n, np.int64), rng.integers(0, 2, n)
     trig = np.where(rng.random(n) < 0.9, V.ALTER, rng.integers(0, 6, n))
     broker = np.where(trig == V.ALTER, -1, rng.integers(0, 8, n))
-    elr_on = rng.random(n) < 0.1
+    elr_on = rng.random(n) < 0.4
     mv = rng.choice([3, 7, 11, 12, 13, 17, 22, 23], n)
     min_isr = rng.integers(1, 4, n)
     table = rng.random((n, 10)) < 0.8
