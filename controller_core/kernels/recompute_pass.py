@@ -27,13 +27,13 @@ flagged, and the caller judges those (a log Kafka would not write) with the NumP
 
 The judgement of one record is :func:`_judge` (with :func:`_map` / :func:`_unmap`, the replica map), inlined
 into this loop and into the findings-only replay's one pass (:mod:`.judge_pass`), which judges each record where
-the fold reaches it.  It takes the commonest record, an AlterPartition that only moves the ISR, by a short path
-(:func:`_alter_isr`: the general judgement worked out for that shape, held to it by a property test) and every
-other one through the general path, :func:`_judge_general` (45.6 -> 35.4 ns a change on the benchmark's fleet,
-four in five of whose records take the short path).  Every array those helpers take is a borrowed view: numba
-counts references to every array a helper receives, and those atomic counts cost more than the judgement itself
-(three quarters of the loop's time when the set operations were helpers on owned arrays; kernels/borrow.py has the
-same story).  The layout rows are
+the fold reaches it.  It takes the commonest records, an AlterPartition that only moves the ISR and a preferred
+leader election, by a short path (:func:`_short_path`: the general judgement worked out for those shapes, held to it
+by a property test) and every other one through the general path, :func:`_judge_general` (45.6 -> 35.4 ns a change
+on the benchmark's fleet with the first shape, four in five of its records).  Every array those helpers take is a
+borrowed view: numba counts references to every array a helper receives, and those atomic counts cost more than the
+judgement itself (three quarters of the loop's time when the set operations were helpers on owned arrays;
+kernels/borrow.py has the same story).  The layout rows are
 fetched ahead (:mod:`.prefetch`): the history comes grouped by partition, the layout in log order, and waiting for
 each row was half of what remained.
 """
@@ -140,35 +140,71 @@ def _unmap(posof, vals, rs, w):
 @njit(cache=True, inline="always")
 def _judge(posof, vals, tape, ti, rs, w, is_, pil, es, pel, ks, pkl, adl, rml, PL, plrs, ints, lists, p, t, B, e_on,
            v, mis, act_table, base, act_lut, width):
-    """Judge one change record (:func:`_judge_general`, whose arguments these are), the commonest kind first: an
-    AlterPartition (no broker event) that writes only the ISR -- the leader unchanged; no ELR, LastKnownElr,
-    recovery state or assignment field -- of a partition with no ELR or LastKnownElr, ELR off or the ISR at least
-    the min ISR (:func:`_alter_isr_shape`).  Four in five change records of a healthy cluster are that, and :func:`_alter_isr` decides most of them with a third of the
-    general path's work; the rest, and what it leaves, go the general way."""
-    if _alter_isr_shape(ints, lists, p, t, B, e_on, mis, pel, pkl, adl, rml, width):
-        done, ok = _alter_isr(posof, vals, tape, is_, pil, PL, lists[p, 2 * I], lists[p, 2 * I + 1], v, act_table,
-                              base, act_lut)
-        if done:
-            return t, ok, True
+    """Judge one change record (:func:`_judge_general`, whose arguments these are), the commonest kinds by a short
+    path first (:func:`_short_path`); what it does not decide goes the general way."""
+    done, t2, ok = _short_path(posof, vals, tape, rs, w, is_, pil, pel, pkl, adl, rml, PL, ints, lists, p, t, B, e_on,
+                               v, mis, act_table, base, act_lut, width)
+    if done:
+        return t2, ok, True
     return _judge_general(posof, vals, tape, ti, rs, w, is_, pil, es, pel, ks, pkl, adl, rml, PL, plrs, ints, lists,
                           p, t, B, e_on, v, mis, act_table, base, act_lut, width)
 
 
 @njit(cache=True, inline="always")
-def _alter_isr_shape(ints, lists, p, t, B, e_on, mis, pel, pkl, adl, rml, width):
-    """Record ``p`` is what :func:`_alter_isr` takes: an AlterPartition (no broker event) that writes an ISR of at most
-    ``width`` and no other field, on a partition with no ELR, LastKnownElr or reassignment; with ELR on, an ISR of at
-    least the min ISR ``mis`` (below it the controller moves replicas into the ELR, B2)."""
+def _short_path(posof, vals, tape, rs, w, is_, pil, pel, pkl, adl, rml, PL, ints, lists, p, t, B, e_on, v, mis,
+                act_table, base, act_lut, width):
+    """The two commonest change records without a broker event, of a partition with no ELR, LastKnownElr or
+    reassignment, that write no ELR, LastKnownElr, recovery state or assignment field: an AlterPartition that only
+    moves the ISR (:func:`_alter_isr`; with ELR on, to at least the min ISR ``mis``: below it the controller moves
+    replicas into the ELR, B2) and a preferred leader election, which writes only the leader (B0;
+    :func:`_preferred`).  Four in five change records of the benchmark's fleet are the first, one in seven the
+    second.  Returns (decided, trigger, matched) -- modelled, where decided -- as :func:`_judge_general` would."""
+    if not (t == ALTER and B == -1 and pel == 0 and pkl == 0 and adl == 0 and rml == 0 and ints[p, 3] == -1
+            and ints[p, 4] < 0 and lists[p, 2 * E + 1] < 0 and lists[p, 2 * K + 1] < 0 and lists[p, 2 * R + 1] < 0
+            and lists[p, 2 * RM + 1] < 0 and lists[p, 2 * AD + 1] < 0):
+        return False, t, False
+    r_leader = ints[p, 0]
     ril = lists[p, 2 * I + 1]
-    return (t == ALTER and B == -1 and (not e_on or ril >= mis) and pel == 0 and pkl == 0 and adl == 0 and rml == 0
-            and 0 <= ril <= width and ints[p, 0] == -2 and ints[p, 3] == -1 and ints[p, 4] < 0
-            and lists[p, 2 * E + 1] < 0 and lists[p, 2 * K + 1] < 0 and lists[p, 2 * R + 1] < 0
-            and lists[p, 2 * RM + 1] < 0 and lists[p, 2 * AD + 1] < 0)
+    if r_leader == -2:
+        if 0 <= ril <= width and (not e_on or ril >= mis):
+            done, ok = _alter_isr(posof, vals, tape, is_, pil, PL, lists[p, 2 * I], ril, v, act_table, base, act_lut)
+            return done, t, ok
+    elif ril < 0:
+        done, node = _preferred(posof, vals, rs, w, is_, pil, PL, act_table, base, act_lut)
+        return done, PREFERRED_ELECTION, done and node != PL and r_leader == node
+    return False, t, False
+
+
+@njit(cache=True, inline="always")
+def _preferred(posof, vals, rs, w, is_, pil, PL, act_table, base, act_lut):
+    """The leader :func:`_judge_general` elects for a preferred election :func:`_short_path` sends here, worked out
+    for that shape: the first replica if it is active and in the ISR, else the leader ``PL`` if it is, else the
+    first replica after the first that is (B3; the ISR and ELR stay, B7); NO_LEADER if none.  Returns (decided,
+    that leader); not decided -- the general path judges it -- where the ISR is not within the replicas (not
+    modelled) or holds a negative id (written again), or there are no replicas."""
+    inPI, within = _positions(posof, vals, is_, pil)
+    if not within or w < 1:
+        return False, NO_LEADER
+    for q in range(pil):
+        if vals[is_ + q] < 0:
+            return False, NO_LEADER
+    acc = _ZERO
+    for j in range(w):
+        if act_table[base + act_lut[vals[rs + j]]]:
+            acc |= _bit(j)
+    valid = acc & inPI
+    if (valid & _ONE) != _ZERO:
+        return True, vals[rs]
+    jL = posof[PL] if 0 <= PL < len(posof) else -1
+    if jL >= 0 and (valid & _bit(jL)) != _ZERO:
+        return True, PL
+    rest = valid & ~_ONE
+    return True, (vals[rs + _pos(_lowest(rest))] if rest != _ZERO else NO_LEADER)
 
 
 @njit(cache=True, inline="always")
 def _alter_isr(posof, vals, tape, is_, pil, PL, ris, ril, v, act_table, base, act_lut):
-    """What :func:`_judge_general` decides of the record :func:`_judge` sends here (the ISR it requests is
+    """What :func:`_judge_general` decides of the AlterPartition :func:`_short_path` sends here (the ISR it requests is
     ``tape[ris:ris + ril]``, at most ``width`` long; the state's ISR ``vals[is_:is_ + pil]``, its leader ``PL``),
     worked out for that shape: the leader stays where it is active and in the requested ISR (B3), and the controller
     writes that ISR when it differs from the state's (B7) -- before 3.6 a shrink writes the leader again too (B8),

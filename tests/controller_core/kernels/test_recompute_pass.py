@@ -5,8 +5,8 @@ NumPy builder (vector.recompute), its reference:
   ``vector/test_recompute.py``), with the scalar builder's own record and with edits of it (another leader,
   ISR, ELR, LastKnownElr or recovery state): same ``matched`` and ``modelled`` for every record, and the
   triggers the loop completes (elections) equal ``explain``'s;
-* the short path for an AlterPartition that only moves the ISR (``_alter_isr``) against the general path alone
-  (``_judge_general``), on random records of that shape and around its edges;
+* the short path for an AlterPartition that only moves the ISR and for a preferred election (``_short_path``)
+  against the general path alone (``_judge_general``), on random records of those shapes and around their edges;
 * through ``explain`` (trigger labels, matched, modelled: the whole table), with the layout (compiled) and without
   (NumPy), on every real log, on simulated clusters (fences, unclean shutdowns, ELR, reassignments, topic
   deletion), on generated histories whose changes no controller wrote, on records edited after the fact, on
@@ -151,21 +151,22 @@ def _both_ways(reps, isr, elr, lke, moving, rec, ints, lists, leader, lrs, trig,
                                                      lens[3], adl, rml, leader[k], lrs[k], row, lst, 0, trig[k],
                                                      broker[k], elr_on[k], mv[k], min_isr[k], flat, k * nb, lut,
                                                      width[k])
-        decided = recompute_pass._alter_isr_shape(row, lst, 0, trig[k], broker[k], elr_on[k], min_isr[k], lens[2],
-                                                  lens[3], adl, rml, width[k]) and recompute_pass._alter_isr(
-            posof, tape, tape, m, lens[1], leader[k], lst[0, 2 * layout.I], lst[0, 2 * layout.I + 1], mv[k], flat,
-            k * nb, lut)[0]
+        decided = recompute_pass._short_path(posof, tape, tape, 0, w, m, lens[1], lens[2], lens[3], adl, rml,
+                                             leader[k], row, lst, 0, trig[k], broker[k], elr_on[k], mv[k], min_isr[k],
+                                             flat, k * nb, lut, width[k])[0]
         recompute_pass._unmap(posof, tape, 0, w)
         out[k, 0], out[k, 1], out[k, 2], out[k, 3], out[k, 4], out[k, 5] = t1, ok1, mo1, t2, ok2, mo2
         out[k, 6] = decided
 
 
 def _short_path_cases(rng: np.random.Generator, n: int):
-    """``n`` random AlterPartition records that write the ISR and the states before them, mostly of the short path's
-    shape and around its edges: leaders in and out of the requested ISR, active or not, not replicas or none;
+    """``n`` random change records without a broker event and the states before them, mostly of the short path's
+    shapes (an AlterPartition that writes the ISR, a preferred election that writes the leader) and around their
+    edges: leaders in and out of the requested ISR, active or not, not replicas or none;
     requested ISRs equal to the state's, growing, shrinking, reordered, holding other brokers or -1; ISRs outside the
     replicas; metadata versions either side of 3.6; ELR on and off, min ISRs either side of the requested ISR's
-    length; now and then an ELR, a LastKnownElr, a leader or recovery
+    length; leaders elected that are the first replica, the leader, another or none; now and then an ELR, a
+    LastKnownElr, a recovery
     state written, a broker event's trigger, a reassignment in flight or written, directories written."""
     m = 6
     reps, isr, elr, lke = (np.full((n, m), -9, np.int64) for _ in range(4))
@@ -207,8 +208,10 @@ def _short_path_cases(rng: np.random.Generator, n: int):
         lists[k, 2 * layout.I], lists[k, 2 * layout.I + 1] = 0, len(q)
         if rng.random() < 0.05:
             lists[k, 2 * layout.E], lists[k, 2 * layout.E + 1] = 0, 0
-        if rng.random() < 0.05:
-            ints[k, 0] = int(rng.choice([-1, int(r[0])]))
+        if rng.random() < 0.25:  # a leader written: with the ISR, an election; without, a preferred election
+            ints[k, 0] = int(r[0]) if rng.random() < 0.5 else int(rng.choice([-1, 8, *r]))
+            if rng.random() < 0.6:
+                lists[k, 2 * layout.I + 1] = -1
         if rng.random() < 0.05:
             ints[k, 3] = int(rng.integers(0, 2))
         for f in (layout.R, layout.RM, layout.AD):  # an assignment field written (the ISR's values again)
@@ -222,9 +225,9 @@ def _short_path_cases(rng: np.random.Generator, n: int):
 
 @pytest.mark.parametrize("seed", range(3))
 def test_the_short_path_decides_as_the_general_path(seed):
-    """``_judge`` takes an AlterPartition that only moves the ISR by ``_alter_isr``, the general judgement worked out
-    for that shape: on random records of that shape and around it, the same (trigger, matched, modelled) as
-    ``_judge_general``, with the short path deciding many, both ways."""
+    """``_judge`` takes an AlterPartition that only moves the ISR and a preferred election by ``_short_path``, the
+    general judgement worked out for those shapes: on random records of those shapes and around them, the same
+    (trigger, matched, modelled) as ``_judge_general``, with the short path deciding many of each, both ways."""
     cases = _short_path_cases(np.random.default_rng(seed), 20000)
     out = np.zeros((20000, 7), np.int64)
     _both_ways(*cases, out)
@@ -232,9 +235,9 @@ def test_the_short_path_decides_as_the_general_path(seed):
     assert judged.sum() > 19000
     np.testing.assert_array_equal(out[judged, :3], out[judged, 3:6])
     decided = out[:, 6] == 1
-    # the short path decides records of its shape; where the general path may elect, it does not decide
-    assert decided.sum() > 3000
-    assert 1000 < out[decided, 1].sum() < decided.sum() - 1000  # matched and not matched among them
+    for shape in (out[:, 0] == V.ALTER, out[:, 0] == V.PREFERRED_ELECTION):  # each decided often, either way
+        assert (decided & shape).sum() > 1000
+        assert 150 < out[decided & shape, 1].sum() < (decided & shape).sum() - 150
     assert (out[judged & ~decided, 4] == 1).sum() > 100  # the general path's own matches, elsewhere
 
 
