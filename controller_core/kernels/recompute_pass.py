@@ -27,10 +27,10 @@ flagged, and the caller judges those (a log Kafka would not write) with the NumP
 
 The judgement of one record is :func:`_judge` (with :func:`_map` / :func:`_unmap`, the replica map), inlined
 into this loop and into the findings-only replay's one pass (:mod:`.judge_pass`), which judges each record where
-the fold reaches it.  It takes the commonest records, an AlterPartition that only moves the ISR and a preferred
-leader election, by a short path (:func:`_short_path`: the general judgement worked out for those shapes, held to it
-by a property test) and every other one through the general path, :func:`_judge_general` (45.6 -> 35.4 ns a change
-on the benchmark's fleet with the first shape, four in five of its records).  Every array those helpers take is a
+the fold reaches it.  It takes the commonest records, an AlterPartition and a preferred leader election without
+a broker event, by a short path (:func:`_short_path`: the general judgement worked out for those shapes, held to it
+by a property test) and every other one through the general path, :func:`_judge_general` (45.6 -> 31 ns a change
+on the benchmark's fleet, 99 in 100 of whose records take the short path).  Every array those helpers take is a
 borrowed view: numba counts references to every array a helper receives, and those atomic counts cost more than the
 judgement itself (three quarters of the loop's time when the set operations were helpers on owned arrays;
 kernels/borrow.py has the same story).  The layout rows are
@@ -153,23 +153,24 @@ def _judge(posof, vals, tape, ti, rs, w, is_, pil, es, pel, ks, pkl, adl, rml, P
 @njit(cache=True, inline="always")
 def _short_path(posof, vals, tape, rs, w, is_, pil, pel, pkl, adl, rml, PL, ints, lists, p, t, B, e_on, v, mis,
                 act_table, base, act_lut, width):
-    """The two commonest change records without a broker event, of a partition with no ELR, LastKnownElr or
-    reassignment, that write no ELR, LastKnownElr, recovery state or assignment field: an AlterPartition that only
-    moves the ISR (:func:`_alter_isr`; with ELR on, to at least the min ISR ``mis``: below it the controller moves
-    replicas into the ELR, B2) and a preferred leader election, which writes only the leader (B0;
-    :func:`_preferred`).  Four in five change records of the benchmark's fleet are the first, one in seven the
-    second.  Returns (decided, trigger, matched) -- modelled, where decided -- as :func:`_judge_general` would."""
+    """The commonest change records without a broker event, of a partition with no ELR, LastKnownElr or
+    reassignment, that write no ELR, LastKnownElr, recovery state or assignment field: an AlterPartition, which
+    writes the ISR and maybe the leader (:func:`_alter_isr`; with ELR on, an ISR of at least the min ISR ``mis``:
+    below it the controller moves replicas into the ELR, B2), and a preferred leader election, which writes only the
+    leader (B0; :func:`_preferred`).  Every change record of the benchmark's fleet but its fences' is one of them.
+    Returns (decided, trigger, matched) -- modelled, where decided -- as :func:`_judge_general` would."""
     if not (t == ALTER and B == -1 and pel == 0 and pkl == 0 and adl == 0 and rml == 0 and ints[p, 3] == -1
             and ints[p, 4] < 0 and lists[p, 2 * E + 1] < 0 and lists[p, 2 * K + 1] < 0 and lists[p, 2 * R + 1] < 0
             and lists[p, 2 * RM + 1] < 0 and lists[p, 2 * AD + 1] < 0):
         return False, t, False
     r_leader = ints[p, 0]
     ril = lists[p, 2 * I + 1]
-    if r_leader == -2:
-        if 0 <= ril <= width and (not e_on or ril >= mis):
-            done, ok = _alter_isr(posof, vals, tape, is_, pil, PL, lists[p, 2 * I], ril, v, act_table, base, act_lut)
+    if ril >= 0:
+        if 1 <= ril <= width and (not e_on or ril >= mis):
+            done, ok = _alter_isr(posof, vals, tape, rs, w, is_, pil, PL, lists[p, 2 * I], ril, r_leader, v, act_table,
+                                  base, act_lut)
             return done, t, ok
-    elif ril < 0:
+    elif r_leader != -2:
         done, node = _preferred(posof, vals, rs, w, is_, pil, PL, act_table, base, act_lut)
         return done, PREFERRED_ELECTION, done and node != PL and r_leader == node
     return False, t, False
@@ -203,18 +204,17 @@ def _preferred(posof, vals, rs, w, is_, pil, PL, act_table, base, act_lut):
 
 
 @njit(cache=True, inline="always")
-def _alter_isr(posof, vals, tape, is_, pil, PL, ris, ril, v, act_table, base, act_lut):
-    """What :func:`_judge_general` decides of the AlterPartition :func:`_short_path` sends here (the ISR it requests is
-    ``tape[ris:ris + ril]``, at most ``width`` long; the state's ISR ``vals[is_:is_ + pil]``, its leader ``PL``),
-    worked out for that shape: the leader stays where it is active and in the requested ISR (B3), and the controller
-    writes that ISR when it differs from the state's (B7) -- before 3.6 a shrink writes the leader again too (B8),
-    which this record does not.  Returns (decided, matched); not decided -- the general path judges it -- where the
-    state's ISR is not within the replicas (not modelled), the leader is not a replica, not active or not in the
-    requested ISR (an election), or the requested ISR holds a negative id."""
+def _alter_isr(posof, vals, tape, rs, w, is_, pil, PL, ris, ril, r_leader, v, act_table, base, act_lut):
+    """What :func:`_judge_general` decides of the AlterPartition :func:`_short_path` sends here (the ISR it requests,
+    ``tape[ris:ris + ril]``, of 1 to ``width`` ids; the leader it writes ``r_leader``, -2 for none; the state's ISR
+    ``vals[is_:is_ + pil]``, its leader ``PL``), worked out for that shape: the leader stays where it is active and
+    in the requested ISR, else the first replica that is takes over (B3; NO_LEADER if none); the controller writes
+    the requested ISR when it differs from the state's (B7), and the leader when it changes or, before 3.6, when the
+    ISR shrinks (B8).  Returns (decided, matched); not decided -- the general path judges it -- where the state's
+    ISR is not within the replicas (not modelled) or the requested ISR holds a negative id."""
     L = len(posof)
     inPI, within = _positions(posof, vals, is_, pil)
-    jL = posof[PL] if 0 <= PL < L else -1
-    if not within or jL < 0 or not act_table[base + act_lut[PL]]:
+    if not within:
         return False, False
     inTI = _ZERO
     differs = ril != pil
@@ -227,9 +227,20 @@ def _alter_isr(posof, vals, tape, is_, pil, PL, ris, ril, v, act_table, base, ac
             inTI |= _bit(j)
         if q >= pil or x != vals[is_ + q]:
             differs = True
-    if (inTI & _bit(jL)) == _ZERO:
-        return False, False
-    return True, differs and not (v < MV_3_6_IV0 and (inPI & ~inTI) != _ZERO)
+    if not differs:  # an ISR the controller would not write again
+        return True, False
+    jL = posof[PL] if 0 <= PL < L else -1
+    if jL >= 0 and (inTI & _bit(jL)) != _ZERO and act_table[base + act_lut[PL]]:
+        node = PL
+    else:
+        valid = _ZERO
+        for j in range(w):
+            if (inTI & _bit(j)) != _ZERO and act_table[base + act_lut[vals[rs + j]]]:
+                valid |= _bit(j)
+        node = vals[rs + _pos(_lowest(valid))] if valid != _ZERO else NO_LEADER
+    if node != PL:
+        return True, r_leader == node
+    return True, r_leader == (PL if v < MV_3_6_IV0 and (inPI & ~inTI) != _ZERO else -2)
 
 
 @njit(cache=True, inline="always")
