@@ -243,9 +243,25 @@ def _fill_ints(vals, bm, bo, has_nulls, is_p, row0, p_fill, fill, out):
 
 @njit(cache=True, nogil=True)
 def _null_among(bm, bo, rows, row0, n):
-    for r in range(n):
+    """Row ``r < n`` of a chunk is null (bits ``bm`` from bit ``bo``) where ``rows[row0 + r]``.  From the first byte
+    boundary of the bits on, eight rows a byte: a byte of valid rows (the leader's and recovery state's columns are
+    null on a few rows only) is not looked into."""
+    r = 0
+    while r < n and (bo + r) & 7:
         if rows[row0 + r] and not _bit(bm, bo, r):
             return True
+        r += 1
+    while r + 8 <= n:
+        byte = bm[(bo + r) >> 3]
+        if byte != 0xFF:
+            for q in range(8):
+                if rows[row0 + r + q] and not (byte >> q) & 1:
+                    return True
+        r += 8
+    while r < n:
+        if rows[row0 + r] and not _bit(bm, bo, r):
+            return True
+        r += 1
     return False
 
 

@@ -212,6 +212,10 @@ def test_null_among_rows_equals_the_unpacked_validity(seed):
         rows = rng.random(len(col)) < share
         assert layout.null_among(col, rows) == bool((~valid & rows).any())
     assert layout.null_among(col, ~valid) == (col.null_count > 0)
+    for i in range(len(col)):  # each row alone: found exactly where it is null (a byte of valid rows is skipped)
+        one = np.zeros(len(col), bool)
+        one[i] = True
+        assert layout.null_among(col, one) == (not valid[i])
 
 
 @pytest.mark.parametrize("seed", range(8))
