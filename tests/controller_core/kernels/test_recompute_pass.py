@@ -112,10 +112,9 @@ def _both_ways(reps, isr, elr, lke, moving, rec, ints, lists, leader, lrs, trig,
                width, out):
     """Each case judged by ``_judge`` (short path first) and by ``_judge_general`` alone, into ``out[k]``: (trigger,
     matched, modelled) each way, then whether the short path decided it (-1: replicas the map does not take).  Case
-    k's state lists are ``reps[k]``, ``isr[k]``, ``elr[k]``, ``lke[k]`` (-9 pads; ``moving[k]``: the lengths of
-    its adding and removing replicas), laid on one tape with the
-    record's lists, ``rec[k]`` (its layout row ``lists[k]``: positions within ``rec[k]``); broker b is active iff
-    ``table[k, b]``."""
+    k's state lists are ``reps[k]``, ``isr[k]``, ``elr[k]``, ``lke[k]`` (-9 pads; ``moving[k]``: the lengths of its
+    adding and removing replicas), laid on one tape with the record's lists, ``rec[k]`` (its layout row
+    ``lists[k]``: positions within ``rec[k]``); broker b is active iff ``table[k, b]``."""
     m = reps.shape[1]
     nb = table.shape[1]
     posof = np.full(nb, -1, np.int8)
