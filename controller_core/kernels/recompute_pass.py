@@ -138,6 +138,17 @@ def _unmap(posof, vals, rs, w):
 
 
 @njit(cache=True, inline="always")
+def _active(vals, rs, w, act_table, base, act_lut):
+    """The positions of the replicas ``vals[rs:rs + w]`` active just before the record (``act_table[base +
+    act_lut[b]]``, :func:`_judge_general`'s broker table), as bits."""
+    acc = _ZERO
+    for j in range(w):
+        if act_table[base + act_lut[vals[rs + j]]]:
+            acc |= _bit(j)
+    return acc
+
+
+@njit(cache=True, inline="always")
 def _judge(posof, vals, tape, ti, rs, w, is_, pil, es, pel, ks, pkl, adl, rml, PL, plrs, ints, lists, p, t, B, e_on,
            v, mis, act_table, base, act_lut, width):
     """Judge one change record (:func:`_judge_general`, whose arguments these are), the commonest kinds by a short
@@ -189,10 +200,7 @@ def _preferred(posof, vals, rs, w, is_, pil, PL, act_table, base, act_lut):
     for q in range(pil):
         if vals[is_ + q] < 0:
             return False, NO_LEADER
-    acc = _ZERO
-    for j in range(w):
-        if act_table[base + act_lut[vals[rs + j]]]:
-            acc |= _bit(j)
+    acc = _active(vals, rs, w, act_table, base, act_lut)
     valid = acc & inPI
     if (valid & _ONE) != _ZERO:
         return True, vals[rs]
@@ -233,10 +241,7 @@ def _alter_isr(posof, vals, tape, rs, w, is_, pil, PL, ris, ril, r_leader, v, ac
     if jL >= 0 and (inTI & _bit(jL)) != _ZERO and act_table[base + act_lut[PL]]:
         node = PL
     else:
-        valid = _ZERO
-        for j in range(w):
-            if (inTI & _bit(j)) != _ZERO and act_table[base + act_lut[vals[rs + j]]]:
-                valid |= _bit(j)
+        valid = _active(vals, rs, w, act_table, base, act_lut) & inTI
         node = vals[rs + _pos(_lowest(valid))] if valid != _ZERO else NO_LEADER
     if node != PL:
         return True, r_leader == node
@@ -335,10 +340,7 @@ def _judge_general(posof, vals, tape, ti, rs, w, is_, pil, es, pel, ks, pkl, adl
     else:
         Eb = inPE
     # B3: the candidates and the election (§2.3)
-    acc = _ZERO
-    for j in range(w):
-        if act_table[base + act_lut[vals[rs + j]]]:
-            acc |= _bit(j)
+    acc = _active(vals, rs, w, act_table, base, act_lut)
     if fence_like:
         acc &= ~eqB
     if t == UNFENCE:
