@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from controller_core.codec.arrowutil import column_ints
+from controller_core.kernels.lookup import count_below
 
 # broker_state_history writes nulls for an unregistered broker's state (no registration to read them
 # from): null registered / fenced / in_controlled_shutdown read as "not registered", "fenced", "not
@@ -134,7 +135,7 @@ def active_table(history: pa.Table, offset: np.ndarray, r_lo: int, r_hi: int):
     last[np.arange(1, E + 1), code[so]] = np.arange(E, dtype=np.int32)
     np.maximum.accumulate(last, axis=0, out=last)
     table = (alive[so][np.maximum(last, 0)] & (last >= 0)).ravel() if E else np.zeros(nb, bool)
-    at = V.count_below(b_off[so], offset) * nb
+    at = count_below(b_off[so], offset) * nb  # (offsets in the history's order: kernels/lookup.py)
     lut = np.full(top + 2, nb - 1, np.int32)  # index -1 (padding) and unknown ids: the inactive column
     lut[ids] = np.arange(len(ids))
     return table, at, lut, nb - 1

@@ -14,7 +14,7 @@ def warm(sample: str | Path | None = None) -> None:
 
     from controller_core.codec import walk
     from controller_core.codec.batch import encode_batch
-    from controller_core.kernels import context, dating, fold_pass, invariants, judge_pass, recompute_pass
+    from controller_core.kernels import context, dating, fold_pass, invariants, judge_pass, lookup, recompute_pass
 
     invariants.warm()
     fold_pass.warm()
@@ -22,6 +22,7 @@ def warm(sample: str | Path | None = None) -> None:
     judge_pass.warm()
     context.warm()
     dating.warm()
+    lookup.warm()
     segment = encode_batch(0, [("NO_OP_RECORD", 0, {})])
     walk.walk(segment, records=True)
     walk.SummaryWalk()(np.frombuffer(segment, np.uint8), True, None)

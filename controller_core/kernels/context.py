@@ -147,7 +147,15 @@ def _events(ev_batch, ev_off, ev_trig, ev_broker, ev_side, base, bits, batch, of
             trig, chosen_ev):
     b_batch, b_off, b_trig, b_broker = borrow(ev_batch), borrow(ev_off), borrow(ev_trig), borrow(ev_broker)
     b_side, b_bits, vals = borrow(ev_side), borrow(bits), borrow(h_vals)
+    span = len(bits) * 64
     for i in range(len(offset)):
+        # most batches carry no event: said here, before the call's arguments are read (with them: 4.2 ns a record,
+        # without: 1.3 on the benchmark's 1.44 M-record group)
+        k = batch[i] - base
+        if span > 0 and (k < 0 or k >= span or ((bits[k >> 6] >> np.uint64(k & 63)) & np.uint64(1)) == 0):
+            trig[i] = ALTER
+            chosen_ev[i] = -1
+            continue
         h = prev[i]
         t, e = batch_event(b_batch, b_off, b_trig, b_broker, b_side, base, b_bits, batch[i], offset[i], vals,
                            h_src[h, I], h_off[I, h + 1] - h_off[I, h], h_src[h, E], h_off[E, h + 1] - h_off[E, h])

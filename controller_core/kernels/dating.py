@@ -8,13 +8,23 @@ import numpy as np
 from numba import njit
 
 from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip cache across jobs)
+from controller_core.kernels.prefetch import prefetch
+
+# history rows between fetching a row's record time and reading it: the rows come grouped by partition, their records
+# scattered over the log
+_AHEAD = 256
 
 
 @njit(cache=True, nogil=True)
 def times(rows, successor, us, known, from_us, from_ok, to_us, to_ok) -> None:
     """Each history row's valid-from, the time of its own input row (``us`` where ``known``, else null), and its
     valid-to, the valid-from of its successor row (none: null)."""
-    for j in range(len(rows)):
+    m = len(rows)
+    for j in range(m):
+        if j + _AHEAD < m:
+            q = rows[j + _AHEAD]
+            prefetch(us, q)
+            prefetch(known, q)
         r = rows[j]
         from_us[j] = us[r]
         from_ok[j] = known[r]

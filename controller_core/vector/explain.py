@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 from controller_core.vector import recompute as V
 from controller_core.brokers import active_matrix, active_table
 from controller_core.kernels import context, judge_pass, recompute_pass
+from controller_core.kernels.lookup import gather
 from controller_core.kernels.layout import CHANGE, LISTS, R, Layout
 from controller_core.codec.arrowutil import STRING_CODES, from_numpy, strings, to_numpy
 from controller_core.codec.bronze import by_type
@@ -308,10 +309,11 @@ def _judge_compiled(bronze, history, brokers, topics, lay: Layout, idx, offset, 
     else:
         pcr_rows = np.flatnonzero(lay.kind == CHANGE)
         pos = _row_of(lay.offset[pcr_rows], pcr_rows, offset)
-    batch = _ints_at(bronze.column("batch_base_offset"), pos, 0, np.int64)
+    # (the records' layout rows in the history's order: scattered over the log, gathered fetching ahead)
+    batch = gather(_ints_at(bronze.column("batch_base_offset"), None, 0, np.int64), pos)
     ev = _event_rows(_broker_events(bronze, brokers))
     trig, chosen_ev = context.batch_events(ev, batch, offset, prev, before)
-    mv, elr_on, min_isr = context.topic_settings(topics, lay.topic_dict, lay.topic[pos], offset)
+    mv, elr_on, min_isr = context.topic_settings(topics, lay.topic_dict, gather(lay.topic, pos), offset)
     table, at, lut, _ = lookup
     at = at.astype(np.int64, copy=False)  # one machine function for every broker table size (kernels/recompute_pass)
     matched, modelled, unjudged = recompute_pass.recompute(
