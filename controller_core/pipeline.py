@@ -201,8 +201,7 @@ def _run(records: pa.Table, elr_override, invariants: bool, recompute: bool, con
     if context_topics:
         divergences, found, (exp, dated, triggers) = _drop_context(context_topics, divergences, found,
                                                                    (exp, dated, triggers))
-    counts = {item["values"]: item["counts"] for item in pc.value_counts(triggers.column("trigger")).to_pylist()
-              if not item["values"].endswith("?")}
+    counts = _label_counts(triggers.column("trigger"))
     return Replay(history=dated, brokers=brokers, topics=topics,
                   divergences=divergence_table(divergences), breaches=breach_table(found), image=image, explained=exp,
                   records=total, partition_changes=len(exp), scalar_partitions=len(todo), trigger_counts=counts,
@@ -306,6 +305,24 @@ def _orphans(orphan: pa.Table, records: pa.Table, rejected: list) -> None:
         if (o, rtype) not in seen:
             rejected.append((where.get((o, rtype)), o, rtype, f"PartitionChangeRecord for unknown partition "
                                                                f"{(tid, pid)}"))
+
+
+def _label_counts(labels) -> dict[str, int]:
+    """How often each trigger label was given (a label ending in "?", two events that could explain a record, is
+    not counted), by name.  The replay's labels are dictionary codes: counted by code (Arrow's ``value_counts`` of
+    the dictionary column took 5.8 ms for 1.31 M labels, a bincount of the codes 1)."""
+    labels = labels.combine_chunks() if isinstance(labels, pa.ChunkedArray) else labels
+    if pa.types.is_dictionary(labels.type):
+        codes = to_numpy(labels.indices.fill_null(-1), np.int64)
+        per_code = np.bincount(codes[codes >= 0], minlength=len(labels.dictionary))
+        pairs = zip(labels.dictionary.to_pylist(), per_code.tolist())
+    else:
+        pairs = ((item["values"], item["counts"]) for item in pc.value_counts(labels.drop_null()).to_pylist())
+    counts: dict[str, int] = {}
+    for name, k in pairs:
+        if k and name is not None and not name.endswith("?"):
+            counts[name] = counts.get(name, 0) + k
+    return counts
 
 
 def _triggers(exp: pa.Table, scalar: dict) -> pa.Table:

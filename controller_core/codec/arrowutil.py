@@ -56,11 +56,18 @@ def equal(col, value: str) -> pa.ChunkedArray:
     return pa.chunked_array([pc.equal(c.indices, c.dictionary.index(value).as_py()) for c in chunks], pa.bool_())
 
 
-def column_ints(col, fill=0, dtype=np.int64) -> np.ndarray:
+# a chunk with some nulls from this many rows is filled by one compiled loop (codec/nullfill.py); a smaller one, or
+# one of another type, by Arrow and NumPy
+_COMPILED_FILL = 4096
+_FILLED = frozenset((pa.int8(), pa.int16(), pa.int32(), pa.int64()))
+
+
+def column_ints(col, fill=0, dtype=np.int64, out: np.ndarray | None = None) -> np.ndarray:
     """An integer column as ``dtype``, nulls as ``fill``: chunk by chunk into one array (casting, filling and
-    joining the whole column copied it four times into fresh pages: a third of the layout at 1 M partitions)."""
+    joining the whole column copied it four times into fresh pages: a third of the layout at 1 M partitions).
+    ``out``: where to write it instead (a column of a matrix: no array of its own copied there after)."""
     chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
-    out = np.empty(len(col), dtype)
+    out = np.empty(len(col), dtype) if out is None else out
     at = 0
     for c in chunks:
         if not len(c):
@@ -68,6 +75,10 @@ def column_ints(col, fill=0, dtype=np.int64) -> np.ndarray:
         dst = out[at:at + len(c)]
         if c.null_count == len(c):  # (a field no record of the chunk has: most of a bronze chunk's columns)
             dst[:] = fill
+        elif c.null_count and len(c) >= _COMPILED_FILL and c.type in _FILLED:
+            from controller_core.codec.nullfill import fill_into  # (numba: imported where a column asks for it)
+
+            fill_into(c, NUMPY_TYPES[c.type], fill, dst)
         elif c.null_count:
             dst[:] = c.fill_null(0).to_numpy(zero_copy_only=False)
             dst[~c.is_valid().to_numpy(zero_copy_only=False)] = fill

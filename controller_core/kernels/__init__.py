@@ -12,7 +12,7 @@ def warm(sample: str | Path | None = None) -> None:
     :func:`_warm_on`."""
     import numpy as np
 
-    from controller_core.codec import walk
+    from controller_core.codec import nullfill, walk
     from controller_core.codec.batch import encode_batch
     from controller_core.kernels import context, dating, fold_pass, invariants, judge_pass, lookup, recompute_pass
 
@@ -23,6 +23,7 @@ def warm(sample: str | Path | None = None) -> None:
     context.warm()
     dating.warm()
     lookup.warm()
+    nullfill.warm()
     segment = encode_batch(0, [("NO_OP_RECORD", 0, {})])
     walk.walk(segment, records=True)
     walk.SummaryWalk()(np.frombuffer(segment, np.uint8), True, None)

@@ -636,4 +636,5 @@ def warm() -> None:
     L._dense(pa.chunked_array([pa.array(["t"] * 64 + [None])]))  # a chunk of strings in runs
     L._dense_partitions(i8, i32, i32, np.zeros(0, np.int32))
     for typ in (pa.int32(), pa.int8()):  # the leader's and the leader recovery state's columns
-        L._unset(pa.chunked_array([pa.array([None, 1], typ)]), np.zeros(2, np.bool_), -1, -2)
+        L._unset(pa.chunked_array([pa.array([None, 1], typ)]), np.zeros(2, np.bool_), -1, -2,
+                 np.zeros((2, 5), np.int32)[:, 0])  # (into a column of the layout's ints)

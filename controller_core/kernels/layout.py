@@ -196,11 +196,12 @@ def _run_heads(offs, data, bm, bo, has_nulls, heads, run):
     return c
 
 
-def _unset(col, is_p: np.ndarray, p_fill: int, fill: int) -> np.ndarray:
+def _unset(col, is_p: np.ndarray, p_fill: int, fill: int, out: np.ndarray | None = None) -> np.ndarray:
     """An int32 field whose null reads ``p_fill`` in a PartitionRecord and ``fill`` elsewhere: chunk by chunk, its
     values and validity bits read where they lie in one compiled loop (filled, unpacked and masked in NumPy, the
-    leader and recovery-state columns were a tenth of the layout)."""
-    out = np.empty(len(col), np.int32)
+    leader and recovery-state columns were a tenth of the layout).  ``out``: where to write it (a column of the
+    layout's ``ints``: no array of its own copied there after)."""
+    out = np.empty(len(col), np.int32) if out is None else out
     row0 = 0
     for c in (col.chunks if isinstance(col, pa.ChunkedArray) else [col]):
         if len(c) and c.null_count == len(c):
@@ -279,10 +280,23 @@ def null_among(col, rows: np.ndarray) -> bool:
     return False
 
 
-def _valid(col) -> np.ndarray:
-    chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
-    return np.concatenate([c.is_valid().to_numpy(zero_copy_only=False) for c in chunks]) if chunks else \
-        np.zeros(0, bool)
+def _valid_rows(col) -> np.ndarray:
+    """The rows where ``col`` is not null, ascending (int64).  Read off the validity bits a byte at a time: a column
+    few records carry (the topic names, the config resource names) is a bitmap of mostly zero bytes, and the bool
+    per row of ``is_valid`` was a pass and an array of the whole column for a few thousand rows."""
+    out, row0 = [], 0
+    for c in (col.chunks if isinstance(col, pa.ChunkedArray) else [col]):
+        n = len(c)
+        if n and c.null_count == 0:
+            out.append(np.arange(row0, row0 + n, dtype=np.int64))
+        elif n and c.null_count < n:
+            bits = np.frombuffer(c.buffers()[0], np.uint8, count=(c.offset + n + 7) // 8)
+            some = np.flatnonzero(bits)  # the bytes holding a valid row
+            at = (some[:, None] * 8 + np.arange(8)).ravel()
+            at = at[np.unpackbits(bits[some], bitorder="little").view(np.bool_)] - c.offset
+            out.append(at[(at >= 0) & (at < n)] + row0)
+        row0 += n
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
 
 
 def _chunks(col: pa.ChunkedArray) -> list:
@@ -445,8 +459,8 @@ def _rows(records: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nda
     # Kafka's int32 fields and list positions in 32 bits: the two largest arrays of a replay (11.5 M rows on a
     # 1 M-partition log, 0.8 GB less than in int64, and a first call's fresh pages are most of the layout's time)
     ints = np.empty((n, 5), np.int32)
-    ints[:, 1] = column_ints(records.column("leader_epoch"), -1, np.int32)
-    ints[:, 2] = column_ints(records.column("partition_epoch"), -1, np.int32)
+    column_ints(records.column("leader_epoch"), -1, np.int32, ints[:, 1])
+    column_ints(records.column("partition_epoch"), -1, np.int32, ints[:, 2])
     wide = sum(c.offsets[-1].as_py() - c.offsets[0].as_py() for col in LISTS + ("directories",)
                for c in _chunks(records.column(col))) >= POSITIONS_32
     pos = np.int64 if wide else np.int32
@@ -498,7 +512,9 @@ def build(records: pa.Table, cluster: bool = True, threads: int = 1, cluster_bes
     res_name = records.column("config_resource_name")
     # only the few rows naming a topic are joined (joining both string columns whole was most of this step)
     is_res = cfg_type == TOPIC_RESOURCE
-    named = np.flatnonzero(np.where(is_res, _valid(res_name), _valid(records.column("topic_name"))))
+    by_res = _valid_rows(res_name)
+    by_name = _valid_rows(records.column("topic_name"))
+    named = np.union1d(by_res[is_res[by_res]], by_name[~is_res[by_name]])
     at = pa.array(named, pa.int64())
     tnames = pc.if_else(pa.array(is_res[named]), res_name.take(at), records.column("topic_name").take(at))
     codes_named, names = _dense(pa.chunked_array([tnames], pa.string()))
@@ -511,8 +527,8 @@ def build(records: pa.Table, cluster: bool = True, threads: int = 1, cluster_bes
 
     ints, lists, tape, offset = rows.result() if rows is not None else _rows(records)
     is_p = kind == PARTITION
-    ints[:, 0] = _unset(records.column("leader"), is_p, -1, -2)
-    ints[:, 3] = _unset(records.column("leader_recovery_state"), is_p, 0, -1)
+    _unset(records.column("leader"), is_p, -1, -2, ints[:, 0])
+    _unset(records.column("leader_recovery_state"), is_p, 0, -1, ints[:, 3])
     parts = dict(kind=kind, topic=topic, part=part, name=name, ints=ints, lists=lists, tape=tape, part_topic=part_topic,
                  part_id=part_id, topic_p0=topic_p0, topic_parts=order, topic_parts_at=topic_parts_at,
                  topic_ids=topic_ids, names=names, n_names=max(len(names), 1), offset=offset, topic_dict=topic_dict)

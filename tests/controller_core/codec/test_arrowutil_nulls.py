@@ -87,6 +87,30 @@ def test_column_ints_fills_null_chunks():
     assert column_ints(col).dtype == np.int64 and column_ints(col).tolist() == [1, 0, 3, 0, 0, 0, 0, 0, 0, 5]
 
 
+@pytest.mark.parametrize("typ", [pa.int8(), pa.int16(), pa.int32(), pa.int64()])
+def test_column_ints_of_large_chunks_with_some_nulls(typ):
+    """A chunk with some nulls past ``_COMPILED_FILL`` rows is filled by the compiled loop (codec/nullfill.py) from
+    its values and validity bits where they lie -- chunks sliced inside a byte of the bitmap, into int64 and int32
+    -- as the NumPy form fills the small ones."""
+    import numpy as np
+
+    from controller_core.codec import arrowutil
+
+    rng = np.random.default_rng(typ.bit_width)
+    n = 3 * arrowutil._COMPILED_FILL
+    vals = [None if rng.random() < 0.3 else int(v) for v in rng.integers(-100, 100, n)]
+    arr = pa.array(vals, typ)
+    cuts = [(3, arrowutil._COMPILED_FILL + 5), (arrowutil._COMPILED_FILL + 8, arrowutil._COMPILED_FILL + 1), (0, 10)]
+    col = pa.chunked_array([arr.slice(a, k) for a, k in cuts])
+    for dtype in (np.int64, np.int32):
+        want = np.array([-7 if v is None else v for a, k in cuts for v in vals[a:a + k]], dtype)
+        got = arrowutil.column_ints(col, -7, dtype)
+        assert got.dtype == dtype and np.array_equal(got, want)
+        matrix = np.zeros((len(col), 3), dtype)  # into a matrix's column, as the layout's epochs are read
+        assert arrowutil.column_ints(col, -7, dtype, matrix[:, 1]) is not None
+        assert np.array_equal(matrix[:, 1], want) and not matrix[:, [0, 2]].any()
+
+
 def test_repeat_str_reuses_its_buffers():
     """``repeat_str`` of a text it made before, as long or shorter: slices of the same buffers (a decoded chunk's
     source_file / source_kind / cluster, made for every chunk), each array exactly as long as it is -- its values

@@ -240,3 +240,23 @@ def test_partition_numbers_from_the_table_equal_the_sorted_keys(seed):
     want[has] = inv
     assert count == len(uniq) and np.array_equal(part, want)
     assert np.array_equal(part_topic, uniq >> 32) and np.array_equal(part_id, uniq & 0xFFFFFFFF)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_valid_rows_are_the_unpacked_validity(seed):
+    """``_valid_rows`` (the rows a sparse column has a value on, read a byte of validity bits at a time) equals the
+    unpacked bools: chunks sliced at any bit, with no null, only nulls, mostly nulls or few."""
+    rng = np.random.default_rng(seed)
+    chunks = []
+    for _ in range(rng.integers(0, 6)):
+        share = rng.choice([0.0, 0.003, 0.5, 1.0])
+        vals = [None if rng.random() < share else "t" for _ in range(rng.integers(0, 300))]
+        arr = pa.array(vals + ["x"] * 11, pa.string())
+        start = int(rng.integers(0, 9))
+        chunks.append(arr.slice(start, len(arr) - start - int(rng.integers(0, 3))))
+    col = pa.chunked_array(chunks, pa.string())
+    valid = np.concatenate([c.is_valid().to_numpy(zero_copy_only=False) for c in chunks]) if chunks else \
+        np.zeros(0, bool)
+    got = layout._valid_rows(col)
+    assert got.dtype == np.int64 and np.array_equal(got, np.flatnonzero(valid))
+    assert np.array_equal(layout._valid_rows(pa.array([None, None], pa.string())), np.zeros(0, np.int64))
