@@ -515,14 +515,18 @@ def _aligned_triggers(history: pa.Table, triggers: pa.Table, changes: np.ndarray
         if len(changes) != triggers.num_rows:
             return None
         rows = changes
-        change = np.zeros(history.num_rows, bool)
-        change[rows] = True
+        change = None
     labels = triggers.column("trigger")
     labels = labels.combine_chunks() if isinstance(labels, pa.ChunkedArray) else labels
+    n = history.num_rows
     if pa.types.is_dictionary(labels.type) and not labels.null_count:  # the replay's: its codes placed, no take
-        codes = np.zeros(history.num_rows, np.int32)
-        codes[rows] = to_numpy(labels.indices, np.int32)
-        return pa.DictionaryArray.from_arrays(from_numpy(codes, change), labels.dictionary)
+        codes, bits = np.zeros(n, np.int32), np.zeros((n + 7) // 8, np.uint8)
+        dating.place(np.ascontiguousarray(rows, np.int64), to_numpy(labels.indices, np.int32), codes, bits)
+        placed = pa.Array.from_buffers(pa.int32(), n, [pa.py_buffer(bits), pa.py_buffer(codes)])
+        return pa.DictionaryArray.from_arrays(placed, labels.dictionary)
+    if change is None:
+        change = np.zeros(n, bool)
+        change[rows] = True
     at = np.cumsum(change) - 1
     return labels.take(from_numpy(at, change))
 
