@@ -14,7 +14,8 @@ def warm(sample: str | Path | None = None) -> None:
 
     from controller_core.codec import nullfill, walk
     from controller_core.codec.batch import encode_batch
-    from controller_core.kernels import context, dating, fold_pass, invariants, judge_pass, lookup, recompute_pass
+    from controller_core.kernels import (context, dating, fold_pass, invariants, judge_pass, lookup, recompute_pass,
+                                        strcodes)
 
     invariants.warm()
     fold_pass.warm()
@@ -24,6 +25,7 @@ def warm(sample: str | Path | None = None) -> None:
     dating.warm()
     lookup.warm()
     nullfill.warm()
+    strcodes.warm()
     segment = encode_batch(0, [("NO_OP_RECORD", 0, {})])
     walk.walk(segment, records=True)
     walk.SummaryWalk()(np.frombuffer(segment, np.uint8), True, None)

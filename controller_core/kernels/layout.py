@@ -28,6 +28,7 @@ from controller_core import heap
 from controller_core import threads as _threads
 from controller_core.numba_cache import read_only
 from controller_core.kernels.prefetch import load8
+from controller_core.kernels import strcodes
 from controller_core.codec.arrowutil import NUMPY_TYPES, column_ints, from_numpy, to_numpy
 from controller_core.codec.bronze import by_type
 from controller_core.image import MIGRATING, MIN_ISR, UNCLEAN, min_isr_value
@@ -90,6 +91,7 @@ class Layout:
     offset: np.ndarray | None = None  # int64 per row
     topic_dict: pa.Array | None = None  # dense topic index -> topic id, as Arrow strings
     # directories, read only when a pass asks for them (:func:`with_directories`)
+    dir_refs: np.ndarray | None = None  # [n, 2] (start, length) of each row's directories in the joined values
     dir_start: np.ndarray | None = None  # int64 per row into dir_codes (length: ints[:, 4], -1 null)
     dir_codes: np.ndarray | None = None  # int32 codes into dir_dict
     dir_dict: pa.Array | None = None  # distinct directory ids; always holds MIGRATING
@@ -453,8 +455,9 @@ def _dense_partitions(kind, topic, pid, part):
 
 
 def _rows(records: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(ints, lists, tape, offset): every row's epochs, count of directories and list references, the tape, the
-    offsets -- what needs no record kind (``ints``' leader and LRS columns are left for :func:`build`)."""
+    """(ints, lists, tape, offset, dir_refs): every row's epochs, count of directories and list references, the
+    tape, the offsets, each row's (start, length) of its directories in the column's values joined -- what needs no
+    record kind (``ints``' leader and LRS columns are left for :func:`build`)."""
     n = records.num_rows
     # Kafka's int32 fields and list positions in 32 bits: the two largest arrays of a replay (11.5 M rows on a
     # 1 M-partition log, 0.8 GB less than in int64, and a first call's fresh pages are most of the layout's time)
@@ -472,7 +475,7 @@ def _rows(records: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nda
     tape_parts: list = []
     _fill_list_refs([records.column(col) for col in LISTS], lists, tape_parts)
     tape = np.concatenate(tape_parts) if tape_parts else np.zeros(0, np.int32)
-    return ints, lists, tape, column_ints(records.column("offset"), 0)
+    return ints, lists, tape, column_ints(records.column("offset"), 0), refs
 
 
 def build(records: pa.Table, cluster: bool = True, threads: int = 1, cluster_beside: bool = False) -> Layout:
@@ -525,13 +528,14 @@ def build(records: pa.Table, cluster: bool = True, threads: int = 1, cluster_bes
     beside = (_threads.pool(threads).submit(_cluster, records, kind, name, cfg_type, res_name)
               if cluster_beside and not cluster and rows is not None else None)
 
-    ints, lists, tape, offset = rows.result() if rows is not None else _rows(records)
+    ints, lists, tape, offset, dir_refs = rows.result() if rows is not None else _rows(records)
     is_p = kind == PARTITION
     _unset(records.column("leader"), is_p, -1, -2, ints[:, 0])
     _unset(records.column("leader_recovery_state"), is_p, 0, -1, ints[:, 3])
     parts = dict(kind=kind, topic=topic, part=part, name=name, ints=ints, lists=lists, tape=tape, part_topic=part_topic,
                  part_id=part_id, topic_p0=topic_p0, topic_parts=order, topic_parts_at=topic_parts_at,
-                 topic_ids=topic_ids, names=names, n_names=max(len(names), 1), offset=offset, topic_dict=topic_dict)
+                 topic_ids=topic_ids, names=names, n_names=max(len(names), 1), offset=offset, topic_dict=topic_dict,
+                 dir_refs=dir_refs)
     if not cluster:
         return Layout(**parts, **dict.fromkeys(_CLUSTER_FIELDS), beside=beside)
     return Layout(**parts, **_cluster(records, kind, name, cfg_type, res_name))
@@ -640,20 +644,26 @@ def with_directories(lay: Layout, records: pa.Table) -> Layout:
     dictionary that also holds MIGRATING (the fold writes MIGRATING lists of its own, §1.2-4)."""
     if lay.dir_codes is not None:
         return lay
-    arr = records.column("directories").combine_chunks() if records.num_rows else pa.array([], pa.list_(pa.string()))
-    if isinstance(arr, pa.ChunkedArray):
-        arr = pa.array([], pa.list_(pa.string()))
-    child = arr.values
-    if len(child):
-        enc = pc.dictionary_encode(child)
-        codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int32)
-        dictionary = enc.dictionary
+    encoded = strcodes.encode_values(_chunks(records.column("directories"))) if lay.dir_refs is not None else None
+    if encoded is not None:  # each chunk's values where they lie, coded in one compiled loop (kernels/strcodes.py)
+        codes, dictionary = encoded
+        lay.dir_start = lay.dir_refs[:, 0].astype(np.int64)  # (the layout's own references into the joined values)
     else:
-        codes, dictionary = np.zeros(0, np.int32), pa.array([], pa.string())
+        arr = records.column("directories").combine_chunks() if records.num_rows else \
+            pa.array([], pa.list_(pa.string()))
+        if isinstance(arr, pa.ChunkedArray):
+            arr = pa.array([], pa.list_(pa.string()))
+        child = arr.values
+        if len(child):
+            enc = pc.dictionary_encode(child)
+            codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int32)
+            dictionary = enc.dictionary
+        else:
+            codes, dictionary = np.zeros(0, np.int32), pa.array([], pa.string())
+        lay.dir_start = arr.offsets.to_numpy().astype(np.int64)[:-1]  # into the unsliced child, as .values is
     mig = pc.index(dictionary, MIGRATING).as_py()
     if mig < 0:
         dictionary = pa.concat_arrays([dictionary, pa.array([MIGRATING], pa.string())])
         mig = len(dictionary) - 1
-    lay.dir_start = arr.offsets.to_numpy().astype(np.int64)[:-1]  # into the unsliced child, as .values is
     lay.dir_codes, lay.dir_dict, lay.dir_mig = codes, dictionary, int(mig)
     return lay

@@ -21,7 +21,7 @@ from controller_core.brokers import active_matrix, active_table
 from controller_core.kernels import context, judge_pass, recompute_pass
 from controller_core.kernels.lookup import gather
 from controller_core.kernels.layout import CHANGE, LISTS, R, Layout
-from controller_core.codec.arrowutil import STRING_CODES, from_numpy, strings, to_numpy
+from controller_core.codec.arrowutil import STRING_CODES, column_ints, from_numpy, strings, to_numpy
 from controller_core.codec.bronze import by_type
 from controller_core.vector.fold import _array, _raw, _valid
 from controller_core.replay import SKIP, Rec
@@ -572,7 +572,7 @@ def _epoch_ms(col) -> list[int]:
 def cluster_level_recs(bronze: pa.Table) -> list[Rec]:
     """Records the timelines need: everything but partition records, plus partition 0's."""
     partition = _partition_or_skipped(bronze) != _OTHER
-    keep = from_numpy(~partition | (_ints_at(bronze.column("partition_id"), None, -1) == 0))
+    keep = from_numpy(~partition | (column_ints(bronze.column("partition_id"), -1, np.int32) == 0))
     names = ("offset", "timestamp", "batch_base_offset", "record_type", "record_version", "data_json", "source_file")
     rows = bronze.select(list(names)).filter(keep)  # a filter, not a take: no concatenation of chunks
     cols = {c: rows.column(c).to_pylist() for c in names if c != "timestamp"}
