@@ -242,8 +242,10 @@ def from_log_dir(log_dir: str | Path, times: bool = True, **kw) -> tuple[Replay,
 def _scalar_fallback(records: pa.Table, exp: pa.Table, elr_override, snaps) -> tuple[set, list, dict]:
     """The partitions holding a change the vectorized builder could not reproduce, replayed by the scalar
     reference: (those partitions, its divergences, its trigger label per (offset, topic id, partition))."""
-    matched = to_numpy(exp.column("matched"), bool)
-    missed = exp.filter(from_numpy(~matched))
+    missed = np.flatnonzero(~to_numpy(exp.column("matched"), bool))
+    if not len(missed):  # (the usual case: a filter of the whole table for no row was 1 ns a record)
+        return set(), [], {}
+    missed = exp.take(from_numpy(missed)).select(["topic_id", "partition_id"])
     todo = set(zip(missed.column("topic_id").to_pylist(), missed.column("partition_id").to_pylist()))
     if not todo:
         return todo, [], {}

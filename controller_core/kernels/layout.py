@@ -454,7 +454,7 @@ def _dense_partitions(kind, topic, pid, part):
     return c, part_topic, part_id
 
 
-def _rows(records: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _rows(records: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(ints, lists, tape, offset, dir_refs): every row's epochs, count of directories and list references, the
     tape, the offsets, each row's (start, length) of its directories in the column's values joined -- what needs no
     record kind (``ints``' leader and LRS columns are left for :func:`build`)."""
