@@ -135,6 +135,7 @@ def _pass(by_rank, part_topic, part_id, prow, prow_at, tev_row, tev_at, logpos, 
     c = 0
     widest = 1
     left = 0
+    mapped_rs, mapped_w = -1, -1  # the replicas in the map: (tape start, length); -1: none
     n_prow = len(prow)
     for r in range(len(by_rank)):
         p = by_rank[r]
@@ -187,14 +188,21 @@ def _pass(by_rank, part_topic, part_id, prow, prow_at, tev_row, tev_at, logpos, 
             chosen[c] = ch
             matched[c] = False
             modelled[c] = False
-            if st[2 * I + 1] >= cap or not _map(pmap, vals, rs, w):
+            # the map holds the replicas of the record judged before: these, when they are the same list on the tape
+            # (as recompute_pass._recompute keeps it)
+            if st[2 * I + 1] < cap and (rs != mapped_rs or w != mapped_w):
+                if mapped_w >= 0:
+                    _unmap(pmap, vals, mapped_rs, mapped_w)
+                    mapped_w = -1
+                if _map(pmap, vals, rs, w):
+                    mapped_rs, mapped_w = rs, w
+            if st[2 * I + 1] >= cap or rs != mapped_rs or w != mapped_w:
                 left += 1
             else:
                 tt, ok, mo = _judge(pmap, vals, vals, buf, rs, w, st[2 * I], st[2 * I + 1], st[2 * E], st[2 * E + 1],
                                     st[2 * K], st[2 * K + 1], st[2 * AD + 1], st[2 * RM + 1], lead, lrs_v, b_ints,
                                     b_lists, i, tt, ev_broker[ch] if ch >= 0 else -1, elr_on[i], mv[i], min_isr[i],
                                     b_table, below[i if by_row else o - lo] * nb, b_lut, width)
-                _unmap(pmap, vals, rs, w)
                 matched[c] = ok
                 modelled[c] = mo
             trig[c] = tt
