@@ -525,7 +525,7 @@ def _aligned_triggers(history: pa.Table, triggers: pa.Table, changes: np.ndarray
         codes, bits = np.zeros(n, np.int32), np.zeros((n + 7) // 8, np.uint8)
         dating.place(np.ascontiguousarray(rows, np.int64), to_numpy(labels.indices, np.int32), codes, bits)
         placed = pa.Array.from_buffers(pa.int32(), n, [pa.py_buffer(bits), pa.py_buffer(codes)])
-        return pa.DictionaryArray.from_arrays(placed, labels.dictionary)
+        return pa.DictionaryArray.from_arrays(placed, labels.dictionary, safe=False)  # (codes of that dictionary)
     if change is None:
         change = np.zeros(n, bool)
         change[rows] = True

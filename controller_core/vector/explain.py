@@ -210,7 +210,7 @@ def explain_unfolded(bronze: pa.Table, lay: Layout, prepared, brokers: pa.Table,
     if judged is None:
         return None
     offset, topic, partition_id, trig, chosen_ev, matched, modelled = judged
-    topic_id = pa.DictionaryArray.from_arrays(from_numpy(topic), lay.topic_dict)
+    topic_id = pa.DictionaryArray.from_arrays(from_numpy(topic), lay.topic_dict, safe=False)  # (the layout's codes)
     return _explained(offset, topic_id, partition_id, trig, chosen_ev, ev, matched, modelled)
 
 
@@ -494,7 +494,8 @@ def _labels(trig: np.ndarray, chosen_ev: np.ndarray, ev: np.ndarray) -> pa.Array
     names = LABEL_NAMES + ["?"]
     codes, brokers = context.label_codes(trig, chosen_ev, ev, len(names) - 1)
     texts = [name + (f"({b})" if k else "") for name in names for k, b in enumerate([None] + brokers)]
-    return pa.DictionaryArray.from_arrays(from_numpy(codes), pa.array(texts, pa.string()))
+    # (each code is a (name, broker) pair of these texts by construction: not checked again, row by row)
+    return pa.DictionaryArray.from_arrays(from_numpy(codes), pa.array(texts, pa.string()), safe=False)
 
 
 def record_data(row: dict) -> dict:

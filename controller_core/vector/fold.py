@@ -293,8 +293,8 @@ def _list_array(off: np.ndarray, vals: np.ndarray, valid: np.ndarray) -> pa.Arra
 
 def _strings(dictionary: pa.Array, codes: np.ndarray, as_dictionary: bool) -> pa.Array | pa.ChunkedArray:
     """dictionary[codes] as a string array (chunked so that no chunk overflows int32 offsets)."""
-    if as_dictionary:
-        return pa.DictionaryArray.from_arrays(from_numpy(codes.astype(np.int32, copy=False)), dictionary)
+    if as_dictionary:  # (the codes are the fold's own, each within the dictionary: not checked again, row by row)
+        return pa.DictionaryArray.from_arrays(from_numpy(codes.astype(np.int32, copy=False)), dictionary, safe=False)
     widest = int(pc.max(pc.utf8_length(dictionary)).as_py() or 0) if len(dictionary) else 0
     step = max(1, _MAX_CHUNK_BYTES // max(widest, 1))
     idx = from_numpy(codes.astype(np.int32))
@@ -306,8 +306,8 @@ def _strings(dictionary: pa.Array, codes: np.ndarray, as_dictionary: bool) -> pa
 def _string_lists(off: np.ndarray, codes: np.ndarray, valid: np.ndarray, dictionary: pa.Array,
                   as_dictionary: bool) -> pa.Array | pa.ChunkedArray:
     mask = None if valid.all() else from_numpy(~valid)
-    if as_dictionary:
-        child = pa.DictionaryArray.from_arrays(from_numpy(codes.astype(np.int32, copy=False)), dictionary)
+    if as_dictionary:  # (as _strings: the codes not checked again)
+        child = pa.DictionaryArray.from_arrays(from_numpy(codes.astype(np.int32, copy=False)), dictionary, safe=False)
         return pa.ListArray.from_arrays(from_numpy(off.astype(np.int32, copy=False)), child, mask=mask)
     widest = int(pc.max(pc.utf8_length(dictionary)).as_py() or 0) if len(dictionary) else 0
     if len(codes) * max(widest, 1) <= _MAX_CHUNK_BYTES:
