@@ -53,6 +53,7 @@ from controller_core.gcpause import paused
 from controller_core.image import Cluster
 from controller_core.kernels import dating, fold_pass, judge_pass, layout
 from controller_core.kernels import invariants as invariant_pass
+from controller_core.numba_cache import read_only
 from controller_core.replay import nothing_to_replay, read_log_dir
 from controller_core.vector import fold
 from controller_core.vector.explain import (EXPLAINED_SCHEMA, LABEL_TYPE, cluster_level_recs, explain,
@@ -312,11 +313,14 @@ def _orphans(orphan: pa.Table, records: pa.Table, rejected: list) -> None:
 def _label_counts(labels) -> dict[str, int]:
     """How often each trigger label was given (a label ending in "?", two events that could explain a record, is
     not counted), by name.  The replay's labels are dictionary codes: counted by code (Arrow's ``value_counts`` of
-    the dictionary column took 5.8 ms for 1.31 M labels, a bincount of the codes 1)."""
+    the dictionary column took 5.8 ms for 1.31 M labels, ``dating.count`` of the codes 0.5)."""
     labels = labels.combine_chunks() if isinstance(labels, pa.ChunkedArray) else labels
     if pa.types.is_dictionary(labels.type):
-        codes = to_numpy(labels.indices.fill_null(-1), np.int64)
-        per_code = np.bincount(codes[codes >= 0], minlength=len(labels.dictionary))
+        idx = labels.indices
+        codes = to_numpy(idx) if not idx.null_count else \
+            to_numpy(idx.fill_null(0), np.int64)[to_numpy(idx.is_valid(), bool)]  # (no null: the codes as they lie)
+        per_code = np.zeros(len(labels.dictionary), np.int64)
+        dating.count(read_only(np.ascontiguousarray(codes)), per_code)
         pairs = zip(labels.dictionary.to_pylist(), per_code.tolist())
     else:
         pairs = ((item["values"], item["counts"]) for item in pc.value_counts(labels.drop_null()).to_pylist())

@@ -1,7 +1,8 @@
 """The history's valid-from / valid-to times (``pipeline.date_history``) from the fold's row arrays, in one compiled
 loop: each history row takes the timestamp of the record it was folded from (``Fold.rows``) and its valid-to the
 valid-from of the row that ends it (``Fold.successor``).  Before: a dozen NumPy gathers and masks over the
-history, each a pass of its own.  And the change records' trigger labels placed on their rows (:func:`place`)."""
+history, each a pass of its own.  And the change records' trigger labels placed on their rows (:func:`place`) and
+counted (:func:`count`)."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,6 +10,7 @@ from numba import njit
 
 from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip cache across jobs)
 from controller_core.kernels.prefetch import prefetch
+from controller_core.numba_cache import read_only
 
 # history rows between fetching a row's record time and reading it: the rows come grouped by partition, their records
 # scattered over the log
@@ -49,9 +51,19 @@ def place(rows, labels, codes, bits) -> None:
         bits[r >> 3] |= np.uint8(1 << (r & 7))
 
 
+@njit(cache=True, nogil=True)
+def count(codes, counts) -> None:
+    """How many change records each label code labels, into ``counts`` (zeros; a code per record, none negative): one
+    pass (NumPy's ``bincount`` of 1.31 M int32 codes took 3.3 ms, converting and checking them first)."""
+    for k in range(len(codes)):
+        counts[codes[k]] += 1
+
+
 def warm() -> None:
     """Compile the loop (or load it from numba's cache) with the argument types of a real run."""
     i64, b = np.zeros(1, np.int64), np.ones(1, np.bool_)
     times(i64, np.full(1, -1, np.int64), i64, b, np.zeros(1, np.int64), np.zeros(1, np.bool_), np.zeros(1, np.int64),
           np.zeros(1, np.bool_))
     place(i64, np.zeros(1, np.int32), np.zeros(1, np.int32), np.zeros(1, np.uint8))
+    for codes in (np.zeros(1, np.int32), np.zeros(1, np.int64)):
+        count(read_only(codes), np.zeros(1, np.int64))
