@@ -144,10 +144,12 @@ def _run(records: pa.Table, elr_override, invariants: bool, recompute: bool, con
     # kind OTHER; the timelines and the scalar reference take rows by type), and filtering them out copied
     # every column of the replay (6 s of verify on a 1 M-partition log)
     # which rows come from segments, compared once: the dating reads it, and the snapshots are among the others
-    seg = equal(records.column("source_kind"), SEGMENT)
-    other = records.select(["source_file", "source_kind"]).filter(pc.invert(pc.fill_null(seg, False)))
-    snaps = frozenset(pc.unique(other.column("source_file").filter(
-        equal(other.column("source_kind"), SNAPSHOT))).to_pylist())
+    seg = to_numpy(pc.fill_null(equal(records.column("source_kind"), SEGMENT), False), bool)
+    snaps = frozenset()
+    if not seg.all():  # (a log's segments only, the usual replay: no pass over the file names)
+        other = records.select(["source_file", "source_kind"]).filter(from_numpy(~seg))
+        snaps = frozenset(pc.unique(other.column("source_file").filter(
+            equal(other.column("source_kind"), SNAPSHOT))).to_pylist())
     image = Cluster(elr_override=elr_override) if cluster_timelines is None else cluster_timelines[2]
 
     def timed_build() -> tuple[pa.Table, pa.Table]:
@@ -358,16 +360,17 @@ def date_history(history: pa.Table, records: pa.Table, triggers: pa.Table, *, ro
     The compiled fold's row arrays (:class:`controller_core.kernels.fold_pass.Fold`), when given, say where
     those records are without a search: ``rows``, the input row of each history row (so the record at its
     ``offset``), ``successor``, the history row whose offset is its ``valid_to_offset`` (-1: none), and
-    ``changes``, the rows ``triggers`` labels.  ``seg``: whether each record comes from a segment, when the caller
-    has compared ``source_kind`` already; ``offsets``: the records' offsets as int64, when the caller has them (the
-    layout's)."""
-    seg = equal(records.column("source_kind"), SEGMENT) if seg is None else seg
+    ``changes``, the rows ``triggers`` labels.  ``seg``: whether each record comes from a segment (a NumPy bool per
+    record), when the caller has compared ``source_kind`` already; ``offsets``: the records' offsets as int64, when
+    the caller has them (the layout's)."""
+    if seg is None:
+        seg = to_numpy(pc.fill_null(equal(records.column("source_kind"), SEGMENT), False), bool)
     if rows is not None and successor is not None:
         dated = _date_by_rows(history, records, seg, rows, successor, offsets)
         if dated is not None:
             return _dated(history, triggers, changes, *dated)
-    s_off = np.asarray(records.column("offset").filter(seg), np.int64)
-    s_ts = records.column("timestamp").filter(seg).cast(TS)
+    s_off = np.asarray(records.column("offset").filter(from_numpy(seg)), np.int64)
+    s_ts = records.column("timestamp").filter(from_numpy(seg)).cast(TS)
     order = np.argsort(s_off, kind="stable")
     s_off = s_off[order]
     # the times as int64 microseconds: a NumPy gather and a zero-copy view as timestamps, not Arrow takes and
@@ -407,7 +410,7 @@ def _date_by_rows(history: pa.Table, records: pa.Table, seg, rows: np.ndarray, s
     the records' offsets, when the caller has them.  A log without snapshot rows (every record a segment's) reads
     its offsets as they are, and the times are scaled to microseconds in place: each copy of a column was fresh
     memory on a command's first call."""
-    is_seg = to_numpy(pc.fill_null(seg, False), bool)
+    is_seg = seg
     if offsets is None or records.column("offset").null_count:
         offsets = column_ints(records.column("offset"), -1)
     every = bool(is_seg.all())

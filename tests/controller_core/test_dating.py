@@ -89,9 +89,9 @@ def test_dating_by_rows_declines_segment_offsets_out_of_order():
     """Two segment records with one offset, or offsets out of order: the search decides, as before."""
     records, _ = read_log_dir(LOG_DIRS["default-cluster"], partition_json=False)
     folded = fold_pass.fold(records, layout.build(records, cluster=False))
-    seg = pc.equal(records.column("source_kind"), pipeline.SEGMENT)
+    seg = pc.equal(records.column("source_kind"), pipeline.SEGMENT).to_numpy()
     backwards = records.take(pa.array(range(records.num_rows - 1, -1, -1)))
-    seg_back = pc.equal(backwards.column("source_kind"), pipeline.SEGMENT)
+    seg_back = pc.equal(backwards.column("source_kind"), pipeline.SEGMENT).to_numpy()
     assert pipeline._date_by_rows(folded.history, records, seg, folded.rows, folded.successor) is not None
     assert pipeline._date_by_rows(folded.history, backwards, seg_back, folded.rows, folded.successor) is None
 
