@@ -330,19 +330,28 @@ def _list_values(src, off, valid, tape, dir_codes, mig, v_rep, v_isr, v_rm, v_ad
     were written by records scattered over the log; the six lists only if ``lists``, the directories only if
     ``dirs``); then :func:`_valid_to`."""
     m = len(valid) if lists or dirs else 0
+    # a list no row has a value in (the reassignments, the ELRs of most logs) is not walked: its offsets are all 0
+    rm, ad, elr, lke = len(v_rm) > 0, len(v_ad) > 0, len(v_elr) > 0, len(v_lke) > 0
     for j in range(m):
         if lists and j + _AHEAD < m and valid[j + _AHEAD]:
-            for f in range(6):
-                prefetch(tape, src[j + _AHEAD, f])
+            prefetch(tape, src[j + _AHEAD, 0])
+            prefetch(tape, src[j + _AHEAD, 1])
+            if rm or ad or elr or lke:
+                for f in range(2, 6):
+                    prefetch(tape, src[j + _AHEAD, f])
         if not valid[j]:
             continue
         if lists:
             _copy(v_rep, off[0, j], off[0, j + 1] - off[0, j], tape, src[j, 0])
             _copy(v_isr, off[1, j], off[1, j + 1] - off[1, j], tape, src[j, 1])
-            _copy(v_rm, off[2, j], off[2, j + 1] - off[2, j], tape, src[j, 2])
-            _copy(v_ad, off[3, j], off[3, j + 1] - off[3, j], tape, src[j, 3])
-            _copy(v_elr, off[4, j], off[4, j + 1] - off[4, j], tape, src[j, 4])
-            _copy(v_lke, off[5, j], off[5, j + 1] - off[5, j], tape, src[j, 5])
+            if rm:
+                _copy(v_rm, off[2, j], off[2, j + 1] - off[2, j], tape, src[j, 2])
+            if ad:
+                _copy(v_ad, off[3, j], off[3, j + 1] - off[3, j], tape, src[j, 3])
+            if elr:
+                _copy(v_elr, off[4, j], off[4, j + 1] - off[4, j], tape, src[j, 4])
+            if lke:
+                _copy(v_lke, off[5, j], off[5, j + 1] - off[5, j], tape, src[j, 5])
         if not dirs:
             continue
         w = off[_DIRS, j]
