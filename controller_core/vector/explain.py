@@ -548,19 +548,18 @@ def scalar_batches(bronze: pa.Table, partitions: set[tuple[str, int]] | None) ->
     rows = bronze.filter(from_numpy(keep))
     cols = {c: rows.column(c).to_pylist() for c in ("offset", "timestamp", "batch_base_offset", "record_type",
                                                       "record_version", "data_json", "source_file")}
+    parsed = _parsed(cols["data_json"])
     typed = None
     batches: list[list[Rec]] = []
     key = None
     for i in range(rows.num_rows):
         k = (cols["source_file"][i], cols["batch_base_offset"][i])
         ts = cols["timestamp"][i]
-        text = cols["data_json"][i]
-        if text is None:  # a partition record sent without its JSON: rebuild it from the typed columns
+        data = parsed[i]
+        if data is None:  # a partition record sent without its JSON: rebuild it from the typed columns
             if typed is None:
                 typed = {c: rows.column(c).to_pylist() for c in _TYPED}
             data = record_data({c: typed[c][i] for c in _TYPED})
-        else:
-            data = json.loads(text)
         r = Rec(cols["offset"][i], int(ts.timestamp() * 1000) if ts else 0, cols["batch_base_offset"][i],
                 cols["record_type"][i], cols["record_version"][i], data, cols["source_file"][i])
         if batches and k == key:
@@ -569,6 +568,23 @@ def scalar_batches(bronze: pa.Table, partitions: set[tuple[str, int]] | None) ->
             batches.append([r])
         key = k
     return batches
+
+
+def _parsed(texts: list) -> list:
+    """Each record's data JSON parsed (None where it has none).  The texts are JSON objects the decoder wrote: joined
+    into one array and parsed by one call (``json.loads`` text by text spent more in its Python wrapper than in the
+    parse: 2,672 records' 4-6 ms, 1.5 at once); a text that does not parse is parsed alone, to raise as it would."""
+    at = [i for i, t in enumerate(texts) if t is not None]
+    out = [None] * len(texts)
+    try:
+        values = json.loads("[" + ",".join(texts[i] for i in at) + "]")
+    except ValueError:
+        values = [json.loads(texts[i]) for i in at]
+    if len(values) != len(at):  # (a text holding more than one value: parsed alone)
+        values = [json.loads(texts[i]) for i in at]
+    for i, v in zip(at, values):
+        out[i] = v
+    return out
 
 
 def _epoch_ms(col) -> list[int]:
@@ -586,16 +602,15 @@ def cluster_level_recs(bronze: pa.Table) -> list[Rec]:
     rows = bronze.select(list(names)).filter(keep)  # a filter, not a take: no concatenation of chunks
     cols = {c: rows.column(c).to_pylist() for c in names if c != "timestamp"}
     cols["timestamp"] = _epoch_ms(rows.column("timestamp"))
+    parsed = _parsed(cols["data_json"])
     typed = None
     out = []
     for i in range(rows.num_rows):
-        text = cols["data_json"][i]
-        if text is None:  # a partition record without its JSON (e.g. an incremental replay's seed state)
+        data = parsed[i]
+        if data is None:  # a partition record without its JSON (e.g. an incremental replay's seed state)
             if typed is None:
                 typed = {c: bronze.column(c).filter(keep).to_pylist() for c in _TYPED}
             data = record_data({c: typed[c][i] for c in _TYPED})
-        else:
-            data = json.loads(text)
         out.append(Rec(cols["offset"][i], cols["timestamp"][i], cols["batch_base_offset"][i],
                        cols["record_type"][i], cols["record_version"][i], data, cols["source_file"][i]))
     return out
