@@ -22,7 +22,8 @@ caller sends inputs with more than 64 replica positions to the NumPy form.  ``wi
 list among the records, as the NumPy form pads every record to it: padding positions take part where it
 compares a broker id that may be -1 with the padded replicas.  A map broker id -> replica position (``posof``,
 -1 elsewhere) holds the record's replicas while it is judged, so "is x a replica, at which position" is one
-read.  A record whose replicas repeat a broker or hold an id the map cannot index is not judged here: it is
+read; it is made again only when the state's replicas are another list on the tape than the record before's (once
+a partition, nearly: a partition's change records come one after another).  A record whose replicas repeat a broker or hold an id the map cannot index is not judged here: it is
 flagged, and the caller judges those (a log Kafka would not write) with the NumPy form.
 
 The judgement of one record is :func:`_judge` (with :func:`_map` / :func:`_unmap`, the replica map), inlined
