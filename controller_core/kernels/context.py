@@ -43,28 +43,38 @@ def _ro(a, dtype) -> np.ndarray:
 # ------------------------------------------------------------------------------------------ topic settings
 @njit(cache=True, nogil=True)
 def _settings(rtopic, offset, starts, t_off, t_row, mv_v, elr_v, mis_v, mv, elr_on, min_isr):
+    # the row found for the record before, whose offsets it stands for: [after, upto); records come grouped by topic,
+    # a partition's in log order, so the next record most often falls in the same span (no search)
+    last_t, after, upto, got = -1, 0, 0, -1
     for i in range(len(offset)):
-        mv[i] = 0
-        elr_on[i] = False
-        min_isr[i] = 1
         t = rtopic[i]
-        if t < 0:
-            continue
-        lo = starts[t]
-        a, b = lo, starts[t + 1]
         o = offset[i]
-        while a < b:  # the first of the topic's rows at or past the record: the one before it is in effect
-            mid = (a + b) >> 1
-            if t_off[mid] < o:
-                a = mid + 1
-            else:
-                b = mid
-        if a == lo:
-            continue
-        r = t_row[a - 1]
-        mv[i] = mv_v[r]
-        elr_on[i] = elr_v[r]
-        min_isr[i] = mis_v[r]
+        if t != last_t or not (after < o <= upto):
+            last_t, got = t, -1
+            after, upto = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+            if t >= 0:
+                lo = starts[t]
+                a, b = lo, starts[t + 1]
+                hi = b
+                while a < b:  # the first of the topic's rows at or past the record: the one before it is in effect
+                    mid = (a + b) >> 1
+                    if t_off[mid] < o:
+                        a = mid + 1
+                    else:
+                        b = mid
+                if a > lo:
+                    got = t_row[a - 1]
+                    after = t_off[a - 1]
+                if a < hi:
+                    upto = t_off[a]
+        if got < 0:
+            mv[i] = 0
+            elr_on[i] = False
+            min_isr[i] = 1
+        else:
+            mv[i] = mv_v[got]
+            elr_on[i] = elr_v[got]
+            min_isr[i] = mis_v[got]
 
 
 def topic_settings(topics: pa.Table, topic_dict: pa.Array, rtopic: np.ndarray, offset: np.ndarray):

@@ -50,7 +50,8 @@ def test_batch_events_equal_the_numpy_form(seed, far):
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_topic_settings_equal_the_numpy_form(seed):
+@pytest.mark.parametrize("grouped", [False, True])
+def test_topic_settings_equal_the_numpy_form(seed, grouped):
     rng = random.Random(seed)
     ids = [f"topic-{k}" for k in range(8)]
     rows = []
@@ -65,6 +66,10 @@ def test_topic_settings_equal_the_numpy_form(seed):
     n = 800
     rec_topic = [None if rng.random() < 0.05 else rng.choice(ids) for _ in range(n)]
     offset = np.array([rng.randrange(0, 320) for _ in range(n)], np.int64)
+    if grouped:  # as the history gives them: by topic, each partition's records in log order, offsets on the rows'
+        offset[: n // 2] = rng.choices([r["offset"] for r in rows] or [0], k=n // 2)
+        order = sorted(range(n), key=lambda i: (str(rec_topic[i]), i % 7, offset[i]))
+        rec_topic, offset = [rec_topic[i] for i in order], offset[order]
     history = pa.table({"topic_id": pa.array(rec_topic, pa.string())})
     want = X._topic_settings(topics, history, np.arange(n), offset)
     named = sorted({t for t in rec_topic if t is not None})
