@@ -104,6 +104,29 @@ def topic_settings(topics: pa.Table, topic_dict: pa.Array, rtopic: np.ndarray, o
     return mv, elr_on, min_isr
 
 
+# ------------------------------------------------------------------------------------------------ extents
+@njit(cache=True, nogil=True)
+def _extent(prev, off_r, vals):
+    widest = 0
+    for h in prev:
+        widest = max(widest, off_r[h + 1] - off_r[h])
+    lo, hi = 0, 0
+    if len(vals):
+        lo, hi = vals[0], vals[0]
+        for x in vals:
+            lo = min(lo, x)
+            hi = max(hi, x)
+    return widest, min(lo, 0), max(hi, 0)
+
+
+def extent(prev: np.ndarray, off_r: np.ndarray, vals: np.ndarray) -> tuple[int, int, int]:
+    """(the longest replica list of the history rows ``prev`` -- ``off_r`` the replicas' running lengths --, the
+    least and the greatest id on the tape ``vals``, 0 included): the change builder's width and the broker ids its
+    lookup must index, in two loops (NumPy's diff, gather, max, min and max were five passes)."""
+    w, lo, hi = _extent(_ro(prev, np.int64), _ro(off_r, off_r.dtype), _ro(vals, vals.dtype))
+    return int(w), int(lo), int(hi)
+
+
 # -------------------------------------------------------------------------------------------- batch events
 @njit(cache=True, inline="always")
 def _holds(vals, s, n, b):
@@ -245,6 +268,8 @@ def warm() -> None:
                              "metadata_version": pa.array([1], pa.int16()), "elr_enabled": pa.array([True]),
                              "effective_min_isr": pa.array([1], pa.int32())}), pa.array(["t"]), i32, i64)
     label_codes(np.zeros(1, np.int8), i64, np.zeros((1, 6), np.int64), 1)
+    for positions in (np.int32, np.int64):  # the fold's running lengths; the tape's ids
+        extent(i64, np.zeros(2, positions), i32)
     for span in (1, 1 << 40):  # with the bitmap, and past its size
         batch_events(np.array([[0, 1, UNFENCE, 0, AFTER, 0], [span, 1, UNFENCE, 0, AFTER, 0]], np.int64), i64, i64,
                      i64, before)

@@ -303,12 +303,12 @@ def _judge_compiled(bronze, history, brokers, topics, lay: Layout, idx, offset, 
     (the NumPy builder judges those inputs)."""
     prev = idx - 1  # the partition's row before each change record
     src, off, vals = before
-    lens = np.diff(off[R])[prev]  # (the lengths of every row, then gathered: one gather, not two)
-    width = max(int(lens.max(initial=0)), 1)  # the NumPy form pads every record to the widest replica list
+    # the NumPy form pads every record to the widest replica list; the broker ids the lookup must index: those of
+    # every list (a superset of the replicas')
+    width, r_lo, r_hi = context.extent(prev, off[R], vals)
+    width = max(width, 1)
     if width > recompute_pass.MAX_POSITIONS:
         return None
-    # the broker ids the lookup must index: those of every list (a superset of the replicas')
-    r_lo, r_hi = int(vals.min(initial=0)), int(vals.max(initial=0))
     lookup = active_table(brokers, offset, r_lo, r_hi)
     if lookup is None:
         return None

@@ -105,3 +105,17 @@ def test_label_codes_name_each_record_as_its_deciding_event(seed):
                 name = int(e[5])
         assert codes[i] == name * nb + broker, i
     assert (chosen >= 0).any() or not len(ev)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_extent_is_numpys(seed):
+    """``extent``: the widest replica list among the rows asked for and the tape's id range with 0 in it, as NumPy's
+    diff, gather, min and max give them (no rows, an empty tape, negative ids, ids all above 0)."""
+    rng = np.random.default_rng(seed)
+    for _ in range(50):
+        m = int(rng.integers(0, 40))
+        off = np.concatenate([[0], np.cumsum(rng.integers(0, 6, m))]).astype(rng.choice([np.int32, np.int64]))
+        prev = np.sort(rng.choice(m, int(rng.integers(0, m + 1)), replace=False)) if m else np.zeros(0, np.int64)
+        vals = rng.integers(int(rng.choice([-3, 1])), 50, int(rng.integers(0, 30))).astype(np.int32)
+        want = (int(np.diff(off)[prev].max(initial=0)), int(vals.min(initial=0)), int(vals.max(initial=0)))
+        assert context.extent(prev.astype(np.int64), off, vals) == want
