@@ -644,7 +644,9 @@ def m_core(cfg: dict) -> list[dict]:
                 base_seconds=bn / brate, base_rate=brate, versus=f"{f['same_rate'] / brate:.0f}x faster",
                 target=">= 10 M rec/s/core", met=rate >= 10 * M, rss_driver_mb=proc["maxrss_mb"],
                 note=f"the ratio is on the baseline's {bn:,}-record fleet, where the pipeline ran at "
-                     f"{fmt_rate(f['same_rate'])}; not pinned (bench_replay.py does not pin)")]
+                     f"{fmt_rate(f['same_rate'])}; not pinned (bench_replay.py does not pin); start-up excluded: the "
+                     f"kernels loaded from numba's cache first (kernels.warm; until session 46 the first group paid "
+                     f"it, ~0.1 s)")]
 
 
 def _compile_project() -> None:
