@@ -12,8 +12,7 @@ compiled fold, kernels/fold_pass.py; ``bench_fold.py --compiled`` compares it wi
 recomputes every change (partitions it cannot explain go to the scalar reference) and dates the history;
 ``--invariants`` adds the §4 checks.  Start-up is not counted: the kernels are loaded from numba's cache (or
 compiled) before the first group, as issue 11 measures the core.  Printed: records/s, the partitions left to the
-scalar path,
-divergences, peak RSS, and the scalar reference (verify_batches) on a slice for the speed ratio.
+scalar path, divergences, peak RSS, and the scalar reference (verify_batches) on a slice for the speed ratio.
 
     python benchmarks/bench_replay.py [--partitions 1000000] [--events 10] [--groups 8] [--invariants] [--threads 1]
 """
