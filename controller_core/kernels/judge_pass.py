@@ -190,7 +190,7 @@ def _pass(by_rank, part_topic, part_id, prow, prow_at, tev_row, tev_at, logpos, 
             modelled[c] = False
             # the map holds the replicas of the record judged before: these, when they are the same list on the tape
             # (as recompute_pass._recompute keeps it)
-            if st[2 * I + 1] < cap and (rs != mapped_rs or w != mapped_w):
+            if st[2 * I + 1] < cap and (rs != mapped_rs or w != mapped_w):  # (as recompute_pass._recompute)
                 if mapped_w >= 0:
                     _unmap(pmap, vals, mapped_rs, mapped_w)
                     mapped_w = -1

@@ -198,12 +198,11 @@ def _run_heads(offs, data, bm, bo, has_nulls, heads, run):
     return c
 
 
-def _unset(col, is_p: np.ndarray, p_fill: int, fill: int, out: np.ndarray | None = None) -> np.ndarray:
+def _unset(col, is_p: np.ndarray, p_fill: int, fill: int, out: np.ndarray) -> np.ndarray:
     """An int32 field whose null reads ``p_fill`` in a PartitionRecord and ``fill`` elsewhere: chunk by chunk, its
     values and validity bits read where they lie in one compiled loop (filled, unpacked and masked in NumPy, the
     leader and recovery-state columns were a tenth of the layout).  ``out``: where to write it (a column of the
     layout's ``ints``: no array of its own copied there after)."""
-    out = np.empty(len(col), np.int32) if out is None else out
     row0 = 0
     for c in (col.chunks if isinstance(col, pa.ChunkedArray) else [col]):
         if len(c) and c.null_count == len(c):

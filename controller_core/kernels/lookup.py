@@ -15,11 +15,25 @@ import numpy as np
 from numba import njit
 
 from controller_core import numba_cache  # noqa: F401  (kernels shipped in a zip cache across jobs)
+from controller_core.kernels.borrow import borrow
 from controller_core.kernels.prefetch import prefetch
 from controller_core.numba_cache import read_only
 
 _AHEAD = 256  # rows between fetching a value and reading it (64: 1.5 ns a row, 256: 0.8)
 _SCAN = 8  # keys in one bucket searched one after another; more, by halves
+
+
+@njit(cache=True, inline="always")
+def lower_bound(keys, a, b, x):
+    """The first position in ``keys[a:b]`` (ascending) holding ``x`` or more (``b``: none), by halves.  ``keys`` a
+    borrowed view (kernels/borrow.py) where the caller loops."""
+    while a < b:
+        mid = (a + b) >> 1
+        if keys[mid] < x:
+            a = mid + 1
+        else:
+            b = mid
+    return a
 
 
 @njit(cache=True, nogil=True)
@@ -47,6 +61,7 @@ def _count_below(keys, q, out):
         shift += 1
     nb = ((hi - lo) >> shift) + 2
     first = np.empty(nb, np.int64)  # first[b]: the keys below the start of bucket b, lo + (b << shift)
+    b_keys = borrow(keys)
     k = 0
     for b in range(nb):
         start = lo + (np.int64(b) << shift)
@@ -64,12 +79,7 @@ def _count_below(keys, q, out):
         b = (x - lo) >> shift
         a, e = first[b], first[b + 1]
         if e - a > _SCAN:  # keys crowded into one bucket: by halves
-            while a < e:
-                mid = (a + e) >> 1
-                if keys[mid] < x:
-                    a = mid + 1
-                else:
-                    e = mid
+            a = lower_bound(b_keys, a, e, x)
         else:
             while a < e and keys[a] < x:
                 a += 1
