@@ -16,6 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 import pyarrow.compute as pc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -198,3 +199,27 @@ def test_a_breach_stream_longer_than_its_buffer_is_written_whole(tmp_path, monke
     monkeypatch.setattr(invariants.K, "check", counted)
     assert sorted(map(_key, _compiled(path))) == whole
     assert len(calls) == 2 and calls[0] == 3 and calls[1] > 3  # cut at 3 words, then run with room for all
+
+
+@pytest.mark.parametrize("x, brokers", [(1, (1, 2, 3)), (66, tuple(range(1, 70)))], ids=["row-0", "row-65"])
+def test_a_pending_controlled_shutdown_is_followed_batch_by_batch(tmp_path, x, brokers):
+    """A controlled shutdown of broker x stays pending while batches move partitions off it.  The pass follows only
+    the partitions each batch writes or deletes (not the whole list again), and checks the list whole when ELR stops
+    being in effect: a leaderless partition whose ISR is x alone offends only while ELR is in effect (§4
+    INV-FENCE-REMOVES-ISR).  What is left when a batch makes no progress is reported, with the scalar reference's
+    words.  Broker 66 is row 65 of the pass's broker table, past the 63 it follows by bits: checked whole each time."""
+    log = Log(25, elr=True, brokers=brokers)
+    log.create("a", [x, 2, 3], [x, 2, 3], [x, 2, 3], [x, 3, 2])
+    log.create("b", [x, 2, 3])
+    log.create("c", [x, 2, 3])
+    log.add(log.change("a", 0, isr=[x], leader=-1))  # a-0: ISR [x], no leader
+    (shutdown,) = log.add(log.shutdown(x))  # pending: a-0 (ELR on), a-1, a-2, a-3, b-0, c-0
+    log.add(log.change("a", 1, isr=[2, 3], leader=2))  # a-1 leaves
+    log.add(("REMOVE_TOPIC_RECORD", 0, {"topicId": uuid("topic-b")}), log.change("a", 2, isr=[2, 3], leader=2))
+    log.add(log.feature("eligible.leader.replicas.version", 0), log.change("a", 3, isr=[3, 2], leader=3))
+    log.add(log.change("a", 1, isr=[2]))  # no progress for x: c-0 alone is left (a-0 left with ELR)
+    path = log.write(tmp_path / "log")
+    compiled = Counter(map(_key, _compiled(path)))
+    assert compiled == Counter(map(_key, check_log(path)))
+    fenced = sorted((k[0], k[3], k[4]) for k in compiled if k[1] == "INV-FENCE-REMOVES-ISR")
+    assert fenced == [(shutdown, "c", 0)]
