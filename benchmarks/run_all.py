@@ -12,10 +12,10 @@ fresh processes: the decode rows through ``bench_decode.py``'s functions (childr
 and end-to-end rows by running ``bench_replay.py``, ``bench_spark_replay.py`` and ``bench_e2e.py`` and
 reading their printed lines.  A measurement that fails or cannot be parsed is a row with its error.
 
-Measurements (``--only``): decode-summary, decode-columns, decode-typed, decode-jsonl, verify, describe, core, startup,
-spark-replay, e2e.  ``--scale quick`` (default) uses a 20 k-partition fleet (~230 k records; verify and
-describe a 5 k-partition one, ~60 k records, for their scalar baselines) and small slices for the slow
-baselines, and runs end to end at 5 k and 20 k partitions (9 minutes on the 2-core box under a load average
+Measurements (``--only``): decode-summary, decode-columns, decode-typed, decode-jsonl, verify, describe, core,
+core-invariants, startup, spark-replay, e2e.  ``--scale quick`` (default) uses a 20 k-partition fleet (~230 k
+records; verify and describe a 5 k-partition one, ~60 k records, for their scalar baselines) and small slices for
+the slow baselines, and runs end to end at 5 k and 20 k partitions (9 minutes on the 2-core box under a load average
 of 11-17, most of it the two Spark sessions).  ``--scale
 full`` is the real run: 100 k partitions (~1.15 M records) for decoding, verify and describe, the core at 1 M
 partitions (``bench_replay.py``'s default), end to end at 100 k / 300 k / 1 M partitions and the Spark ingest
@@ -625,21 +625,20 @@ def core_figures(text: str) -> dict:
     m = _find(r"^([\d,]+) partitions, ([\d,]+) records", text, "the input line")
     rate = _num(_find(r"^pipeline\s+([\d,]+) records/s", text, "the pipeline's rate").group(1))
     s = _find(r"same ([\d,]+)-partition cluster \(([\d,]+) records\): scalar reference ([\d,]+) records/s.*"
-              r"pipeline without invariants ([\d,]+) records/s", text, "the scalar reference line")
+              r"pipeline with(?:out)? invariants ([\d,]+) records/s", text, "the scalar reference line")
     return {"partitions": int(_num(m.group(1))), "records": int(_num(m.group(2))), "rate": rate,
             "base_partitions": int(_num(s.group(1))), "base_records": int(_num(s.group(2))),
             "base_rate": _num(s.group(3)), "same_rate": _num(s.group(4))}
 
 
-def m_core(cfg: dict) -> list[dict]:
-    what = "replay core: pipeline.run, no invariants (bench_replay.py)"
+def _core_row(cfg: dict, name: str, what: str, args: list[str]) -> list[dict]:
     try:
-        proc = script("bench_replay.py", cfg["core"], cfg["timeout"])
+        proc = script("bench_replay.py", cfg["core"] + args, cfg["timeout"])
         f = core_figures(proc["stdout"])
     except Exception as exc:  # noqa: BLE001
-        return [error_row("core", what, exc)]
+        return [error_row(name, what, exc)]
     n, rate, bn, brate = f["records"], f["rate"], f["base_records"], f["base_rate"]
-    return [row("core", what, records=n, partitions=f["partitions"], seconds=n / rate, rate=rate,
+    return [row(name, what, records=n, partitions=f["partitions"], seconds=n / rate, rate=rate,
                 base_what=f"scalar reference, {fmt_count(f['base_partitions'])}-part. fleet", base_records=bn,
                 base_seconds=bn / brate, base_rate=brate, versus=f"{f['same_rate'] / brate:.0f}x faster",
                 target=">= 10 M rec/s/core", met=rate >= 10 * M, rss_driver_mb=proc["maxrss_mb"],
@@ -647,6 +646,17 @@ def m_core(cfg: dict) -> list[dict]:
                      f"{fmt_rate(f['same_rate'])}; not pinned (bench_replay.py does not pin); start-up excluded: the "
                      f"kernels loaded from numba's cache first (kernels.warm; until session 46 the first group paid "
                      f"it, ~0.1 s)")]
+
+
+def m_core(cfg: dict) -> list[dict]:
+    return _core_row(cfg, "core", "replay core: pipeline.run, no invariants (bench_replay.py)", [])
+
+
+def m_core_invariants(cfg: dict) -> list[dict]:
+    """The core as issue 11's target counts it: fold, recompute and the §4 invariants (the compiled invariant pass,
+    on the same core: one thread), history output; its baseline is the scalar reference with its InvariantChecker."""
+    return _core_row(cfg, "core-invariants", "replay core with the §4 invariants, one thread (bench_replay.py "
+                     "--invariants)", ["--invariants"])
 
 
 def _compile_project() -> None:
@@ -870,6 +880,7 @@ MEASUREMENTS = {
     "verify": m_verify,
     "describe": m_describe,
     "core": m_core,
+    "core-invariants": m_core_invariants,
     "startup": m_startup,
     "spark-replay": m_spark_replay,
     "e2e": m_e2e,
