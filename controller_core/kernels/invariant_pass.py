@@ -64,6 +64,7 @@ P_LIVE, P_LEADER, P_LE, P_PE, P_LRS = 0, 1, 2, 3, 4
 P_LISTS = 5  # replicas 5-6, isr 7-8, removing 9-10, adding 11-12, elr 13-14, lke 15-16
 P_UNDER, P_OFFLINE, P_M_AT, P_TSTAMP, P_LAST_T, P_MARK = 17, 18, 19, 20, 21, 22
 P_FIELDS = 23
+P_STATE = P_LISTS + 12  # the partition's own state; the fields after it are the pass's notes, read where they lie
 LR, LI, LRM, LAD, LE, LK = 0, 1, 2, 3, 4, 5
 # topics
 T_LIVE, T_NAME, T_MB, T_MB_STAMP, T_M, T_M_STAMP = 0, 1, 2, 3, 4, 5  # T_M: m cached while a batch is closed
@@ -954,11 +955,14 @@ def _after_batch(out, tape, ps, ts, g, bs, broker_ids, tcfg_min, bcfg_min, topic
     """The batch-level rules, in InvariantChecker.after_batch's order.  Returns the next mark stamp."""
     _check_elr_below_min_isr(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, tch, tkeys, ntk,
                              batch_no)
+    # P_M_AT (the m a partition was last checked with) is read above only: each partition the batch wrote or
+    # deleted takes its new value in the loops below (one pass over them each, not two)
     for q in range(len(deleted)):
         p = deleted[q]
         if ps[p, P_LIVE] == 0:
             ps[p, P_UNDER] = 0
             ps[p, P_OFFLINE] = 0
+            ps[p, P_M_AT] = MISSING
     for q in range(ntk):
         p = tkeys[q]
         if ps[p, P_LIVE] == 1:
@@ -967,6 +971,7 @@ def _after_batch(out, tape, ps, ts, g, bs, broker_ids, tcfg_min, bcfg_min, topic
             t = part_topic[p]
             m = ts[t, T_M] if ts[t, T_M_STAMP] == batch_no else _closing_min_isr(
                 tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, t, batch_no)
+            ps[p, P_M_AT] = m
             i_n = ps[p, P_LISTS + 2 * LI + 1]
             offline = ps[p, P_LEADER] == NO_LEADER and i_n == 0 and ps[p, P_LISTS + 2 * LE + 1] == 0
             if (i_n < m) == (ps[p, P_UNDER] == 1) and offline == (ps[p, P_OFFLINE] == 1):
@@ -988,18 +993,8 @@ def _after_batch(out, tape, ps, ts, g, bs, broker_ids, tcfg_min, bcfg_min, topic
                                reeval_row, batch_no, eval_m)
     _check_fences(out, tape, ps, ts, g, bs, broker_ids, part_topic, tch, nt, tkeys, ntk, deleted, fences, pool,
                   pending, batch_no)
-    stamp = _check_unclean_shutdowns(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, broker_ids, tch,
-                                     nt, regs, offsets, stamp, batch_no)
-    for q in range(len(deleted)):
-        if ps[deleted[q], P_LIVE] == 0:
-            ps[deleted[q], P_M_AT] = MISSING
-    for q in range(ntk):
-        p = tkeys[q]
-        if ps[p, P_LIVE] == 1:
-            t = part_topic[p]
-            ps[p, P_M_AT] = ts[t, T_M] if ts[t, T_M_STAMP] == batch_no else _closing_min_isr(
-                tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, t, batch_no)
-    return stamp
+    return _check_unclean_shutdowns(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, part_topic, broker_ids, tch,
+                                    nt, regs, offsets, stamp, batch_no)
 
 
 @njit(cache=True, nogil=True)
@@ -1033,7 +1028,7 @@ def _record_state(a, ints, lists, i):
 @njit(**_PER_RECORD)
 def _merged_state(a, b, ints, lists, i):
     """§1.3 merge: the state after a PartitionChangeRecord; returns the written-field bits."""
-    for f in range(P_LISTS + 12):
+    for f in range(P_STATE):
         a[f] = b[f]
     w = 0
     bits = (W_REPLICAS, W_ISR, W_REMOVING, W_ADDING, W_ELR, W_LKE)
@@ -1126,7 +1121,7 @@ def _touch(inp, img, bat, cur, p, row, has_b, b, a, rl, ri_s, ri_n, rlrs):
 def _write(img, p, a, record_lists, i):
     """Apply the state ``a`` to partition p; an ELR or an emptied ISR is evidence of ELR (§1.8)."""
     ps, g = img[0], img[3]
-    for f in range(P_LISTS + 12):
+    for f in range(P_STATE):
         ps[p, f] = a[f]
     if record_lists[i, 2 * LE + 1] > 0 or record_lists[i, 2 * LI + 1] == 0:
         g[G_EVIDENCE] = 1
@@ -1184,7 +1179,7 @@ def _on_partition(out, inp, img, bat, cur, i, a, b):
         return
     nm = ts[t, T_NAME]
     has_b = ps[p, P_LIVE] == 1
-    for f in range(P_FIELDS):
+    for f in range(P_STATE):
         b[f] = ps[p, f]
     _record_state(a, ints, lists, i)
     snap = inp[2][i] or g[G_ZK] == 1  # not a creation by this controller
@@ -1225,7 +1220,7 @@ def _on_change(out, inp, img, bat, cur, i, a, b):
         _close(out, at)
         return
     nm = _name_now(ts, t)
-    for f in range(P_FIELDS):
+    for f in range(P_STATE):
         b[f] = ps[p, f]
     w = _merged_state(a, b, ints, lists, i)
     rl, rlrs = ints[i, 0], ints[i, 3]
@@ -1266,7 +1261,7 @@ def _on_clear_elr(out, inp, img, bat, cur, i, a, b):
         a[P_LISTS + 2 * LK + 1] = 0
         a[P_PE] = b[P_PE] + 1
         _touch(inp, img, bat, cur, pp, i, True, b, a, LEADER_UNCHANGED, 0, -1, -1)
-        for f in range(P_LISTS + 12):
+        for f in range(P_STATE):
             ps[pp, f] = a[f]
 
 
