@@ -561,6 +561,60 @@ def with_cluster(lay: Layout, records: pa.Table) -> Layout:
     return dataclasses.replace(lay, **fields, beside=None)
 
 
+def _batches(files: pa.ChunkedArray, bbo: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(each row's batch number, whether its file is a snapshot): a batch is a row of rows with the same file and batch
+    base offset.  The file names come in runs (a file's rows follow one another): each chunk's runs are found where the
+    strings lie (:func:`_run_heads`), a run going on across a chunk's end told by its two names, and one compiled loop
+    numbers the batches; coding every name first (:func:`_dense`: a dictionary over them, each row's code through its
+    chunk's table) and comparing and summing in NumPy took twice as long.  A column not in runs is coded."""
+    n = len(bbo)
+    run = np.empty(n, np.int32)
+    snap: list[bool] = []
+    row0, last = 0, None
+    for c in _chunks(files):
+        if c.type != pa.string():
+            return _batches_coded(files, bbo)
+        bufs = c.buffers()
+        offs = read_only(np.frombuffer(bufs[1], np.int32, count=len(c) + 1, offset=4 * c.offset))
+        data = read_only(np.frombuffer(bufs[2], np.uint8)) if bufs[2] is not None and bufs[2].size else _NO_BITS
+        heads = np.empty(len(c) // _RUNS_SHARE + 1 if len(c) >= 64 else len(c), np.int64)  # (a short chunk: any runs)
+        runs = _run_heads(offs, data, *_bits(c), c.null_count > 0, heads, run[row0:row0 + len(c)])
+        if runs < 0:
+            return _batches_coded(files, bbo)
+        names = c.take(from_numpy(heads[:runs])).to_pylist()
+        first = len(snap) - 1 if snap and names[0] == last else len(snap)  # (a run going on from the chunk before)
+        run[row0:row0 + len(c)] += first
+        snap += [f is not None and f.endswith(".checkpoint") for f in names[1 if first < len(snap) else 0:]]
+        row0, last = row0 + len(c), names[-1]
+    batch = np.empty(n, np.int64)
+    snapshot = np.empty(n, np.bool_)
+    _number_batches(run, bbo, np.array(snap or [False], np.bool_), batch, snapshot)
+    return batch, snapshot
+
+
+@njit(cache=True, nogil=True)
+def _number_batches(run, bbo, run_snap, batch, snapshot):
+    b = -1
+    for r in range(len(run)):
+        if r == 0 or run[r] != run[r - 1] or bbo[r] != bbo[r - 1]:
+            b += 1
+        batch[r] = b
+        snapshot[r] = run_snap[run[r]]
+
+
+def _batches_coded(files: pa.ChunkedArray, bbo: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_batches` through each row's file as a code (a column of codes, as a Spark task's scan reads it, or names
+    not in runs); its reference in the tests."""
+    codes, names = _dense(files)
+    new_batch = np.ones(len(bbo), bool)
+    if len(bbo) > 1:
+        new_batch[1:] = (codes[1:] != codes[:-1]) | (bbo[1:] != bbo[:-1])
+    batch = np.cumsum(new_batch, dtype=np.int64)  # (in place below: each temporary is fresh pages on a first call)
+    batch -= 1
+    snapshot = np.array([f.endswith(".checkpoint") for f in names] + [False], bool)[codes]  # -1: null
+    return batch, snapshot
+
+
 def _cluster(records: pa.Table, kind: np.ndarray, name: np.ndarray, cfg_type: np.ndarray, res_name) -> dict:
     """The batches and the broker, config, feature and controller fields (the invariant pass reads them).
 
@@ -568,14 +622,8 @@ def _cluster(records: pa.Table, kind: np.ndarray, name: np.ndarray, cfg_type: np
     LeaderChange and ZkMigrationState): those few rows are filled, the rest stay zero pages the pass never touches
     (filling every row was 0.9 GB of writes on a 1 M-partition log; ``heap.zeros``: not even cleared)."""
     n = records.num_rows
-    files, file_names = _dense(records.column("source_file"))
     bbo = column_ints(records.column("batch_base_offset"), -1)
-    new_batch = np.ones(n, bool)
-    if n > 1:
-        new_batch[1:] = (files[1:] != files[:-1]) | (bbo[1:] != bbo[:-1])
-    batch = np.cumsum(new_batch, dtype=np.int64)  # (in place below: each temporary is fresh pages on a first call)
-    batch -= 1
-    snapshot = np.array([f.endswith(".checkpoint") for f in file_names] + [False], bool)[files]  # -1: null
+    batch, snapshot = _batches(records.column("source_file"), bbo)
 
     # brokers
     is_broker = (kind >= REGISTER) & (kind <= UNREGISTER)

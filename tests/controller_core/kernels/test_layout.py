@@ -130,6 +130,49 @@ def test_dense_codes_of_strings_in_runs_equal_a_dictionary_of_the_whole_column(s
     assert codes.tolist() == [first.index(v) if v is not None else -1 for v in plain]
 
 
+def _file_column(seed: int) -> pa.ChunkedArray:
+    """Source-file names in runs, as a replay's rows carry them: segments and snapshots (``.checkpoint``), names that
+    differ in one digit or by being null, a run going on across a chunk's end, chunks short (under 64 rows: their
+    runs found all the same) and long, some sliced; a fifth of the columns read as codes (a Spark scan)."""
+    rng = np.random.default_rng(seed)
+    names = ["__cluster_metadata-0/00000000000000000000.log", "__cluster_metadata-0/00000000000000000001.log",
+             "__cluster_metadata-0/00000000000000012345-0000000004.checkpoint", "bootstrap.checkpoint", None]
+    chunks, last = [], None
+    for _ in range(int(rng.integers(1, 7))):
+        n = int(rng.choice([1, 5, 63, 64, 130, 700]))
+        rows = [last] * int(rng.integers(0, 5)) if last is not None and rng.random() < 0.5 else []
+        while len(rows) < n:
+            rows += [names[int(rng.integers(0, len(names)))]] * int(rng.integers(1, 60))
+        rows = rows[:n]
+        last = rows[-1]
+        arr = pa.array(rows, pa.string())
+        chunks.append(arr.slice(1, n - 2) if n > 8 and rng.random() < 0.3 else arr)
+    if rng.random() < 0.2:
+        chunks = [c.dictionary_encode() for c in chunks]
+        return pa.chunked_array(chunks, chunks[0].type)
+    return pa.chunked_array(chunks, pa.string())
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_batch_numbers_by_the_files_runs_equal_plain_python(seed):
+    """``_batches``: a new batch where the file or the batch base offset changes from the row before, and each row's
+    snapshot flag (its file a ``.checkpoint``), as plain Python reads them off the rows."""
+    col = _file_column(seed)
+    files = col.cast(pa.string()).to_pylist()
+    rng = np.random.default_rng(seed + 100)
+    bbo = np.repeat(rng.integers(0, 3, len(files)), 1)
+    bbo[rng.random(len(files)) < 0.7] = 0  # (mostly the same base offset: the files' runs make the batches)
+    batch, snapshot = layout._batches(col, bbo)
+    want, b = [], -1
+    for r, f in enumerate(files):
+        b += r == 0 or f != files[r - 1] or bbo[r] != bbo[r - 1]
+        want.append(b)
+    assert batch.tolist() == want
+    assert snapshot.tolist() == [f is not None and f.endswith(".checkpoint") for f in files]
+    coded = layout._batches_coded(col, bbo)
+    assert coded[0].tolist() == want and coded[1].tolist() == snapshot.tolist()
+
+
 def _dense_of_runs(seeds) -> list:
     """[codes, values] of ``_dense`` on each seed's :func:`_runs_column` (JSON-ready)."""
     return [[codes.tolist(), values] for codes, values in (layout._dense(_runs_column(s)) for s in seeds)]
