@@ -150,18 +150,24 @@ def _chunk_codes(c: pa.Array, out: np.ndarray) -> tuple[pa.Array, np.ndarray | N
         out[:] = to_numpy(pc.fill_null(c.indices, -1), np.int32)
         return c.dictionary, None
     if c.type == pa.string() and len(c) >= 64:
-        bufs = c.buffers()
-        offs = read_only(np.frombuffer(bufs[1], np.int32, count=len(c) + 1, offset=4 * c.offset))
-        data = read_only(np.frombuffer(bufs[2], np.uint8)) if bufs[2] is not None and bufs[2].size else _NO_BITS
-        bm, bo = _bits(c)
-        heads = np.empty(len(c) // _RUNS_SHARE + 1, np.int64)
-        runs = _run_heads(offs, data, bm, bo, c.null_count > 0, heads, out)
-        if runs >= 0:
-            enc = c.take(from_numpy(heads[:runs])).dictionary_encode()
+        heads = _runs_of(c, out)
+        if heads is not None:
+            enc = c.take(from_numpy(heads)).dictionary_encode()
             return enc.dictionary, to_numpy(pc.fill_null(enc.indices, -1), np.int32)
     enc = c.dictionary_encode()
     out[:] = to_numpy(pc.fill_null(enc.indices, -1), np.int32)
     return enc.dictionary, None
+
+
+def _runs_of(c: pa.Array, run: np.ndarray, share: int = _RUNS_SHARE) -> np.ndarray | None:
+    """The first row of each run of equal values (nulls equal each other) of a string chunk, read where its strings
+    lie, and each row's run number into ``run``; None when the runs are more than one in ``share`` rows."""
+    bufs = c.buffers()
+    offs = read_only(np.frombuffer(bufs[1], np.int32, count=len(c) + 1, offset=4 * c.offset))
+    data = read_only(np.frombuffer(bufs[2], np.uint8)) if bufs[2] is not None and bufs[2].size else _NO_BITS
+    heads = np.empty(len(c) // share + 1, np.int64)
+    runs = _run_heads(offs, data, *_bits(c), c.null_count > 0, heads, run)
+    return heads[:runs] if runs >= 0 else None
 
 
 @njit(cache=True, nogil=True)
@@ -574,14 +580,10 @@ def _batches(files: pa.ChunkedArray, bbo: np.ndarray) -> tuple[np.ndarray, np.nd
     for c in _chunks(files):
         if c.type != pa.string():
             return _batches_coded(files, bbo)
-        bufs = c.buffers()
-        offs = read_only(np.frombuffer(bufs[1], np.int32, count=len(c) + 1, offset=4 * c.offset))
-        data = read_only(np.frombuffer(bufs[2], np.uint8)) if bufs[2] is not None and bufs[2].size else _NO_BITS
-        heads = np.empty(len(c) // _RUNS_SHARE + 1 if len(c) >= 64 else len(c), np.int64)  # (a short chunk: any runs)
-        runs = _run_heads(offs, data, *_bits(c), c.null_count > 0, heads, run[row0:row0 + len(c)])
-        if runs < 0:
+        heads = _runs_of(c, run[row0:row0 + len(c)], _RUNS_SHARE if len(c) >= 64 else 1)  # (short: any runs)
+        if heads is None:
             return _batches_coded(files, bbo)
-        names = c.take(from_numpy(heads[:runs])).to_pylist()
+        names = c.take(from_numpy(heads)).to_pylist()
         first = len(snap) - 1 if snap and names[0] == last else len(snap)  # (a run going on from the chunk before)
         run[row0:row0 + len(c)] += first
         snap += [f is not None and f.endswith(".checkpoint") for f in names[1 if first < len(snap) else 0:]]

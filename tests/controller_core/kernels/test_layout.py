@@ -104,15 +104,25 @@ def _runs_column(seed: int) -> pa.ChunkedArray:
         if rng.random() < 0.2:  # too many runs: hashed
             rows = [values[int(k)] for k in rng.integers(0, len(values), n)]
         else:
-            rows = []
-            while len(rows) < n:
-                rows += [values[int(rng.integers(0, len(values)))]] * int(rng.integers(1, 40))
-            rows = rows[:n]
+            rows = _rows_in_runs(rng, values, n, 40)
         arr = pa.array(rows, pa.string())
         if rng.random() < 0.3:
             arr = arr.slice(3, n - 5)
         chunks.append(arr)
-    if rng.random() < 0.25:
+    return _column(rng, chunks, 0.25)
+
+
+def _rows_in_runs(rng, values: list, n: int, longest: int, rows: list | None = None) -> list:
+    """``n`` rows (``rows`` first) of ``values`` drawn in runs of 1 to ``longest`` - 1."""
+    rows = list(rows or [])
+    while len(rows) < n:
+        rows += [values[int(rng.integers(0, len(values)))]] * int(rng.integers(1, longest))
+    return rows[:n]
+
+
+def _column(rng, chunks: list, coded: float) -> pa.ChunkedArray:
+    """The string chunks as one column, read as codes (a Spark scan) with probability ``coded``."""
+    if rng.random() < coded:
         chunks = [c.dictionary_encode() for c in chunks]
         return pa.chunked_array(chunks, chunks[0].type)
     return pa.chunked_array(chunks, pa.string())
@@ -140,17 +150,12 @@ def _file_column(seed: int) -> pa.ChunkedArray:
     chunks, last = [], None
     for _ in range(int(rng.integers(1, 7))):
         n = int(rng.choice([1, 5, 63, 64, 130, 700]))
-        rows = [last] * int(rng.integers(0, 5)) if last is not None and rng.random() < 0.5 else []
-        while len(rows) < n:
-            rows += [names[int(rng.integers(0, len(names)))]] * int(rng.integers(1, 60))
-        rows = rows[:n]
+        going_on = [last] * int(rng.integers(0, 5)) if last is not None and rng.random() < 0.5 else []
+        rows = _rows_in_runs(rng, names, n, 60, going_on)
         last = rows[-1]
         arr = pa.array(rows, pa.string())
         chunks.append(arr.slice(1, n - 2) if n > 8 and rng.random() < 0.3 else arr)
-    if rng.random() < 0.2:
-        chunks = [c.dictionary_encode() for c in chunks]
-        return pa.chunked_array(chunks, chunks[0].type)
-    return pa.chunked_array(chunks, pa.string())
+    return _column(rng, chunks, 0.2)
 
 
 @pytest.mark.parametrize("seed", range(16))
