@@ -135,6 +135,11 @@ def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool
                     threads, cluster_timelines)
 
 
+def segment_rows(records: pa.Table) -> np.ndarray:
+    """Whether each record comes from a log segment (not a snapshot or bootstrap.checkpoint), as a NumPy bool."""
+    return to_numpy(pc.fill_null(equal(records.column("source_kind"), SEGMENT), False), bool)
+
+
 def _run(records: pa.Table, elr_override, invariants: bool, recompute: bool, context_topics: frozenset[str],
          rejected: list | None, history: bool, state_only: bool, threads: int | None,
          cluster_timelines: tuple | None = None) -> Replay:
@@ -144,7 +149,7 @@ def _run(records: pa.Table, elr_override, invariants: bool, recompute: bool, con
     # kind OTHER; the timelines and the scalar reference take rows by type), and filtering them out copied
     # every column of the replay (6 s of verify on a 1 M-partition log)
     # which rows come from segments, compared once: the dating reads it, and the snapshots are among the others
-    seg = to_numpy(pc.fill_null(equal(records.column("source_kind"), SEGMENT), False), bool)
+    seg = segment_rows(records)
     snaps = frozenset()
     if not seg.all():  # (a log's segments only, the usual replay: no pass over the file names)
         other = records.select(["source_file", "source_kind"]).filter(from_numpy(~seg))
@@ -364,7 +369,7 @@ def date_history(history: pa.Table, records: pa.Table, triggers: pa.Table, *, ro
     record), when the caller has compared ``source_kind`` already; ``offsets``: the records' offsets as int64, when
     the caller has them (the layout's)."""
     if seg is None:
-        seg = to_numpy(pc.fill_null(equal(records.column("source_kind"), SEGMENT), False), bool)
+        seg = segment_rows(records)
     if rows is not None and successor is not None:
         dated = _date_by_rows(history, records, seg, rows, successor, offsets)
         if dated is not None:

@@ -119,7 +119,7 @@ def _at_end(records: pa.Table, seg: np.ndarray, snapshot: LogFile | None) -> Rea
 def cut(records: pa.Table, at_offset: int | None, at_time: int | None, snapshot: LogFile | None,
         notes: list[str]) -> tuple[pa.Table, Reached]:
     """The rows of a replay (bootstrap and snapshot rows whole, then segment rows) up to the point."""
-    seg = to_numpy(pc.equal(records.column("source_kind"), SEGMENT))
+    seg = pipeline.segment_rows(records)
     if at_offset is None and at_time is None:
         return records, _at_end(records, seg, snapshot)
     rows = np.flatnonzero(seg)
