@@ -65,6 +65,14 @@ P_LISTS = 5  # replicas 5-6, isr 7-8, removing 9-10, adding 11-12, elr 13-14, lk
 P_UNDER, P_OFFLINE, P_M_AT, P_TSTAMP, P_LAST_T, P_MARK = 17, 18, 19, 20, 21, 22
 P_FIELDS = 23
 P_STATE = P_LISTS + 12  # the partition's own state; the fields after it are the pass's notes, read where they lie
+# The state lines are int32 (92 bytes a partition, half the traffic of int64: the pass on group 0 of the 1 M-partition
+# fleet 74-81 -> 69 ns a record) unless a field may not fit (:func:`narrow_fits`): each holds a Kafka int32 (leader,
+# epochs), a list's tape position and length, a batch or touch number, a flag, or the m noted in P_M_AT, kept within
+# int32 (:func:`_m_note`; M_UNSET: none).  The one field the pass computes beyond a record's own values is an epoch
+# bumped past 2**31 - 1 (Kafka's epochs would wrap there, the scalar reference's do not): the pass says so
+# (G_WIDE) and its caller runs it again on int64 lines.
+I32_MAX = np.iinfo(np.int32).max
+M_UNSET = np.iinfo(np.int32).min
 LR, LI, LRM, LAD, LE, LK = 0, 1, 2, 3, 4, 5
 # topics
 T_LIVE, T_NAME, T_MB, T_MB_STAMP, T_M, T_M_STAMP = 0, 1, 2, 3, 4, 5  # T_M: m cached while a batch is closed
@@ -75,8 +83,8 @@ B_REG, B_EPOCH, B_INC, B_FENCED, B_CS, B_PEND_ROW, B_PEND_AT, B_PEND_LEN, B_DONE
 B_FIELDS = 10
 # globals
 (G_MV, G_MV_PRESENT, G_ELRF_PRESENT, G_ELRF_LEVEL, G_EVIDENCE, G_OVERRIDE, G_CTRL_ID, G_CTRL_SLOT, G_ZK, G_DEFAULT_SLOT,
- G_POOL_ELR) = range(11)
-G_FIELDS = 11
+ G_POOL_ELR, G_WIDE) = range(12)
+G_FIELDS = 12
 # one touch: a partition record of the current batch (the scalar checker's _Touch)
 (X_PART, X_ROW, X_HASB, X_BL, X_BI_S, X_BI_N, X_BE_S, X_BE_N, X_BK_S, X_BK_N, X_AI_S, X_AI_N, X_AE_S, X_AE_N,
  X_RL, X_RI_S, X_RI_N, X_RLRS) = range(18)
@@ -702,6 +710,13 @@ def _fence_breach(out, tape, ps, ts, g, part_topic, p, x, row, kind):
     _close(out, at)
 
 
+@njit(cache=True, inline="always")
+def _m_note(m):
+    """m as P_M_AT keeps it: within int32 above M_UNSET (a min.insync.replicas beyond that is no int config of
+    Kafka's; clamped alike on both sides of every comparison)."""
+    return min(max(m, M_UNSET + 1), I32_MAX)
+
+
 @njit(cache=True, nogil=True)
 def _closing_min_isr(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, t, batch_no):
     """m of topic t while batch ``batch_no`` is closed (the image does not change then): computed once
@@ -762,7 +777,7 @@ def _check_elr_below_min_isr(out, tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0,
         if _elected_from_elr(tape, tch, last) and i_n == 1:
             continue
         prev = ps[p, P_M_AT]
-        stale = (prev != MISSING and prev != m) or ts[t, T_MB] != m
+        stale = (prev != M_UNSET and prev != _m_note(m)) or ts[t, T_MB] != m
         known = _min_isr_known(tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, t)
         at = _open(out, ELR_BELOW_MINISR, S_WARN if stale or not known else S_ERROR, tch[last, X_ROW], p,
                    _name_now(ts, t))
@@ -962,7 +977,7 @@ def _after_batch(out, tape, ps, ts, g, bs, broker_ids, tcfg_min, bcfg_min, topic
         if ps[p, P_LIVE] == 0:
             ps[p, P_UNDER] = 0
             ps[p, P_OFFLINE] = 0
-            ps[p, P_M_AT] = MISSING
+            ps[p, P_M_AT] = M_UNSET
     for q in range(ntk):
         p = tkeys[q]
         if ps[p, P_LIVE] == 1:
@@ -971,7 +986,7 @@ def _after_batch(out, tape, ps, ts, g, bs, broker_ids, tcfg_min, bcfg_min, topic
             t = part_topic[p]
             m = ts[t, T_M] if ts[t, T_M_STAMP] == batch_no else _closing_min_isr(
                 tape, ps, ts, g, tcfg_min, bcfg_min, topic_p0, t, batch_no)
-            ps[p, P_M_AT] = m
+            ps[p, P_M_AT] = _m_note(m)
             i_n = ps[p, P_LISTS + 2 * LI + 1]
             offline = ps[p, P_LEADER] == NO_LEADER and i_n == 0 and ps[p, P_LISTS + 2 * LE + 1] == 0
             if (i_n < m) == (ps[p, P_UNDER] == 1) and offline == (ps[p, P_OFFLINE] == 1):
@@ -1123,6 +1138,8 @@ def _write(img, p, a, record_lists, i):
     ps, g = img[0], img[3]
     for f in range(P_STATE):
         ps[p, f] = a[f]
+    if a[P_PE] > I32_MAX or a[P_LE] > I32_MAX:  # (bumped past int32: the caller runs the pass on int64 lines)
+        g[G_WIDE] = 1
     if record_lists[i, 2 * LE + 1] > 0 or record_lists[i, 2 * LI + 1] == 0:
         g[G_EVIDENCE] = 1
 
@@ -1263,6 +1280,8 @@ def _on_clear_elr(out, inp, img, bat, cur, i, a, b):
         _touch(inp, img, bat, cur, pp, i, True, b, a, LEADER_UNCHANGED, 0, -1, -1)
         for f in range(P_STATE):
             ps[pp, f] = a[f]
+        if a[P_PE] > I32_MAX:
+            img[3][G_WIDE] = 1
 
 
 @njit(cache=True, nogil=True)
@@ -1383,10 +1402,10 @@ def _close_batch(out, inp, img, bat, cur):
 @njit(cache=True, nogil=True)
 def _new_image(ps, n_topics, n_brokers, n_names, n_bslots, broker_slot_ids, default_slot, override):
     """The image's arrays; ``ps`` (the partitions' state lines, zeros) comes from the caller: NumPy asks the kernel
-    for huge pages on large arrays, and an array made here faults its pages in 4 kB at a time (184 bytes a
-    partition: 184 MB on a 1 M-partition log)."""
+    for huge pages on large arrays, and an array made here faults its pages in 4 kB at a time (92 bytes a
+    partition: 92 MB on a 1 M-partition log)."""
     n_parts = ps.shape[0]
-    ps[:, P_M_AT] = MISSING
+    ps[:, P_M_AT] = M_UNSET
     ps[:, P_TSTAMP] = -1
     ps[:, P_MARK] = -1
     ts = np.zeros((n_topics, T_FIELDS), np.int64)
@@ -1416,8 +1435,9 @@ def check(kind, batch, snapshot, topic, part, name, ints, lists, tape, broker, b
           part_id, topic_p0, topic_parts, topic_parts_at, broker_ids, broker_slot_ids, default_slot, unclean_true,
           n_names, n_bslots, override, capacity, ps):
     """The pass: every record checked against the state before it, applied, and every batch closed by the
-    batch-level rules.  Returns (the breach stream (see the module docstring), the words it needed): a stream
-    longer than ``capacity`` words is cut there, and its caller runs the pass again with room for all of it.
+    batch-level rules.  Returns (the breach stream (see the module docstring), the words it needed, whether the
+    state lines held every value): a stream longer than ``capacity`` words is cut there, and its caller runs the pass
+    again with room for all of it; int32 lines that could not hold an epoch (False), again on int64 lines.
     ``ps``: zeros of shape (partitions, P_FIELDS), the partitions' state lines (:func:`new_state_lines`)."""
     # The bundles hold borrowed views (kernels/borrow.py): the handlers below receive them once per record,
     # and counting references to their 40 arrays was most of the pass's time.  The inputs are held by the
@@ -1451,9 +1471,9 @@ def check(kind, batch, snapshot, topic, part, name, ints, lists, tape, broker, b
         if i + _AHEAD < len(kind):  # the state line of a partition some records ahead (kernels/prefetch.py)
             q = part[i + _AHEAD]
             if q >= 0:
-                prefetch(ps, q * P_FIELDS)
-                prefetch(ps, q * P_FIELDS + 8)
-                prefetch(ps, q * P_FIELDS + 16)
+                prefetch(ps, q * P_FIELDS)  # (its first, middle and last field: every cache line it spans)
+                prefetch(ps, q * P_FIELDS + P_FIELDS // 2)
+                prefetch(ps, q * P_FIELDS + P_FIELDS - 1)
         if batch[i] != cur[C_BATCH]:
             if cur[C_BATCH] >= 0:
                 _close_batch(out, inp, img, bat, cur)
@@ -1489,9 +1509,16 @@ def check(kind, batch, snapshot, topic, part, name, ints, lists, tape, broker, b
         _close_batch(out, inp, img, bat, cur)
     _finish(out, tape, img[0], img[1], img[3], img[2], broker_ids, part_topic, pool, img[11])
     keep(owned, tch, stream, words)
-    return stream[:min(words[0], capacity)].copy(), words[0]
+    return stream[:min(words[0], capacity)].copy(), words[0], img[3][G_WIDE] == 0
 
 
-def new_state_lines(n_parts: int) -> np.ndarray:
-    """The zeroed state lines :func:`check` takes (allocated by NumPy: see :func:`_new_image`)."""
-    return np.zeros((n_parts, P_FIELDS), np.int64)
+def new_state_lines(n_parts: int, wide: bool = False) -> np.ndarray:
+    """The zeroed state lines :func:`check` takes (allocated by NumPy: see :func:`_new_image`): int32, int64 where
+    ``wide`` (see I32_MAX above)."""
+    return np.zeros((n_parts, P_FIELDS), np.int64 if wide else np.int32)
+
+
+def narrow_fits(lists: np.ndarray, records: int) -> bool:
+    """Whether int32 state lines hold what the pass writes there, a bumped epoch aside (which it reports): the
+    layout's tape positions are int32 (``lists``) and batch and touch numbers stay below 2**31 (``records``)."""
+    return lists.dtype == np.int32 and records < I32_MAX

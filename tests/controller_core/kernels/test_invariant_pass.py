@@ -15,6 +15,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 import pyarrow.compute as pc
@@ -199,6 +200,35 @@ def test_a_breach_stream_longer_than_its_buffer_is_written_whole(tmp_path, monke
     monkeypatch.setattr(invariants.K, "check", counted)
     assert sorted(map(_key, _compiled(path))) == whole
     assert len(calls) == 2 and calls[0] == 3 and calls[1] > 3  # cut at 3 words, then run with room for all
+
+
+def test_an_epoch_bumped_past_int32_runs_the_pass_on_wide_state_lines(tmp_path, monkeypatch):
+    """The partitions' state lines are int32; the one value the pass makes beyond a record's own is an epoch bumped by
+    a change record, which passes 2**31 - 1 on a partition recorded there (Kafka's int32 would wrap; the rules do not).
+    The pass says so and runs again on int64 lines: a PartitionRecord after the bump lowers the epochs, as the scalar
+    reference says, and its breach names the epochs 2**31 (wrapped, they read as lower than anything)."""
+    from controller_core.kernels import invariants
+
+    top = 2**31 - 1
+    log = Log(25, elr=True)
+    log.add(log.topic("a"), log.partition("a", 0, [0, 1, 2], leader=0, le=top, pe=top))
+    log.add(log.change("a", 0, leader=1))  # leader epoch and partition epoch: 2**31
+    lowered, = log.add(log.partition("a", 0, [0, 1, 2], leader=1, le=top, pe=top))
+    path = log.write(tmp_path / "log")
+    lines = []
+    real = invariants.K.check
+
+    def seen(*args):
+        lines.append(args[-1].dtype)
+        return real(*args)
+
+    monkeypatch.setattr(invariants.K, "check", seen)
+    compiled = Counter(map(_key, _compiled(path)))
+    assert compiled == Counter(map(_key, check_log(path)))
+    assert lines == [np.int32, np.int64]
+    lower = [(json.loads(k[6]), json.loads(k[7])) for k in compiled
+             if k[0] == lowered and k[1] == "INV-EPOCH-MONOTONIC"]
+    assert lower and str(2**31) in json.dumps(lower)
 
 
 @pytest.mark.parametrize("x, brokers", [(1, (1, 2, 3)), (66, tuple(range(1, 70)))], ids=["row-0", "row-65"])
