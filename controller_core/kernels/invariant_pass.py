@@ -1475,7 +1475,12 @@ def check(kind, batch, snapshot, topic, part, name, ints, lists, tape, broker, b
                 prefetch(ps, q * P_FIELDS + P_FIELDS // 2)
                 prefetch(ps, q * P_FIELDS + P_FIELDS - 1)
         if batch[i] != cur[C_BATCH]:
-            if cur[C_BATCH] >= 0:
+            # a batch that wrote, deleted, fenced, registered and re-configured nothing, with no controlled shutdown
+            # pending (the pool holds a range only while one is), leaves the batch-level rules nothing to check: half
+            # the batches of the 1 M-partition fleet (NoOps), whose ends cost ~4 ns a record of the pass's 63
+            quiet = (cur[C_NT] == 0 and cur[C_REEVAL] < 0 and len(fences) == 0 and len(regs) == 0
+                     and len(deleted) == 0 and len(pool) == 0)
+            if cur[C_BATCH] >= 0 and not quiet:
                 _close_batch(out, inp, img, bat, cur)
             cur[C_BATCH] = batch[i]
             cur[C_NT] = cur[C_NTK] = cur[C_ALL] = cur[C_NRT] = 0

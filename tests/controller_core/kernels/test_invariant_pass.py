@@ -253,3 +253,21 @@ def test_a_pending_controlled_shutdown_is_followed_batch_by_batch(tmp_path, x, b
     assert compiled == Counter(map(_key, check_log(path)))
     fenced = sorted((k[0], k[3], k[4]) for k in compiled if k[1] == "INV-FENCE-REMOVES-ISR")
     assert fenced == [(shutdown, "c", 0)]
+
+
+def test_a_batch_that_writes_nothing_ends_a_pending_controlled_shutdown(tmp_path):
+    """The pass skips the batch-level rules at the end of a batch that wrote, deleted, fenced, registered and
+    re-configured nothing -- unless a controlled shutdown is pending: such a batch makes no progress, and what the
+    shutdown left in ISRs is reported then (here a FeatureLevelRecord of another feature), not saved by a later batch
+    that moves the partition off."""
+    log = Log(25, elr=True, brokers=(1, 2, 3))
+    log.create("a", [1, 2, 3], [1, 2, 3])
+    (shutdown,) = log.add(log.shutdown(1))  # pending: a-0, a-1
+    log.add(log.change("a", 0, isr=[2, 3], leader=2))  # progress: a-0 leaves
+    log.add(log.feature("group.version", 1))  # no progress: a-1 is left
+    log.add(log.change("a", 1, isr=[2, 3], leader=2))  # too late
+    path = log.write(tmp_path / "log")
+    compiled = Counter(map(_key, _compiled(path)))
+    assert compiled == Counter(map(_key, check_log(path)))
+    fenced = sorted((k[0], k[3], k[4]) for k in compiled if k[1] == "INV-FENCE-REMOVES-ISR")
+    assert fenced == [(shutdown, "a", 1)]
