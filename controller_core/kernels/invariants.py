@@ -41,8 +41,8 @@ def check(records: pa.Table, elr_override: bool | None = None, lay: layout.Layou
     wide = not K.narrow_fits(lay.lists, len(lay.kind))
     room = STREAM_WORDS_PER_RECORD * len(lay.kind) + STREAM_WORDS_MIN
     stream, words, fits = K.check(*args, room, K.new_state_lines(n_parts, wide))
-    if not fits and not wide:  # an epoch bumped past int32: int64 lines, the list positions widened too (the one pass compiled
-        # for wide lines is the one a log past 2**31 tape entries takes, kernels.warm's second round)
+    if not fits and not wide:  # an epoch bumped past int32: int64 lines, the list positions widened too (the one
+        # pass compiled for wide lines is the one a log past 2**31 tape entries takes, kernels.warm's second round)
         args, wide = args[:7] + (lay.lists.astype(np.int64),) + args[8:], True
         stream, words, _ = K.check(*args, room, K.new_state_lines(n_parts, wide))
     if words > len(stream):
