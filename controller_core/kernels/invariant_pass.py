@@ -66,7 +66,7 @@ P_UNDER, P_OFFLINE, P_M_AT, P_TSTAMP, P_LAST_T, P_MARK = 17, 18, 19, 20, 21, 22
 P_FIELDS = 23
 P_STATE = P_LISTS + 12  # the partition's own state; the fields after it are the pass's notes, read where they lie
 # The state lines are int32 (92 bytes a partition, half the traffic of int64: the pass on group 0 of the 1 M-partition
-# fleet 74-81 -> 69 ns a record) unless a field may not fit (:func:`narrow_fits`): each holds a Kafka int32 (leader,
+# fleet 74-81 -> 63-68 ns a record) unless a field may not fit (:func:`narrow_fits`): each holds a Kafka int32 (leader,
 # epochs), a list's tape position and length, a batch or touch number, a flag, or the m noted in P_M_AT, kept within
 # int32 (:func:`_m_note`; M_UNSET: none).  The one field the pass computes beyond a record's own values is an epoch
 # bumped past 2**31 - 1 (Kafka's epochs would wrap there, the scalar reference's do not): the pass says so
