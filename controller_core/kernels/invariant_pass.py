@@ -1132,14 +1132,21 @@ def _touch(inp, img, bat, cur, p, row, has_b, b, a, rl, ri_s, ri_n, rlrs):
             _reevaluate(cur, row, img, t)
 
 
+@njit(**_SMALL)
+def _store(ps, g, p, a):
+    """Partition p's state line from the state ``a`` (its own fields); an epoch bumped past int32 sets G_WIDE (the
+    caller runs the pass again on int64 lines: see I32_MAX above)."""
+    for f in range(P_STATE):
+        ps[p, f] = a[f]
+    if a[P_PE] > I32_MAX or a[P_LE] > I32_MAX:
+        g[G_WIDE] = 1
+
+
 @njit(**_PER_RECORD)
 def _write(img, p, a, record_lists, i):
     """Apply the state ``a`` to partition p; an ELR or an emptied ISR is evidence of ELR (§1.8)."""
     ps, g = img[0], img[3]
-    for f in range(P_STATE):
-        ps[p, f] = a[f]
-    if a[P_PE] > I32_MAX or a[P_LE] > I32_MAX:  # (bumped past int32: the caller runs the pass on int64 lines)
-        g[G_WIDE] = 1
+    _store(ps, g, p, a)
     if record_lists[i, 2 * LE + 1] > 0 or record_lists[i, 2 * LI + 1] == 0:
         g[G_EVIDENCE] = 1
 
@@ -1278,10 +1285,7 @@ def _on_clear_elr(out, inp, img, bat, cur, i, a, b):
         a[P_LISTS + 2 * LK + 1] = 0
         a[P_PE] = b[P_PE] + 1
         _touch(inp, img, bat, cur, pp, i, True, b, a, LEADER_UNCHANGED, 0, -1, -1)
-        for f in range(P_STATE):
-            ps[pp, f] = a[f]
-        if a[P_PE] > I32_MAX:
-            img[3][G_WIDE] = 1
+        _store(ps, img[3], pp, a)
 
 
 @njit(cache=True, nogil=True)
