@@ -313,23 +313,33 @@ def warn_quarantined(prog: str, log_dir: str | None, err, spans: list) -> None:
 
 
 # ------------------------------------------------------------------------------- a partition's history
-def partition_rows(tables: dict, topic: str, partition: int | None) -> list[dict]:
-    """The history rows of a topic's partitions (every id the name had), by partition then offset
-    (``timeline``, and ``report``'s partition timelines)."""
+def partition_rows(tables: dict, topic: str, partition: int | None, strict: bool = True) -> list[dict]:
+    """The history rows of a topic's partitions, by partition then offset (``timeline``, and ``report``'s partition
+    timelines).  ``topic``: a name (every id it had) or, for a topic whose name the history does not hold, its id --
+    a finding names a topic by its id when its TopicRecord was not read (a damaged or cut log).  A topic or partition
+    the history does not hold: CannotRun naming the argument, or no rows when not ``strict`` (a report's incident
+    whose partition has no state of its own, e.g. only change records whose PartitionRecord was quarantined)."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     topics = tables[catalog.TOPIC_CONFIG_HISTORY.name]
+    h = tables[catalog.PARTITION_STATE_HISTORY.name]
     ids = pc.unique(topics.filter(pc.equal(topics.column("topic_name"), topic)).column("topic_id"))
     if not len(ids):
-        raise CannotRun(f"topic '{topic}' is not in the history read", "--topic")
-    h = tables[catalog.PARTITION_STATE_HISTORY.name]
+        ids = pa.array([topic], h.schema.field("topic_id").type)
+        if not pc.any(pc.equal(h.column("topic_id"), topic)).as_py():
+            if not strict:
+                return []
+            raise CannotRun(f"topic '{topic}' is not in the history read", "--topic")
     h = h.filter(pc.is_in(h.column("topic_id"), value_set=ids))
     if "orphan" in h.column_names:
         h = h.filter(pc.invert(pc.fill_null(h.column("orphan"), False)))
     if partition is not None:
         h = h.filter(pc.equal(h.column("partition_id"), partition))
-        if not h.num_rows:
+        if not h.num_rows and strict:
             raise CannotRun(f"partition {partition} of topic '{topic}' is not in the history read", "--partition")
+    if not h.num_rows and strict:  # (only changes of partitions whose PartitionRecord was not read)
+        raise CannotRun(f"topic '{topic}' has no partition state in the history read", "--topic")
     return h.sort_by([("partition_id", "ascending"), ("offset", "ascending")]).to_pylist()
 
 

@@ -148,7 +148,8 @@ def run(args, out=None, err=None) -> int:
 
         cut, _ = truncate(tables, at)
     wanted, total = report.incident_partitions(result)
-    timelines = [(f"{t}-{p}", partition_rows(cut, t, p)) for t, p in wanted]
+    # (a damaged log's incident may name a partition without state of its own: its timeline is empty, not an error)
+    timelines = [(f"{t}-{p}", partition_rows(cut, t, p, strict=False)) for t, p in wanted]
     page = report.render(cut, result, name=args.cluster or str(args.log_dir), fail_on=fail_on,
                          source=_source(args, tables, end_offset, end_time, info, lake), version=version(),
                          plan=plan, timelines=timelines, timelines_total=total, max_index_rows=max_rows,

@@ -27,7 +27,8 @@ TS = pa.timestamp("us", tz="UTC")
 def add_arguments(p) -> None:
     add_cluster_or_log_dir(p, "replay a log directory in process (no lake, no Spark)")
     what = p.add_mutually_exclusive_group(required=True)
-    what.add_argument("--topic", help="the topic whose partitions to show (all of them without --partition)")
+    what.add_argument("--topic", help="the topic whose partitions to show (all of them without --partition): its name, "
+                      "or its id (how findings name a topic whose TopicRecord was not read)")
     what.add_argument("--broker", type=int, help="a broker's registrations, fences, unfences, controlled shutdowns")
     p.add_argument("--partition", type=int, help="only this partition of --topic")
     p.add_argument("--from", dest="from_", metavar="T1", help="changes at or after T1 (ISO 8601 or epoch ms)")

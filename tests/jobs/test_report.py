@@ -23,6 +23,7 @@ import pytest
 from jobs import cli
 
 ROOT = Path(__file__).resolve().parents[2]
+REAL_LOG = ROOT.parent / "shared" / "realdata" / "vasifvortex-pre3.3-fence" / "kafka1" / "__cluster_metadata-0"
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 
 
@@ -357,3 +358,33 @@ def test_the_plots_and_the_broker_timeline_follow_the_history(scenario, facts):
     assert [s for _, _, s, _ in intervals[3]] == ["fenced", "active", "fenced", "active"]
     types = report.records_per_type(tables, end)
     assert sum(n for _, n in types) == tables["record_times"].num_rows
+
+
+def test_a_damaged_logs_incidents_name_a_topic_by_its_id(tmp_path, capsys):
+    """A real log whose batch holding __consumer_offsets' TopicRecord is damaged: the change records of its
+    partitions are findings naming the topic by its id (no name was read).  The report is still written, those
+    partitions' timelines empty (no state of their own), and ``timeline`` says why instead of printing nothing."""
+    log = tmp_path / "__cluster_metadata-0"
+    shutil.copytree(REAL_LOG, log, copy_function=shutil.copyfile)
+    log.chmod(0o755)
+    seg = log / "00000000000000000000.log"
+    capsys.readouterr()
+    assert cli.main(["decode", str(seg)]) == 0
+    (topic,) = [json.loads(x) for x in capsys.readouterr().out.splitlines()
+                if '"TOPIC_RECORD"' in x and '"__consumer_offsets"' in x]
+    tid = topic["data"]["topicId"]
+    raw = bytearray(seg.read_bytes())
+    raw[topic["position"]] ^= 0xFF  # the record's batch no longer verifies: it is quarantined
+    seg.write_bytes(bytes(raw))
+    path = tmp_path / "report.html"
+    capsys.readouterr()
+    assert cli.main(["report", "--log-dir", str(log), "-o", str(path)]) == 0
+    said = capsys.readouterr()
+    assert "the log is damaged" in said.err and "wrote" in said.out + said.err
+    page = path.read_text(encoding="utf-8")
+    named = re.findall(r'data-partition="([^"]+)"><h3>[^<]*: (\d+) change', page)
+    assert any(n.startswith(tid + "-") for n, _ in named)
+    assert all(c == "0" for n, c in named if n.startswith(tid + "-"))
+    assert cli.main(["timeline", "--log-dir", str(log), "--topic", tid]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(
+        f"topic '{tid}' has no partition state in the history read (--topic)")

@@ -72,3 +72,13 @@ def test_a_brokers_timeline_and_unknown_names(log, capsys):
         capsys.readouterr()
         assert cli.main(["timeline", "--log-dir", str(log), *argv]) == 2
         assert flag in capsys.readouterr().err
+
+
+def test_a_topic_is_also_named_by_its_id(log, capsys):
+    """Findings name a topic by its id when its TopicRecord was not read; timeline takes the id as it takes the name."""
+    recs = _decoded(log, capsys)
+    tid = next(r["data"]["topicId"] for r in recs if r["type"] == "TOPIC_RECORD" and r["data"]["name"] == "payments")
+    by_name = _timeline(capsys, "--log-dir", str(log), "--topic", "payments")
+    by_id = _timeline(capsys, "--log-dir", str(log), "--topic", tid)
+    assert by_id == by_name and len(by_name) > 1
+    assert {r["topic_id"] for r in by_id} == {tid}
