@@ -46,7 +46,7 @@ class CannotRun(Exception):
 _CANNOT_RUN_BY_MODULE = {
     "lake.config": ("ConfigError",),
     "lake.gold": ("GoldError",),
-    "lake.delta": ("StagedOutputError", "BackendError", "CommitCheckError"),
+    "lake.delta": ("StagedOutputError", "BackendError", "CommitCheckError", "DamagedTableError"),
     "lake.lock": ("LockBusy",),  # another job holds the cluster: say who, exit 2
     "controller_core.point": ("PointError",),
     "controller_core.rules.whatif": ("WhatIfError",),

@@ -32,17 +32,17 @@ def add_arguments(p) -> None:
 
 def query(lake_root: str, sql: str):
     """The result of ``sql`` over the lake's tables, as an Arrow table."""
-    from deltalake import DeltaTable, QueryBuilder
+    from deltalake import QueryBuilder
 
     from lake import catalog
-    from lake.delta import Lake
+    from lake.delta import Lake, open_table
 
     lake = Lake(lake_root, None, backend="delta-rs")
     qb = QueryBuilder()
     present = []
     for t in catalog.TABLES:
         if lake.exists(t.name):
-            qb.register(t.name, DeltaTable(lake.path(t.name)))
+            qb.register(t.name, open_table(lake.path(t.name)))
             present.append(t.name)
     if not present:
         raise CannotRun(f"no table in {lake.root}: run kraft-audit ingest / replay / audit first", "--lake")

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import DeltaTable
-
 from lake import catalog
+from lake.delta import open_table
 
 RECORDS = catalog.METADATA_RECORDS
 
@@ -25,7 +24,7 @@ def needs_migration(lake) -> bool:
     """The lake's ``metadata_records`` lacks a column the catalog declares."""
     if not lake.exists(RECORDS.name):
         return False
-    have = set(pa.schema(DeltaTable(lake.path(RECORDS.name)).schema().to_arrow()).names)
+    have = set(pa.schema(open_table(lake.path(RECORDS.name)).schema().to_arrow()).names)
     return not set(RECORDS.schema.names) <= have
 
 

@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 import pyarrow as pa
 import pyarrow.dataset as pads
 from deltalake import DeltaTable, WriterProperties, write_deltalake
+from deltalake.exceptions import DeltaError, DeltaProtocolError, TableNotFoundError
 from deltalake import Schema as DeltaSchema
 
 from lake.files import is_tagged
@@ -98,6 +99,26 @@ class ProtocolError(RuntimeError):
 class BackendError(RuntimeError):
     """The configured Delta backend cannot do what was asked (e.g. stage Spark output for a remote lake
     without delta-spark): the command cannot run."""
+
+
+class DamagedTableError(RuntimeError):
+    """A table whose Delta log cannot be read: a commit file in its ``_delta_log`` damaged or cut outside kraft-audit.
+    Nothing of the table is read until the file is restored; the job cannot run (exit 2, one line naming the
+    folder)."""
+
+
+def open_table(path: str, version: int | None = None) -> DeltaTable:
+    """The delta-rs table at ``path`` (at ``version``); a log delta-rs cannot parse raised as DamagedTableError
+    naming the table's log folder (delta-rs says only what it could not parse, not where)."""
+    try:
+        return DeltaTable(path) if version is None else DeltaTable(path, version=version)
+    except DeltaError as exc:
+        if isinstance(exc, (TableNotFoundError, DeltaProtocolError)):
+            raise
+        what = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DamagedTableError(f"the Delta log of table {Path(path).name} cannot be read ({what}): a commit file "
+                                f"damaged outside kraft-audit; restore it, or remove the table and run the job that "
+                                f"writes it again ({str(path).rstrip('/')}/_delta_log)") from exc
 
 
 class StagedOutputError(RuntimeError):
@@ -198,26 +219,26 @@ class Lake:
         """The columns of an existing table, from its metadata (no data file is read)."""
         if self.backend == "delta-spark":
             return list(self.read(table).columns)
-        return list(pa.schema(DeltaTable(self.path(table)).schema().to_arrow()).names)
+        return list(pa.schema(open_table(self.path(table)).schema().to_arrow()).names)
 
     def version(self, table: str) -> int:
         """Latest committed version (0 for a freshly created table)."""
         if self.backend == "delta-spark":
             return int(self._spark_delta_table(table).history(1).first()["version"])
-        return DeltaTable(self.path(table)).version()
+        return open_table(self.path(table)).version()
 
     def history(self, table: str) -> list[dict[str, Any]]:
         """Commit info dicts, newest first (each has at least "version" and "operation")."""
         if self.backend == "delta-spark":
             rows = self._spark_delta_table(table).history().collect()
             return [r.asDict(recursive=True) for r in rows]
-        return DeltaTable(self.path(table)).history()
+        return open_table(self.path(table)).history()
 
     def count(self, table: str, where: dict[str, str] | None = None, version: int | None = None) -> int:
         """Rows of ``table`` (at ``version``) in the partition ``where`` ({partition column: value}), from the
         row counts the Delta log keeps per file (delta-rs: no data file read; files without the count are
         read)."""
-        dt = DeltaTable(self.path(table), version=version)
+        dt = open_table(self.path(table), version=version)
         actions = pa.table(dt.get_add_actions(flatten=True)).to_pydict()
         n, unknown = 0, False
         for i in range(len(actions.get("path", []))):
@@ -255,7 +276,7 @@ class Lake:
     def partitions(self, table: str) -> list[dict[str, str]]:
         """Partition values of the table's current files, e.g. ``[{"cluster": "c1"}, ...]``: read from the
         Delta log alone (delta-rs), so it costs no data file and no Spark."""
-        return DeltaTable(self.path(table)).partitions()
+        return open_table(self.path(table)).partitions()
 
     # ------------------------------------------------------------------ reads
 
@@ -271,7 +292,7 @@ class Lake:
 
         from pyspark.sql.pandas.types import from_arrow_schema
 
-        dt = DeltaTable(path, version=version)
+        dt = open_table(path, version=version)
         schema = from_arrow_schema(pa.schema(dt.schema().to_arrow()))
         files = dt.file_uris()  # exactly the files of that version
         if not files:
@@ -292,7 +313,7 @@ class Lake:
 
         ``filters`` uses the deltalake/pyarrow DNF form, e.g. ``[("part", "=", "a")]``.
         """
-        dt = DeltaTable(self.path(table), version=version)
+        dt = open_table(self.path(table), version=version)
         return dt.to_pyarrow_table(columns=list(columns) if columns else None, filters=filters)
 
     # ------------------------------------------------------------------ writes
@@ -370,10 +391,10 @@ class Lake:
         """Rewrite a whole table with ``data`` under ``data``'s schema (a catalog change to an existing table:
         new columns).  Keeps the table's partitioning."""
         path = self.path(table)
-        parts = list(DeltaTable(path).metadata().partition_columns)
+        parts = list(open_table(path).metadata().partition_columns)
         write_deltalake(path, data, mode="overwrite", schema_mode="overwrite", partition_by=parts or None)
         _committed(table)
-        return DeltaTable(path).version()
+        return open_table(path).version()
 
     def merge_update(self, table: str, source: DataFrame, on: Sequence[str], columns: Sequence[str],
                      where: dict[str, str], condition: str | None = None) -> int:
@@ -399,13 +420,13 @@ class Lake:
         data = source.toArrow()
         if data.num_rows == 0:
             return self.version(table)
-        dt = DeltaTable(self.path(table))
+        dt = open_table(self.path(table))
         target = pa.schema(dt.schema().to_arrow())
         data = data.cast(pa.schema([target.field(n) for n in data.column_names]), safe=True)
         (dt.merge(source=data, predicate=predicate, source_alias="s", target_alias="t")
          .when_matched_update(updates=updates).execute())
         _committed(table)
-        return DeltaTable(self.path(table)).version()
+        return open_table(self.path(table)).version()
 
     def _merge_files(self, table: str, source: DataFrame, on: Sequence[str], columns: Sequence[str],
                      where: dict[str, str], condition: str | None) -> int:
@@ -419,7 +440,7 @@ class Lake:
         from pyspark.sql.pandas.types import from_arrow_schema
 
         path = self.path(table)
-        dt = DeltaTable(path)
+        dt = open_table(path)
         target = pa.schema(dt.schema().to_arrow())
         parts = list(dt.metadata().partition_columns)
         files, _ = _replaced_files(dt, where, {})  # every file of the partition
@@ -455,7 +476,7 @@ class Lake:
         filters = [(k, "=", v) for k, v in (where or {}).items()] or None
         with warnings.catch_warnings():  # partition_filters: deprecated in favour of a predicate, same result
             warnings.simplefilter("ignore", DeprecationWarning)
-            return list(DeltaTable(self.path(table), version=version).file_uris(partition_filters=filters))
+            return list(open_table(self.path(table), version=version).file_uris(partition_filters=filters))
 
     def tasks_write_files(self) -> bool:
         """Whether Spark tasks write this lake's data files themselves (:meth:`append_written`)."""
@@ -506,7 +527,7 @@ class Lake:
                     raise ValueError(f"table {table}: {sorted(where)} must be partition columns to be replaced "
                                      "by files")
                 path = self.path(table)
-                jobs.append(_Job(Path(self.root), table, -1 if is_new else DeltaTable(path).version()))
+                jobs.append(_Job(Path(self.root), table, -1 if is_new else open_table(path).version()))
                 plans.append((table, path, target, parts, is_new))
             written, extra = run([(path, target, parts, job.tag)
                                   for (_, path, target, parts, _), job in zip(plans, jobs)])
@@ -514,7 +535,7 @@ class Lake:
                 return None, extra
             versions = []
             for (table, path, target, parts, is_new), files in zip(plans, written):
-                removes = _replaced_files(DeltaTable(path), where, {})[0] if where and not is_new else []
+                removes = _replaced_files(open_table(path), where, {})[0] if where and not is_new else []
                 versions.append(self._commit_written(table, path, files, target, parts, is_new, False, removes))
             return versions, extra
         finally:
@@ -612,7 +633,7 @@ class Lake:
         path = self.path(table)
         removes: list[dict] = []
         if mode == "overwrite" and not is_new and (where or above):
-            removes, mixed = _replaced_files(DeltaTable(path), where or {}, above or {})
+            removes, mixed = _replaced_files(open_table(path), where or {}, above or {})
             if mixed:  # their rows outside the replaced part stay: written again into new files
                 df = df.unionByName(self._kept_rows(path, target, mixed, above or {}))
         whole = mode == "overwrite" and not is_new and not (where or above)
@@ -637,7 +658,7 @@ class Lake:
         ``removes`` in one transaction (``whole``: an overwrite of the whole table), check the commit."""
         from lake import files as LF
 
-        job = _Job(Path(self.root), table, -1 if is_new else DeltaTable(path).version())
+        job = _Job(Path(self.root), table, -1 if is_new else open_table(path).version())
         try:
             written = _run_tasks(df.mapInArrow(LF.write_task(path, target, parts, job.tag), LF.FILE_DDL))
             return self._commit_written(table, path, written, target, parts, is_new, whole, removes, expect_rows)
@@ -666,11 +687,11 @@ class Lake:
             create_table_with_add_actions(path, DeltaSchema.from_arrow(target), adds, mode="append",
                                           partition_by=parts or None)
         else:
-            DeltaTable(path).create_write_transaction(adds + rms, mode="overwrite" if whole else "append",
+            open_table(path).create_write_transaction(adds + rms, mode="overwrite" if whole else "append",
                                                       schema=DeltaSchema.from_arrow(target),
                                                       partition_by=parts or None)
         _committed(table)
-        dt = DeltaTable(path)
+        dt = open_table(path)
         _check_added(table, path, dt, written)
         if is_new:
             proto = dt.protocol()
@@ -740,7 +761,7 @@ class Lake:
             return target
         dt.alter.add_columns(DeltaSchema.from_arrow(pa.schema([f.with_nullable(True) for f in new])).fields)
         _committed(table)
-        return pa.schema(DeltaTable(self.path(table)).schema().to_arrow())
+        return pa.schema(open_table(self.path(table)).schema().to_arrow())
 
     def _plan(
         self, table: str, source: pa.Schema, partition_by: list[str]
@@ -748,7 +769,7 @@ class Lake:
         """Decide the target schema/partitioning and reject incompatible frames early."""
         path = self.path(table)
         if DeltaTable.is_deltatable(path):
-            dt = DeltaTable(path)
+            dt = open_table(path)
             target = pa.schema(dt.schema().to_arrow())
             existing_parts = list(dt.metadata().partition_columns)
             if partition_by and partition_by != existing_parts:
@@ -798,7 +819,7 @@ class Lake:
                 raise
 
         reader = pa.RecordBatchReader.from_batches(target, conform())
-        before = -1 if is_new else DeltaTable(path).version()
+        before = -1 if is_new else open_table(path).version()
         try:
             write_deltalake(path, reader, mode=mode, partition_by=parts or None, predicate=predicate,
                             writer_properties=_WRITER)
@@ -806,7 +827,7 @@ class Lake:
             if errors:  # re-raise the real cause (e.g. ArrowInvalid), not delta-rs' wrapper
                 raise errors[0] from exc
             raise
-        dt = DeltaTable(path)
+        dt = open_table(path)
         _committed(table)
         # the commit's own metrics (when no other writer committed since: another cluster sharing the table)
         added = (((dt.history(1) or [{}])[0].get("operationMetrics") or {}).get("num_added_rows")

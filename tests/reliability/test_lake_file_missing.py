@@ -48,3 +48,24 @@ def test_readers_of_a_silver_table_missing_a_file_cannot_run_and_name_it(spark, 
         assert cli.main(argv) == 2, argv
         line = one_line(capsys.readouterr().err, argv[0], gone.name, "is missing")
         assert "\x1b" not in line and "internal error" not in line
+
+
+def test_a_damaged_commit_file_cannot_run_and_names_the_tables_log(spark, tmp_path, capsys):
+    """A line of a table's Delta log damaged outside kraft-audit: delta-rs says only what it could not parse; every
+    reader and the next job say which table's log folder it is, in their one line, not as an internal error."""
+    lake = str(tmp_path / "lake")
+    assert cli.main(["ingest", "--cluster", "c1", "--log-dir", str(DATA), "--lake", lake]) == 0
+    assert cli.main(["replay", "--cluster", "c1", "--lake", lake]) == 0
+    log = Path(lake) / METADATA_RECORDS.name / "_delta_log"
+    commit = sorted(log.glob("*.json"))[0]
+    text = commit.read_text()
+    at = text.index('{"add"')
+    commit.write_text(text[:at] + "x" + text[at:])  # no longer JSON where an action starts
+    for argv in (["audit", "--cluster", "c1", "--lake", lake], ["timeline", "--cluster", "c1", "--lake", lake,
+                                                                 "--broker", "1"],
+                 ["quality", "--cluster", "c1", "--lake", lake], ["replay", "--cluster", "c1", "--lake", lake]):
+        capsys.readouterr()
+        assert cli.main(argv) == 2, argv
+        line = one_line(capsys.readouterr().err, argv[0], f"{METADATA_RECORDS.name}/_delta_log",
+                        "cannot be read")
+        assert "internal error" not in line
