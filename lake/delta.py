@@ -102,9 +102,9 @@ class BackendError(RuntimeError):
 
 
 class DamagedTableError(RuntimeError):
-    """A table whose Delta log cannot be read: a commit file in its ``_delta_log`` damaged or cut outside kraft-audit.
-    Nothing of the table is read until the file is restored; the job cannot run (exit 2, one line naming the
-    folder)."""
+    """A table whose Delta log cannot be read: a commit file in its ``_delta_log`` damaged or cut outside kraft-audit
+    (said so when delta-rs could not parse it), or a store refusing it.  The job cannot run (exit 2, one line naming
+    the folder)."""
 
 
 def open_table(path: str, version: int | None = None) -> DeltaTable:
@@ -116,9 +116,12 @@ def open_table(path: str, version: int | None = None) -> DeltaTable:
         if isinstance(exc, (TableNotFoundError, DeltaProtocolError)):
             raise
         what = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise DamagedTableError(f"the Delta log of table {Path(path).name} cannot be read ({what}): a commit file "
-                                f"damaged outside kraft-audit; restore it, or remove the table and run the job that "
-                                f"writes it again ({str(path).rstrip('/')}/_delta_log)") from exc
+        # a file of the log that does not parse is damage; anything else (a remote store's access, say) is not claimed
+        damaged = re.search(r"json|parquet|parse|checkpoint", what, re.IGNORECASE) is not None
+        hint = ("; a commit file damaged outside kraft-audit: restore it, or remove the table and run the job that "
+                "writes it again") if damaged else ""
+        raise DamagedTableError(f"the Delta log of table {Path(path).name} cannot be read ({what}){hint} "
+                                f"({str(path).rstrip('/')}/_delta_log)") from exc
 
 
 class StagedOutputError(RuntimeError):
