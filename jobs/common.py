@@ -323,15 +323,14 @@ def partition_rows(tables: dict, topic: str, partition: int | None, strict: bool
     import pyarrow.compute as pc
 
     topics = tables[catalog.TOPIC_CONFIG_HISTORY.name]
-    h = tables[catalog.PARTITION_STATE_HISTORY.name]
     ids = pc.unique(topics.filter(pc.equal(topics.column("topic_name"), topic)).column("topic_id"))
-    if not len(ids):
-        ids = pa.array([topic], h.schema.field("topic_id").type)
-        if not pc.any(pc.equal(h.column("topic_id"), topic)).as_py():
-            if not strict:
-                return []
-            raise CannotRun(f"topic '{topic}' is not in the history read", "--topic")
-    h = h.filter(pc.is_in(h.column("topic_id"), value_set=ids))
+    by_name = len(ids) > 0
+    h = tables[catalog.PARTITION_STATE_HISTORY.name]
+    h = h.filter(pc.is_in(h.column("topic_id"), value_set=ids if by_name else pa.array([topic], pa.string())))
+    if not by_name and not h.num_rows:  # neither a name nor an id of the history
+        if not strict:
+            return []
+        raise CannotRun(f"topic '{topic}' is not in the history read", "--topic")
     if "orphan" in h.column_names:
         h = h.filter(pc.invert(pc.fill_null(h.column("orphan"), False)))
     if partition is not None:
