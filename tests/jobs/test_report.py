@@ -21,9 +21,10 @@ from pathlib import Path
 import pytest
 
 from jobs import cli
+from realdata_facts import CLUSTERS, REALDATA
 
 ROOT = Path(__file__).resolve().parents[2]
-REAL_LOG = ROOT.parent / "shared" / "realdata" / "vasifvortex-pre3.3-fence" / "kafka1" / "__cluster_metadata-0"
+REAL_LOG = REALDATA / CLUSTERS["vasifvortex"] / "__cluster_metadata-0"
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 
 
