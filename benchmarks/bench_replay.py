@@ -49,6 +49,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     totals = {"records": 0, "changes": 0, "core": 0.0, "gen": 0.0, "scalar": 0, "div": 0, "breaches": 0,
               "fold_fallback": 0}
+    steps: dict = {}  # CPU seconds of each step of pipeline.run, over the groups (pipeline.STEPS)
     t0 = time.perf_counter()
     groups = inputs.topic_groups(inputs.bronze(inputs.fleet(args.partitions, args.events)[0]), args.groups)
     totals["gen"] += time.perf_counter() - t0
@@ -60,7 +61,7 @@ def main(argv=None) -> int:
     for g in range(args.groups):
         table, groups[g] = groups[g], None
         t1 = time.perf_counter()
-        rep = pipeline.run(table, invariants=args.invariants, threads=args.threads)
+        rep = pipeline.run(table, invariants=args.invariants, threads=args.threads, timings=steps)
         t2 = time.perf_counter()
         totals["records"] += table.num_rows
         totals["changes"] += rep.partition_changes
@@ -77,6 +78,8 @@ def main(argv=None) -> int:
     print(f"\n{args.partitions:,} partitions, {rec:,} records ({ch:,} PartitionChangeRecords) in {args.groups} groups")
     cores = "one core" if args.threads == 1 else f"{args.threads} threads"
     print(f"pipeline  {rec / totals['core']:>14,.0f} records/s ({what}, {cores})")
+    print(f"steps (CPU ns a record{'' if args.threads == 1 else ', the other threads counted where the main one is'}): "
+          + ", ".join(f"{name} {steps[name] * 1e9 / rec:.0f}" for name in pipeline.STEPS if name in steps))
     print(f"scalar path: {totals['scalar']} partitions; divergences {totals['div']}; breaches {totals['breaches']}; "
           f"partitions the compiled fold left to the NumPy fold: {totals['fold_fallback']}")
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB; "

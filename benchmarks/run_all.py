@@ -626,9 +626,11 @@ def core_figures(text: str) -> dict:
     rate = _num(_find(r"^pipeline\s+([\d,]+) records/s", text, "the pipeline's rate").group(1))
     s = _find(r"same ([\d,]+)-partition cluster \(([\d,]+) records\): scalar reference ([\d,]+) records/s.*"
               r"pipeline with(?:out)? invariants ([\d,]+) records/s", text, "the scalar reference line")
+    steps = re.search(r"^steps \(CPU ns a record[^)]*\): (.*)$", text, re.M)  # (bench_replay's profile)
     return {"partitions": int(_num(m.group(1))), "records": int(_num(m.group(2))), "rate": rate,
             "base_partitions": int(_num(s.group(1))), "base_records": int(_num(s.group(2))),
-            "base_rate": _num(s.group(3)), "same_rate": _num(s.group(4))}
+            "base_rate": _num(s.group(3)), "same_rate": _num(s.group(4)),
+            "steps": steps.group(1) if steps else None}
 
 
 def _core_row(cfg: dict, name: str, what: str, args: list[str]) -> list[dict]:
@@ -645,7 +647,7 @@ def _core_row(cfg: dict, name: str, what: str, args: list[str]) -> list[dict]:
                 note=f"the ratio is on the baseline's {bn:,}-record fleet, where the pipeline ran at "
                      f"{fmt_rate(f['same_rate'])}; not pinned (bench_replay.py does not pin); start-up excluded: the "
                      f"kernels loaded from numba's cache first (kernels.warm; until session 46 the first group paid "
-                     f"it, ~0.1 s)")]
+                     f"it, ~0.1 s)" + (f"; CPU ns a record by step: {f['steps']}" if f["steps"] else ""))]
 
 
 def m_core(cfg: dict) -> list[dict]:

@@ -68,6 +68,11 @@ SEGMENT, SNAPSHOT = "segment", "snapshot"
 HISTORY_DATED_ENCODED = pa.schema(list(fold.HISTORY_ENCODED) + [
     pa.field("valid_from_timestamp", TS), pa.field("valid_to_timestamp", TS), pa.field("trigger", LABEL_TYPE)])
 HISTORY_DATED_SCHEMA = plain_schema(HISTORY_DATED_ENCODED)
+# the steps ``run(timings=...)`` times, in their order ("segment rows": which rows come from segments, the snapshots
+# among the others; a findings-only replay's (verify's) one pass for the fold and the recompute, kernels/judge_pass.py,
+# counts as "recompute", the order it reads the records in as "fold"; "dating": the triggers, the dating and what
+# the replay returns made of them)
+STEPS = ("segment rows", "layout", "fold", "timelines", "recompute", "scalar path", "invariants", "dating")
 DIVERGENCE_SCHEMA = pa.schema([
     ("offset", pa.int64()), ("topic", pa.string()), ("topic_id", pa.string()), ("partition", pa.int32()),
     ("field", pa.string()), ("recorded", pa.string()), ("expected", pa.string()), ("trigger", pa.string()),
@@ -110,7 +115,7 @@ class Replay:
 def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool = True, recompute: bool = True,
         context_topics: frozenset[str] = frozenset(), rejected: list | None = None, history: bool = True,
         state_only: bool = False, threads: int | None = None,
-        cluster_timelines: tuple[pa.Table, pa.Table, Cluster] | None = None) -> Replay:
+        cluster_timelines: tuple[pa.Table, pa.Table, Cluster] | None = None, timings: dict | None = None) -> Replay:
     """Replay ``records`` (bronze rows in replay order).
 
     ``elr_override``: whether eligible.leader.replicas.enable was on where the log cannot tell (MV >=
@@ -127,12 +132,15 @@ def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool
     ``fold.state_at`` of the dated history, each existing partition's latest row --, folded without a row per
     record (``describe``, which shows one point: the records cut there).
     ``cluster_timelines``: (brokers, topics, image) of an earlier run over the same cluster-level records and
-    partition 0s (a Spark task's buckets share them), not built again; the image is shared, not copied."""
+    partition 0s (a Spark task's buckets share them), not built again; the image is shared, not copied.
+    ``timings``: if given, receives the CPU seconds of each step (:data:`STEPS`; added to what it holds) -- the
+    profile the benchmarks print; a step's figure is its own with ``threads=1``, and with more it also counts what
+    the other threads did meanwhile."""
     if state_only and recompute:
         raise ValueError("state_only replays the state without recomputing the changes (recompute=False)")
     with paused():  # no cycles made here; a full collection walked the ~150 k objects of the imports (45 ms)
         return _run(records, elr_override, invariants, recompute, context_topics, rejected, history, state_only,
-                    threads, cluster_timelines)
+                    threads, cluster_timelines, fold._Clock(timings))
 
 
 def segment_rows(records: pa.Table) -> np.ndarray:
@@ -142,7 +150,7 @@ def segment_rows(records: pa.Table) -> np.ndarray:
 
 def _run(records: pa.Table, elr_override, invariants: bool, recompute: bool, context_topics: frozenset[str],
          rejected: list | None, history: bool, state_only: bool, threads: int | None,
-         cluster_timelines: tuple | None = None) -> Replay:
+         cluster_timelines: tuple | None, clock) -> Replay:
     total = records.num_rows
     threads = _threads.available() if threads is None else threads
     # NoOps, transaction markers and control records (replay.SKIP) stay in: no step folds them (the layout's
@@ -156,6 +164,7 @@ def _run(records: pa.Table, elr_override, invariants: bool, recompute: bool, con
         snaps = frozenset(pc.unique(other.column("source_file").filter(
             equal(other.column("source_kind"), SNAPSHOT))).to_pylist())
     image = Cluster(elr_override=elr_override) if cluster_timelines is None else cluster_timelines[2]
+    clock("segment rows")
 
     def timed_build() -> tuple[pa.Table, pa.Table]:
         if cluster_timelines is not None:
@@ -173,6 +182,7 @@ def _run(records: pa.Table, elr_override, invariants: bool, recompute: bool, con
     timed = _threads.pool(threads).submit(timed_build) if parallel else None
     # one layout for the fold and the invariant pass (whose cluster fields it makes on another thread meanwhile)
     lay = layout.build(records, cluster=False, threads=threads, cluster_beside=invariants and parallel)
+    clock("layout")
     # (collected here: a pool thread waits on no other)
     checking = _threads.pool(threads).submit(check, layout.with_cluster(lay, records)) if invariants and parallel \
         else None
@@ -181,21 +191,32 @@ def _run(records: pa.Table, elr_override, invariants: bool, recompute: bool, con
     prepared = judge_pass.prepare(records, lay) if findings_only else None
     exp = folded = built = None
     if prepared is not None:
+        clock("fold")
         built = timed.result() if timed is not None else timed_build()
+        clock("timelines")
         exp = explain_unfolded(records, lay, prepared, *built)
+        clock("recompute")
     if exp is None:
         folded = fold_pass.fold(records, lay, state_only=state_only, columns=None if history else JUDGED_COLUMNS,
                                 last=_context_partitions(lay, context_topics))
+        clock("fold")
         # (built once: building them applies the cluster-level records to ``image``)
         built = built or (timed.result() if timed is not None else timed_build())
+        clock("timelines")
     brokers, topics = built
     if exp is None:
         if rejected is not None:
             _orphans(folded.orphans, records, rejected)
-        exp = (explain(records, folded.history, brokers, topics, lay, folded.rows, folded.changes, folded.refs)
-               if recompute else EXPLAINED_SCHEMA.empty_table())
+        if recompute:
+            exp = explain(records, folded.history, brokers, topics, lay, folded.rows, folded.changes, folded.refs)
+            clock("recompute")
+        else:
+            exp = EXPLAINED_SCHEMA.empty_table()
     todo, divergences, labels = _scalar_fallback(records, exp, elr_override, snaps)
+    clock("scalar path")
     found = checking.result() if checking is not None else check() if invariants else []
+    if invariants:
+        clock("invariants")
     triggers = _triggers(exp, labels)
     # dated before the context rows go: the fold's row arrays describe the history as it is (each row's dates
     # and trigger are its own partition's, so dropping rows after changes no other row)
@@ -210,6 +231,7 @@ def _run(records: pa.Table, elr_override, invariants: bool, recompute: bool, con
         divergences, found, (exp, dated, triggers) = _drop_context(context_topics, divergences, found,
                                                                    (exp, dated, triggers))
     counts = _label_counts(triggers.column("trigger"))
+    clock("dating")
     return Replay(history=dated, brokers=brokers, topics=topics,
                   divergences=divergence_table(divergences), breaches=breach_table(found), image=image, explained=exp,
                   records=total, partition_changes=len(exp), scalar_partitions=len(todo), trigger_counts=counts,

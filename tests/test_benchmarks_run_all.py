@@ -78,8 +78,11 @@ def test_reads_bench_replay_and_bench_spark_replay_lines():
     f = run_all.core_figures(replay)
     assert (f["partitions"], f["records"], f["rate"]) == (20_000, 234_567, 206_200.0)
     assert (f["base_records"], f["base_rate"], f["same_rate"]) == (24_844, 14_700.0, 375_600.0)
+    assert f["steps"] is None  # (a bench_replay.py from before its profile line)
     checked = replay.replace("no invariants", "invariants").replace("without invariants", "with invariants")
     assert run_all.core_figures(checked)["same_rate"] == 375_600.0  # bench_replay.py --invariants
+    profiled = replay.replace("one core)\n", "one core)\nsteps (CPU ns a record): layout 27, fold 39, invariants 62\n")
+    assert run_all.core_figures(profiled)["steps"] == "layout 27, fold 39, invariants 62"
     spark = ("20,000 partitions, 232,536 bronze records (simulated (cached) and decoded in 1.5 s, written to Delta "
              "in 2.0 s)\n"
              "replay job (with invariants, writes: executors): 87.2 s wall on local[2] -> 2,667 records/s; driver "
