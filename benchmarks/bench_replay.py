@@ -11,8 +11,9 @@ elections (controller-rules §2).  Per group the replay pipeline (controller_cor
 compiled fold, kernels/fold_pass.py; ``bench_fold.py --compiled`` compares it with the NumPy fold),
 recomputes every change (partitions it cannot explain go to the scalar reference) and dates the history;
 ``--invariants`` adds the §4 checks.  Start-up is not counted: the kernels are loaded from numba's cache (or
-compiled) before the first group, as issue 11 measures the core.  Printed: records/s, the partitions left to the
-scalar path, divergences, peak RSS, and the scalar reference (verify_batches) on a slice for the speed ratio.
+compiled) before the first group, as issue 11 measures the core.  Printed: records/s, the CPU ns a record of each
+step of the replay (``pipeline.run(timings=...)``: where the time went), the partitions left to the scalar path,
+divergences, peak RSS, and the scalar reference (verify_batches) on a slice for the speed ratio.
 
     python benchmarks/bench_replay.py [--partitions 1000000] [--events 10] [--groups 8] [--invariants] [--threads 1]
 """
