@@ -169,7 +169,7 @@ def _run(records: pa.Table, elr_override, invariants: bool, recompute: bool, con
     def timed_build() -> tuple[pa.Table, pa.Table]:
         if cluster_timelines is not None:
             return cluster_timelines[0], cluster_timelines[1]
-        return timelines.build(cluster_level_recs(records), image, rejected)
+        return timelines.build(cluster_level_recs(records, every_p0_record=rejected is not None), image, rejected)
 
     def check(full=None) -> list:
         full = full if full is not None else layout.with_cluster(lay, records)

@@ -88,6 +88,25 @@ def column_ints(col, fill=0, dtype=np.int64, out: np.ndarray | None = None) -> n
     return out
 
 
+def valid_at(col, rows: np.ndarray) -> np.ndarray:
+    """Whether ``col`` holds a value (not null) at each of ``rows`` (ascending row numbers): the validity bits read at
+    those rows only (``take`` of a list column's few rows joined its chunks: 31 ms for 2,400 rows of 1.44 M;
+    ``is_valid`` of the whole column is a bool per row)."""
+    chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
+    ends = np.cumsum([len(c) for c in chunks], dtype=np.int64)
+    which = np.searchsorted(ends, rows, side="right")
+    out = np.ones(len(rows), bool)
+    for k in np.unique(which):
+        c = chunks[k]
+        if not c.null_count:
+            continue
+        sel = which == k
+        bit = rows[sel] - (ends[k] - len(c)) + c.offset
+        bits = np.frombuffer(c.buffers()[0], np.uint8)
+        out[sel] = (bits[bit >> 3] >> (bit & 7)) & 1
+    return out
+
+
 # The zeros every all-null array of :func:`nulls` is made over: one buffer, grown when a longer array asks.  Its
 # pages are the kernel's zero page until something writes them (controller_core/heap.zeros) -- and nothing does
 # (Arrow buffers are immutable).
