@@ -43,6 +43,7 @@ def silver_tables(log_dir: str | Path, invariants: bool = True) -> dict[str, pa.
     invariant_breaches       offset, topic, partition, rule, severity, recorded, expected, message
     log_end                  end_offset, end_timestamp
     undecoded_spans          the spans that could not be decoded (controller_core.codec.errors.Quarantine)
+    replay_notes             how the log was read (replay.kafka_start_note: where Kafka would start it from)
     """
     rep, times = pipeline.from_log_dir(log_dir, invariants=invariants)
     if times.num_rows:
@@ -60,6 +61,7 @@ def silver_tables(log_dir: str | Path, invariants: bool = True) -> dict[str, pa.
         "log_end": log_end,
         "record_times": times,
         "undecoded_spans": rep.quarantine,  # what the replay could not decode (a list of spans, not a table)
+        "replay_notes": rep.notes,  # (lines, not a table)
     }
 
 

@@ -110,6 +110,7 @@ class Replay:
     start_offset: int = 0  # first log offset replayed after the starting snapshot (0: none)
     quarantine: list = field(default_factory=list)  # spans of the input that could not be decoded (from_log_dir)
     newer_kafka: list = field(default_factory=list)  # warnings: what a newer Kafka wrote (bronze.NewerKafka)
+    notes: list = field(default_factory=list)  # how the log was read (replay.kafka_start_note)
 
 
 def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool = True, recompute: bool = True,
@@ -249,7 +250,8 @@ def from_log_dir(log_dir: str | Path, times: bool = True, **kw) -> tuple[Replay,
     (:data:`RECORD_TIME_COLUMNS`; None with ``times=False``).  The spans that could
     not be decoded are in ``Replay.quarantine``."""
     quarantine: list = []
-    records, start_offset = read_log_dir(log_dir, quarantine, partition_json=False)
+    notes: list = []
+    records, start_offset = read_log_dir(log_dir, quarantine, partition_json=False, notes=notes)
     if records is None:
         raise FileNotFoundError(nothing_to_replay(log_dir, quarantine))
     record_times = None
@@ -261,6 +263,7 @@ def from_log_dir(log_dir: str | Path, times: bool = True, **kw) -> tuple[Replay,
     out = run(records, **kw)
     out.start_offset = start_offset
     out.quarantine = quarantine
+    out.notes = notes
     from controller_core.codec.bronze import NewerKafka
     newer = NewerKafka()
     newer.add(records)

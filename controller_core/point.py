@@ -30,7 +30,8 @@ from controller_core.codec.arrowutil import from_numpy, to_numpy
 from controller_core.gcpause import paused
 from controller_core.image import MIGRATING, Cluster, Partition
 from controller_core.logdir import SEGMENT, SNAPSHOT, LogFile, discover
-from controller_core.replay import Plan, iter_file_records, nothing_to_replay, plan, read_plan
+from controller_core.replay import (Plan, as_kafka_starts, iter_file_records, kafka_start, last_segment_row,
+                                    nothing_to_replay, plan, read_plan)
 from controller_core.vector import fold
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -83,7 +84,7 @@ def plan_for(log_dir, at_offset: int | None, at_time: int | None) -> Plan:
             continue
         if at_time is not None and _snapshot_header_ts(snap) * 1000 > at_time:
             continue
-        return Plan([snap] + segments, snap, snap.offset)
+        return Plan([snap] + segments, snap, snap.offset, p.snapshots)
     oldest = covering[-1]
     what = f"offset {at_offset}" if at_offset is not None else fmt_us(at_time)
     since = (f"offset {oldest.offset - 1}" if at_offset is not None
@@ -185,9 +186,16 @@ def replay_to(log_dir, at_offset: int | None = None, at_time: int | None = None,
     p = plan_for(log_dir, at_offset, at_time)
     spans: list = []
     records = read_plan(p, spans, partition_json=False)
+    notes: list[str] = []
+    # where Kafka would start the log from its latest snapshot instead (replay.kafka_start): the state at a point from
+    # that snapshot's end on is the snapshot's; a point before it is still read off the segments' records
+    start = kafka_start(p, *last_segment_row(records))
+    if start is not None and (at_offset is None and at_time is None or at_offset is not None
+                              and at_offset >= start.offset - 1 or at_time is not None
+                              and at_time >= _snapshot_header_ts(start) * 1000):
+        p, records = as_kafka_starts(p, records, spans, False, notes=notes, start=start)
     if quarantine is not None:
         quarantine.extend(spans)
-    notes: list[str] = []
     if records is None:
         raise PointError(nothing_to_replay(log_dir, spans))
     records, reached = cut(records, at_offset, at_time, p.snapshot, notes)

@@ -2,12 +2,14 @@
 
 A replay starts from offset 0 when the log is complete (bootstrap.checkpoint, then the segments from
 offset 0); when older segments were deleted it starts from the newest snapshot that covers the
-missing start and goes on with the records after the snapshot's end offset.
+missing start and goes on with the records after the snapshot's end offset.  Where Kafka would not start from
+those records -- its latest snapshot past the log's end or of a later epoch (:func:`kafka_start`) -- the replay starts
+from that snapshot, as Kafka truncates the log to it.
 """
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
@@ -43,6 +45,7 @@ class Plan:
     files: list[LogFile]
     snapshot: LogFile | None  # the snapshot the replay starts from, if any
     start_offset: int  # first log offset replayed after the snapshot (0 without one)
+    snapshots: list[LogFile] = field(default_factory=list)  # every snapshot of the directory, used or not
 
 
 def plan(log_dir: str | Path) -> Plan:
@@ -59,15 +62,58 @@ def choose(files: list[LogFile], where: str = "the log") -> Plan:
     if first is None and snapshots:
         # a folder holding only snapshots: the newest one is the whole state
         snap = max(snapshots, key=lambda s: s.offset)
-        return Plan([snap], snap, snap.offset)
+        return Plan([snap], snap, snap.offset, snapshots)
     if first is None or first == 0:
-        return Plan(boots + segments, None, 0)
+        return Plan(boots + segments, None, 0, snapshots)
     covering = [s for s in snapshots if s.offset >= first]
     if not covering:
         raise FileNotFoundError(f"{where}: the log starts at offset {first} and no snapshot covers the "
                                 "missing start; the history before it is gone")
     snap = max(covering, key=lambda s: s.offset)
-    return Plan([snap] + segments, snap, snap.offset)
+    return Plan([snap] + segments, snap, snap.offset, snapshots)
+
+
+def kafka_start(p: Plan, last_offset: int | None, last_epoch: int | None) -> LogFile | None:
+    """The snapshot Kafka starts this log from instead of the plan's start, or None.  When it opens its metadata log
+    (and after a follower fetched a snapshot), Kafka's KafkaMetadataLog.truncateToLatestSnapshot truncates the whole
+    log to its latest snapshot (by end offset, then epoch) when that snapshot is of a later leader epoch than the log's
+    last batch, or of the same epoch and past the log's end offset: what a follower leaves that stopped after fetching
+    a snapshot from the leader and before truncating its own log.  Its segments then hold older records (or another
+    epoch's) that no replica applies after the snapshot.  ``last_offset`` / ``last_epoch``: the offset and leader epoch
+    of the last segment record the plan reads (None: it reads none)."""
+    if not p.snapshots:
+        return None
+    latest = max(p.snapshots, key=lambda s: (s.offset, s.epoch))
+    if last_offset is None:
+        if p.snapshot is not None:
+            return None  # nothing after the snapshot the plan starts from: the same start either way
+        end, epoch = 0, 0  # segments from offset 0 with no record: an empty log (Kafka's epoch of none: 0)
+    else:
+        end, epoch = last_offset + 1, last_epoch if last_epoch is not None else 0
+    if latest.epoch > epoch or (latest.epoch == epoch and latest.offset > end):
+        return latest
+    return None
+
+
+def kafka_start_note(start: LogFile, last_offset: int | None, last_epoch: int | None) -> str:
+    """What :func:`kafka_start` found, for the user: one line."""
+    if last_offset is None:
+        why = "the log holds no record"
+    elif start.epoch > (last_epoch or 0):
+        why = f"it is of leader epoch {start.epoch}, later than the log's last batch (epoch {last_epoch})"
+    else:
+        why = f"it is past the end of the log (last offset {last_offset})"
+    return (f"note: replaying from snapshot {start.label}: {why}; Kafka truncates such a log to its latest snapshot "
+            "when it opens it (a follower that stopped after fetching a snapshot leaves one), so the segments' records "
+            "are not replayed")
+
+
+def last_segment_row(records: pa.Table | None) -> tuple[int | None, int | None]:
+    """(offset, batch leader epoch) of the last segment record among a read plan's rows -- its last row, since a plan
+    reads its segments last and in offset order (None, None: no segment record)."""
+    if records is None or not records.num_rows or records.column("source_kind")[-1].as_py() != SEGMENT:
+        return None, None
+    return records.column("offset")[-1].as_py(), records.column("batch_leader_epoch")[-1].as_py()
 
 
 def iter_file_records(lf: LogFile, min_offset: int = 0, include_skipped: bool = False) -> Iterator[Rec]:
@@ -111,13 +157,41 @@ TYPED_ONLY = frozenset({"PARTITION_RECORD", "PARTITION_CHANGE_RECORD"})
 
 
 def read_log_dir(log_dir: str | Path, quarantine: list | None = None,
-                 partition_json: bool = True, threads: int | None = None) -> tuple[pa.Table | None, int]:
-    """The bronze rows a replay of a log directory reads (:func:`read_plan` of its :func:`plan`) and
-    the first log offset replayed after the starting snapshot (0 without one).  ``partition_json=False``: the rows
-    as a replay reads them: ``data_json`` null on partition records (:data:`TYPED_ONLY`; writing it was a third of
-    decoding), the record types dictionary-encoded (``bronze.REPLAY_SCHEMA``)."""
+                 partition_json: bool = True, threads: int | None = None,
+                 notes: list | None = None) -> tuple[pa.Table | None, int]:
+    """The bronze rows a replay of a log directory reads (:func:`read_plan` of its :func:`plan`, from the snapshot
+    Kafka would start from where :func:`kafka_start` finds one: ``notes`` receives that line) and the first log offset
+    replayed after the starting snapshot (0 without one).  ``partition_json=False``: the rows as a replay reads them:
+    ``data_json`` null on partition records (:data:`TYPED_ONLY`; writing it was a third of decoding), the record types
+    dictionary-encoded (``bronze.REPLAY_SCHEMA``)."""
     p = plan(log_dir)
-    return read_plan(p, quarantine, partition_json, threads), p.start_offset
+    records = read_plan(p, quarantine, partition_json, threads)
+    p, records = as_kafka_starts(p, records, quarantine, partition_json, threads, notes)
+    return records, p.start_offset
+
+
+def as_kafka_starts(p: Plan, records: pa.Table | None, quarantine: list | None = None, partition_json: bool = True,
+                    threads: int | None = None, notes: list | None = None,
+                    start: LogFile | None = None) -> tuple[Plan, pa.Table | None]:
+    """(plan, rows) of a read plan from the snapshot :func:`kafka_start` finds (or ``start``, found already), else as
+    they are.  The snapshot's rows are read when the plan did not start from it; the segment rows are dropped when it
+    did (the records after it are another epoch's)."""
+    last_offset, last_epoch = last_segment_row(records)
+    start = start or kafka_start(p, last_offset, last_epoch)
+    if start is None:
+        return p, records
+    settled = Plan([start], start, start.offset, p.snapshots)
+    if start is p.snapshot:
+        from controller_core.codec.arrowutil import equal
+
+        rows = records.filter(pc.invert(pc.fill_null(equal(records.column("source_kind"), SEGMENT), False)))
+    else:
+        rows = read_plan(settled, quarantine, partition_json, threads)
+    if rows is None or not rows.num_rows:
+        return p, records  # (a snapshot that gives nothing: the log as it is)
+    if notes is not None:
+        notes.append(kafka_start_note(start, last_offset, last_epoch))
+    return settled, rows
 
 
 def nothing_to_replay(log_dir, spans: list) -> str:

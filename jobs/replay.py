@@ -40,7 +40,7 @@ from controller_core import timelines
 from controller_core.codec.arrowutil import plain
 from controller_core.image import Cluster
 from controller_core.logdir import classify
-from controller_core.replay import Rec, choose
+from controller_core.replay import Plan, Rec, choose, kafka_start, kafka_start_note
 from jobs.common import Progress
 from lake import catalog
 from lake.config import load_config
@@ -69,7 +69,7 @@ def _plan_of(labels: set[str]):
     return choose(files, "the bronze rows")
 
 
-def plan_from_files(files: list[str]):
+def plan_from_files(files: list[str], notes: list | None = None):
     """:func:`replay_plan` and :func:`_log_end` from bronze's data files read here (a lake this process sees): the
     distinct file labels and the last segment record, from the files' row-group statistics where they tell (a data
     file the ingest writes holds one log file's rows: its ``source_file`` bounds are that label, its
@@ -89,14 +89,30 @@ def plan_from_files(files: list[str]):
         segs = [(path, group, b["offset"][1]) for path, group, b in bounds
                 if b["source_kind"][0] == "segment" and b["offset"][1] >= plan.start_offset]
         top = max((hi for _, _, hi in segs), default=None)
-        seg = (LF.read_row_groups([(p, g) for p, g, hi in segs if hi == top], ["offset", "timestamp"], wanted)
+        seg = (LF.read_row_groups([(p, g) for p, g, hi in segs if hi == top], _END_COLUMNS, wanted)
                if top is not None else None)
     else:
-        seg = LF.scan_task(files, ["offset", "timestamp"], wanted)()
+        seg = LF.scan_task(files, _END_COLUMNS, wanted)()
     if seg is None or not seg.num_rows:
-        return plan, plan.start_offset - 1, None
+        return _as_kafka_starts(plan, None, None, None, notes)
     last = pc.index(seg.column("offset"), pc.max(seg.column("offset"))).as_py()
-    return plan, seg.column("offset")[last].as_py(), seg.column("timestamp")[last].as_py()
+    return _as_kafka_starts(plan, *(seg.column(c)[last].as_py() for c in _END_COLUMNS), notes)
+
+
+# what the log's end is read from: its last segment record's offset, time and leader epoch
+_END_COLUMNS = ["offset", "timestamp", "batch_leader_epoch"]
+
+
+def _as_kafka_starts(plan, offset, timestamp, epoch, notes: list | None = None):
+    """(plan, last offset, its timestamp) of a replay of bronze's rows whose plan reads up to the segment record at
+    ``offset`` (None: none): from the snapshot Kafka would start the log from (replay.kafka_start), when there is one
+    -- the same start as a log directory's replay (replay.read_log_dir)."""
+    start = kafka_start(plan, offset, epoch)
+    if start is None:
+        return plan, plan.start_offset - 1 if offset is None else offset, timestamp
+    if notes is not None:
+        notes.append(kafka_start_note(start, offset, epoch))
+    return Plan([start], start, start.offset, plan.snapshots), start.offset - 1, None
 
 
 def _labels_read(files: list[str]) -> set[str]:
@@ -133,13 +149,14 @@ def _checkpoint(lake: Lake, cluster: str):
     return rows[0] if rows else None
 
 
-def _log_end(records, plan):
-    """(offset, timestamp) of the last segment record the plan reads, NoOps included."""
+def _log_end(records, plan, notes: list | None = None):
+    """(plan, offset, timestamp) of the last segment record the plan reads, NoOps included (the plan from the snapshot
+    Kafka would start from, if any: :func:`_as_kafka_starts`)."""
     seg = records.where(F.col("source_kind") == "segment").where(F.col("offset") >= plan.start_offset)
-    row = seg.orderBy(F.col("offset").desc()).select("offset", "timestamp").limit(1).collect()
+    row = seg.orderBy(F.col("offset").desc()).select(*_END_COLUMNS).limit(1).collect()
     if row:
-        return row[0].offset, row[0].timestamp
-    return plan.start_offset - 1, None
+        return _as_kafka_starts(plan, row[0].offset, row[0].timestamp, row[0].batch_leader_epoch, notes)
+    return _as_kafka_starts(plan, None, None, None, notes)
 
 
 def _resume_from(ckpt, plan, snapshot, end_offset: int):
@@ -436,17 +453,18 @@ def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = Tru
     local = lake.tasks_write_files()  # the lake is on this machine's disk: its files read here, not through Spark
     # bronze as a Spark frame, made only for the steps that read it through Spark (planning it costs a second)
     records = None if local else lake.read(RECORDS.name, version=bronze_version).where(F.col("cluster") == cluster)
+    notes: list = []
     if local:
-        plan, end_offset, end_ts = plan_from_files(lake.data_files(RECORDS.name, bronze_version, {"cluster": cluster}))
+        plan, end_offset, end_ts = plan_from_files(lake.data_files(RECORDS.name, bronze_version, {"cluster": cluster}),
+                                                   notes)
     else:
-        plan = replay_plan(records)
-        end_offset, end_ts = _log_end(records, plan)
+        plan, end_offset, end_ts = _log_end(records, replay_plan(records), notes)
     snapshot = plan.snapshot.label if plan.snapshot else None
     ckpt = None if full else _resume_from(_checkpoint(lake, cluster), plan, snapshot, end_offset)
     if ckpt is not None and ckpt.last_offset == end_offset:
-        return {"mode": "up-to-date", "last_offset": end_offset}
+        return {"mode": "up-to-date", "last_offset": end_offset, "notes": notes}
     since = ckpt.last_offset if ckpt is not None else None
-    counts: dict = {"mode": "incremental" if ckpt is not None else "full", "last_offset": end_offset}
+    counts: dict = {"mode": "incremental" if ckpt is not None else "full", "last_offset": end_offset, "notes": notes}
     progress(f"{counts['mode']} replay through offset {end_offset}: broker, topic and quorum timelines")
     # a full replay on a lake the executors see reads bronze's files itself, the driver's few rows once
     direct = _BronzeFiles(lake, cluster, bronze_version, plan) if since is None and local else None
@@ -531,6 +549,8 @@ def main(args) -> int:
     finally:
         if held is not None:
             held.release()
+    for note in counts.get("notes", ()):  # how the log was read (where Kafka would start it from)
+        print(f"kraft-audit replay: {note}", file=sys.stderr)
     if counts["mode"] == "up-to-date":
         print(f"kraft-audit replay: cluster {args.cluster!r} in {lake.root} is up to date "
               f"(replayed through offset {counts['last_offset']}); --full replays it all again")

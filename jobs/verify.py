@@ -53,6 +53,8 @@ def run(log_dir: str, as_json: bool = False, elr: str | None = None, out=None, e
     errors = sum(b["severity"] == "ERROR" for b in breaches)
     for q in rep.quarantine:  # one line each, naming the file and byte position
         print(f"kraft-audit verify: quarantined {q.length} bytes: {q.message}", file=err)
+    for line in rep.notes:  # how the log was read (where Kafka would start it from)
+        print(f"kraft-audit verify: {line}", file=err)
     for line in rep.newer_kafka:  # kept and read as far as this build can: a warning, not a failure
         print(f"kraft-audit verify: warning: {line}", file=err)
     failed = bool(divergences) or errors > 0 or bool(rep.quarantine)

@@ -97,6 +97,8 @@ def load_sources(config: dict, cluster: str | None, log_dir: str | None, log_inf
     lake = None
     if log_dir:
         tables, end_offset, end_time = silver_from_log_dir(log_dir)
+        for note in tables.get("replay_notes") or []:  # where Kafka would start the log from (one line each)
+            warn(note)
         info = loginfo.LOG_INFO_SCHEMA.empty_table()
     else:
         from lake.delta import Lake

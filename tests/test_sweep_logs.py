@@ -62,3 +62,19 @@ def test_a_snapshot_is_compared_with_the_segments_replay(tmp_path):
     assert [d.split(": ")[1].split(" differ")[0] for d in defects] == ["partitions", "brokers"]
     assert all(d.startswith(f"DEFECT snapshot {snap.name}: ") and "at offset 20474" in d for d in defects)
     assert p.stdout.splitlines()[-1] == "2 log folders, 1 with a defect"
+
+
+def test_a_snapshot_past_the_segments_is_counted_apart(tmp_path):
+    """A snapshot past the segments' last record (a follower that stopped after fetching it: Kafka starts the log
+    from it) has no segment replay to be compared with: counted apart, no defect."""
+    src = REALDATA / CLUSTERS["ogs59"]
+    log = tmp_path / "follower" / "__cluster_metadata-0"
+    shutil.copytree(src / "__cluster_metadata-0", log)
+    [snap] = log.glob("*.checkpoint")
+    epoch = snap.name.split("-")[1]
+    snap.rename(log / f"{99_999:020d}-{epoch}")
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "sweep_logs.py"), str(tmp_path)],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    line = next(line for line in p.stdout.splitlines() if line.startswith("follower/"))
+    assert line.endswith("; 1 snapshot(s) past the segments' last record") and "exit summary 0 verify 0" in line

@@ -200,8 +200,7 @@ def test_plan_and_log_end_from_the_files_equal_the_spark_reads(silver, cluster):
     lake, _ = silver
     version = lake.version(catalog.METADATA_RECORDS.name)
     records = lake.read(catalog.METADATA_RECORDS.name, version=version).where(F.col("cluster") == cluster)
-    want = replay_plan(records)
-    want_end, want_ts = _log_end(records, want)
+    want, want_end, want_ts = _log_end(records, replay_plan(records))
     plan, end, ts = plan_from_files(lake.data_files(catalog.METADATA_RECORDS.name, version, {"cluster": cluster}))
     assert [f.label for f in plan.files] == [f.label for f in want.files] and plan.files
     assert (plan.snapshot and plan.snapshot.label) == (want.snapshot and want.snapshot.label)
