@@ -110,7 +110,8 @@ class Replay:
     start_offset: int = 0  # first log offset replayed after the starting snapshot (0: none)
     quarantine: list = field(default_factory=list)  # spans of the input that could not be decoded (from_log_dir)
     newer_kafka: list = field(default_factory=list)  # warnings: what a newer Kafka wrote (bronze.NewerKafka)
-    notes: list = field(default_factory=list)  # how the log was read (replay.kafka_start_note)
+    notes: list = field(default_factory=list)  # how the log was read (replay.kafka_start_note, Gap.message)
+    gaps: list = field(default_factory=list)  # runs of offsets no record holds (replay.Gap)
 
 
 def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool = True, recompute: bool = True,
@@ -251,7 +252,8 @@ def from_log_dir(log_dir: str | Path, times: bool = True, **kw) -> tuple[Replay,
     not be decoded are in ``Replay.quarantine``."""
     quarantine: list = []
     notes: list = []
-    records, start_offset = read_log_dir(log_dir, quarantine, partition_json=False, notes=notes)
+    gaps: list = []
+    records, start_offset = read_log_dir(log_dir, quarantine, partition_json=False, notes=notes, gaps=gaps)
     if records is None:
         raise FileNotFoundError(nothing_to_replay(log_dir, quarantine))
     record_times = None
@@ -264,6 +266,7 @@ def from_log_dir(log_dir: str | Path, times: bool = True, **kw) -> tuple[Replay,
     out.start_offset = start_offset
     out.quarantine = quarantine
     out.notes = notes
+    out.gaps = gaps
     from controller_core.codec.bronze import NewerKafka
     newer = NewerKafka()
     newer.add(records)

@@ -30,8 +30,8 @@ from controller_core.codec.arrowutil import from_numpy, to_numpy
 from controller_core.gcpause import paused
 from controller_core.image import MIGRATING, Cluster, Partition
 from controller_core.logdir import SEGMENT, SNAPSHOT, LogFile, discover
-from controller_core.replay import (Plan, as_kafka_starts, iter_file_records, kafka_start, last_segment_row,
-                                    nothing_to_replay, plan, read_plan)
+from controller_core.replay import (Plan, as_kafka_starts, bridging, bridging_note, from_snapshot, iter_file_records,
+                                    kafka_start, last_segment_row, nothing_to_replay, plan, read_plan)
 from controller_core.vector import fold
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -185,20 +185,38 @@ def replay_to(log_dir, at_offset: int | None = None, at_time: int | None = None,
         raise PointError(f"--at-offset {at_offset}: offsets start at 0")
     p = plan_for(log_dir, at_offset, at_time)
     spans: list = []
-    records = read_plan(p, spans, partition_json=False)
+    gaps: list = []
+    records = read_plan(p, spans, partition_json=False, gaps=gaps)
     notes: list[str] = []
+
+    def reaches(snap: LogFile) -> bool:  # the point is at or after the state ``snap`` holds
+        return (at_offset is None and at_time is None or at_offset is not None and at_offset >= snap.offset - 1
+                or at_time is not None and at_time >= _snapshot_header_ts(snap) * 1000)
+
+    # a snapshot inside a gap of the segments (replay.bridging), as every replay of the directory starts from it
+    bridge = bridging(p, gaps, reaches)
+    if bridge is not None:
+        gaps, p = [], from_snapshot(p, bridge)
+        records = read_plan(p, None, partition_json=False, gaps=gaps)
+        notes.append(bridging_note(bridge))
     # where Kafka would start the log from its latest snapshot instead (replay.kafka_start): the state at a point from
     # that snapshot's end on is the snapshot's; a point before it is still read off the segments' records
     start = kafka_start(p, *last_segment_row(records))
-    if start is not None and (at_offset is None and at_time is None or at_offset is not None
-                              and at_offset >= start.offset - 1 or at_time is not None
-                              and at_time >= _snapshot_header_ts(start) * 1000):
+    if start is not None and reaches(start):
         p, records = as_kafka_starts(p, records, spans, False, notes=notes, start=start)
+        gaps = []  # (no segment record read from there)
     if quarantine is not None:
         quarantine.extend(spans)
     if records is None:
         raise PointError(nothing_to_replay(log_dir, spans))
+    for g in gaps:
+        if at_offset is not None and g.first <= at_offset <= g.last:
+            nearest = f"offset {g.first - 1} or {g.last + 1} can" if g.first else f"offset {g.last + 1} can"
+            raise PointError(f"offset {at_offset} is among offsets no file holds ({g.first}..{g.last}, before "
+                             f"{g.file}): the state there cannot be rebuilt; {nearest}")
     records, reached = cut(records, at_offset, at_time, p.snapshot, notes)
+    # the gaps the replay went over on its way to the point (replay.Gap)
+    notes += [g.message for g in gaps if reached.offset is not None and g.first <= reached.offset]
     rejected: list = []
     # the state, not its causes, and only at the point: the records are cut there
     rep = pipeline.run(records, invariants=False, recompute=False, rejected=rejected, state_only=True)

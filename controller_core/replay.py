@@ -158,16 +158,68 @@ TYPED_ONLY = frozenset({"PARTITION_RECORD", "PARTITION_CHANGE_RECORD"})
 
 def read_log_dir(log_dir: str | Path, quarantine: list | None = None,
                  partition_json: bool = True, threads: int | None = None,
-                 notes: list | None = None) -> tuple[pa.Table | None, int]:
+                 notes: list | None = None, gaps: list | None = None) -> tuple[pa.Table | None, int]:
     """The bronze rows a replay of a log directory reads (:func:`read_plan` of its :func:`plan`, from the snapshot
-    Kafka would start from where :func:`kafka_start` finds one: ``notes`` receives that line) and the first log offset
-    replayed after the starting snapshot (0 without one).  ``partition_json=False``: the rows as a replay reads them:
+    Kafka would start from where :func:`kafka_start` finds one) and the first log offset replayed after the starting
+    snapshot (0 without one).  ``notes`` receives a line for that start and a "warning: " line for each run of
+    offsets no record holds (:class:`Gap`, into ``gaps`` too).  ``partition_json=False``: the rows as a replay reads them:
     ``data_json`` null on partition records (:data:`TYPED_ONLY`; writing it was a third of decoding), the record types
     dictionary-encoded (``bronze.REPLAY_SCHEMA``)."""
     p = plan(log_dir)
-    records = read_plan(p, quarantine, partition_json, threads)
-    p, records = as_kafka_starts(p, records, quarantine, partition_json, threads, notes)
-    return records, p.start_offset
+    found: list = []
+    records = read_plan(p, quarantine, partition_json, threads, found)
+    bridge = bridging(p, found)
+    if bridge is not None:  # a snapshot inside the last gap it can shorten: the replay starts there instead
+        found, p = [], from_snapshot(p, bridge)
+        records = read_plan(p, None, partition_json, threads, found)  # (its spans: quarantined by the first read)
+        if notes is not None:
+            notes.append(bridging_note(bridge))
+    settled, records = as_kafka_starts(p, records, quarantine, partition_json, threads, notes)
+    if settled is p:  # (from the snapshot Kafka starts from, no segment record is read)
+        if notes is not None:
+            notes.extend(g.message for g in found)
+        if gaps is not None:
+            gaps.extend(found)
+    return records, settled.start_offset
+
+
+def from_snapshot(p: Plan, snap: LogFile) -> Plan:
+    """The plan ``p`` started from ``snap`` instead: that snapshot, then the segments' records after it."""
+    return Plan([snap] + [f for f in p.files if f.kind == SEGMENT], snap, snap.offset, p.snapshots)
+
+
+def bridged(p: Plan, spans: dict, usable=lambda snap: True) -> tuple[Plan, list, LogFile | None]:
+    """(plan, gaps, the snapshot it now starts from or None) of a replay whose segments hold ``spans`` (label ->
+    (first, last) offset of the whole file): :func:`find_gaps`, then :func:`bridging` -- the rule
+    :func:`read_log_dir` applies to what it reads, for a caller that knows the segments' offsets without reading them
+    (the lake's replay, from its files' statistics)."""
+    def clipped(plan: Plan) -> dict:
+        return {label: (max(a, plan.start_offset), b) for label, (a, b) in spans.items() if b >= plan.start_offset}
+
+    gaps = find_gaps(p, clipped(p))
+    snap = bridging(p, gaps, usable)
+    if snap is None:
+        return p, gaps, None
+    p = from_snapshot(p, snap)
+    return p, find_gaps(p, clipped(p)), snap
+
+
+def bridging_note(snap: LogFile) -> str:
+    return f"note: replaying from snapshot {snap.label}: the records before it are not all there"
+
+
+def bridging(p: Plan, gaps: list, usable=lambda snap: True) -> LogFile | None:
+    """The snapshot a replay whose plan left ``gaps`` starts from instead: the newest one ending inside the last gap
+    it can shorten (a snapshot at the gap's end closes it), None when no snapshot falls in a gap.  A snapshot holds
+    the state at its end offset whatever records before it were lost -- an emptied, deleted or damaged segment --, so
+    the replay loses what the gap loses and nothing before it (from the log's start, a replay whose first segment was
+    emptied skipped every record up to the next segment).  ``usable``: which snapshots may be taken (a replay to a
+    point takes none past it)."""
+    for g in reversed(gaps):
+        inside = [s for s in p.snapshots if g.first < s.offset <= g.last + 1 and usable(s)]
+        if inside:
+            return max(inside, key=lambda s: (s.offset, s.epoch))
+    return None
 
 
 def as_kafka_starts(p: Plan, records: pa.Table | None, quarantine: list | None = None, partition_json: bool = True,
@@ -204,13 +256,32 @@ def nothing_to_replay(log_dir, spans: list) -> str:
     return f"{log_dir}: no metadata records to replay"
 
 
+@dataclass
+class Gap:
+    """Offsets a replay goes over with no record read: a KRaft log holds a record at every offset (nothing compacts
+    it), so these were lost -- a segment emptied, deleted or cut, or damaged bytes quarantined."""
+
+    first: int
+    last: int
+    file: str  # the segment whose first record follows the gap
+    after: str  # what the replay read last before it (a file, or the snapshot it starts from)
+
+    @property
+    def message(self) -> str:
+        count = self.last - self.first + 1
+        return (f"warning: offsets {self.first}..{self.last} are missing ({count} record{'s' * (count != 1)}): no "
+                f"file read holds them between {self.after} and {self.file}; the changes written there are not "
+                "replayed, and what follows may differ from what Kafka applied")
+
+
 def read_plan(p: Plan, quarantine: list | None = None, partition_json: bool = True,
-              threads: int | None = None) -> pa.Table | None:
+              threads: int | None = None, gaps: list | None = None) -> pa.Table | None:
     """The bronze rows of a replay plan's files, in replay order; rows of the starting snapshot are
     dated at the snapshot's end offset - 1 (the state they describe).  None when there is nothing.
     Spans that could not be decoded (:class:`~controller_core.codec.logfile.Quarantine`, naming the file
-    and byte position) are left out and appended to ``quarantine`` when given.  The files are decoded on
-    ``threads`` threads (default: the cores this process may use; :mod:`controller_core.codec.ranges`)."""
+    and byte position) are left out and appended to ``quarantine`` when given; offsets between the plan's start and
+    the segments' records, or between two segments, that no record holds (:class:`Gap`) to ``gaps``.  The files are
+    decoded on ``threads`` threads (default: the cores this process may use; :mod:`controller_core.codec.ranges`)."""
     skip = frozenset() if partition_json else TYPED_ONLY
     kinds = {lf.label: lf.kind for lf in p.files}
     with paused():  # Arrow and NumPy objects by the thousand, no cycles: see gcpause
@@ -218,6 +289,7 @@ def read_plan(p: Plan, quarantine: list | None = None, partition_json: bool = Tr
                                lambda chunk: records_table(chunk, "", chunk.file, kinds[chunk.file], skip,
                                                            lean=not partition_json), threads)
     parts = []
+    spans: dict = {}  # each segment's (first, last) offset read
     for lf, got in zip(p.files, decoded):
         if quarantine is not None:
             quarantine.extend(got.quarantine)
@@ -227,5 +299,25 @@ def read_plan(p: Plan, quarantine: list | None = None, partition_json: bool = Tr
             if lf.kind == SNAPSHOT:
                 i = t.schema.get_field_index("offset")
                 t = t.set_column(i, t.schema.field(i), pa.array(np.full(t.num_rows, p.start_offset - 1, np.int64)))
+            elif lf.kind == SEGMENT and t.num_rows:
+                first, last = t.column("offset")[0].as_py(), t.column("offset")[-1].as_py()
+                spans[lf.label] = (spans.get(lf.label, (first,))[0], last)
             parts.append(t)
+    if gaps is not None:
+        gaps.extend(find_gaps(p, spans))
     return pa.concat_tables(parts) if parts else None
+
+
+def find_gaps(p: Plan, spans: dict) -> list[Gap]:
+    """The runs of offsets no record holds (:class:`Gap`) from the plan's start on, given each segment's first and
+    last offset read from there (``spans``: label -> (first, last); a segment that gave none is not in it)."""
+    found = []
+    expected, after = p.start_offset, (p.snapshot.label if p.snapshot is not None else "the log's start")
+    for lf in p.files:
+        if lf.kind != SEGMENT or lf.label not in spans:
+            continue
+        first, last = spans[lf.label]
+        if first > expected:
+            found.append(Gap(expected, first - 1, lf.label, after))
+        expected, after = max(expected, last + 1), lf.label
+    return found

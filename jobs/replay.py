@@ -40,7 +40,7 @@ from controller_core import timelines
 from controller_core.codec.arrowutil import plain
 from controller_core.image import Cluster
 from controller_core.logdir import classify
-from controller_core.replay import Plan, Rec, choose, kafka_start, kafka_start_note
+from controller_core.replay import Plan, Rec, bridged, bridging_note, choose, kafka_start, kafka_start_note
 from jobs.common import Progress
 from lake import catalog
 from lake.config import load_config
@@ -78,10 +78,19 @@ def plan_from_files(files: list[str], notes: list | None = None):
     from lake import files as LF
 
     bounds = LF.row_group_bounds(files, ["source_file", "source_kind", "offset"])
-    labels = ({b["source_file"][0] for _, _, b in bounds}
-              if bounds is not None and all(b["source_file"][0] == b["source_file"][1] for _, _, b in bounds)
-              else _labels_read(files))
-    plan = _plan_of(labels)
+    one_file = bounds is not None and all(b["source_file"][0] == b["source_file"][1] for _, _, b in bounds)
+    labels = {b["source_file"][0] for _, _, b in bounds} if one_file else _labels_read(files)
+    # each segment's first and last offset, for the gaps (replay.find_gaps): from the statistics where they tell
+    if one_file and all(b["source_kind"][0] == b["source_kind"][1] for _, _, b in bounds):
+        spans: dict = {}
+        for _, _, b in bounds:
+            if b["source_kind"][0] == "segment":
+                lo, hi = b["offset"]
+                was = spans.get(b["source_file"][0], (lo, hi))
+                spans[b["source_file"][0]] = (min(was[0], lo), max(was[1], hi))
+    else:
+        spans = _spans(LF.scan_task(files, ["source_file", "offset"], lambda f: f("source_kind") == "segment")())
+    plan, gap_notes = _bridged(_plan_of(labels), spans, notes)
     wanted = lambda f: (f("source_kind") == "segment") & (f("offset") >= plan.start_offset)  # noqa: E731
     if bounds is not None and all(b["source_kind"][0] == b["source_kind"][1] for _, _, b in bounds):
         # the row groups of segment rows reaching the start; the last record is in those whose offsets reach
@@ -94,21 +103,41 @@ def plan_from_files(files: list[str], notes: list | None = None):
     else:
         seg = LF.scan_task(files, _END_COLUMNS, wanted)()
     if seg is None or not seg.num_rows:
-        return _as_kafka_starts(plan, None, None, None, notes)
+        return _as_kafka_starts(plan, None, None, None, notes, gap_notes)
     last = pc.index(seg.column("offset"), pc.max(seg.column("offset"))).as_py()
-    return _as_kafka_starts(plan, *(seg.column(c)[last].as_py() for c in _END_COLUMNS), notes)
+    return _as_kafka_starts(plan, *(seg.column(c)[last].as_py() for c in _END_COLUMNS), notes, gap_notes)
+
+
+def _spans(rows: pa.Table | None) -> dict:
+    """label -> (first, last offset) of segment rows (``source_file``, ``offset``)."""
+    if rows is None or not rows.num_rows:
+        return {}
+    agg = rows.group_by("source_file").aggregate([("offset", "min"), ("offset", "max")])
+    return {r["source_file"]: (r["offset_min"], r["offset_max"]) for r in agg.to_pylist()}
+
+
+def _bridged(plan, spans: dict, notes: list | None) -> tuple:
+    """(plan, the gap warnings) of a replay of bronze's rows whose segments hold ``spans``: from the snapshot a
+    log directory's replay bridges their gaps with (replay.bridged; its note into ``notes``)."""
+    plan, gaps, snap = bridged(plan, spans)
+    if snap is not None and notes is not None:
+        notes.append(bridging_note(snap))
+    return plan, [g.message for g in gaps]
 
 
 # what the log's end is read from: its last segment record's offset, time and leader epoch
 _END_COLUMNS = ["offset", "timestamp", "batch_leader_epoch"]
 
 
-def _as_kafka_starts(plan, offset, timestamp, epoch, notes: list | None = None):
+def _as_kafka_starts(plan, offset, timestamp, epoch, notes: list | None = None, gap_notes=()):
     """(plan, last offset, its timestamp) of a replay of bronze's rows whose plan reads up to the segment record at
     ``offset`` (None: none): from the snapshot Kafka would start the log from (replay.kafka_start), when there is one
-    -- the same start as a log directory's replay (replay.read_log_dir)."""
+    -- the same start as a log directory's replay (replay.read_log_dir); else the plan's gap warnings go to
+    ``notes``."""
     start = kafka_start(plan, offset, epoch)
     if start is None:
+        if notes is not None:
+            notes.extend(gap_notes)
         return plan, plan.start_offset - 1 if offset is None else offset, timestamp
     if notes is not None:
         notes.append(kafka_start_note(start, offset, epoch))
@@ -152,11 +181,14 @@ def _checkpoint(lake: Lake, cluster: str):
 def _log_end(records, plan, notes: list | None = None):
     """(plan, offset, timestamp) of the last segment record the plan reads, NoOps included (the plan from the snapshot
     Kafka would start from, if any: :func:`_as_kafka_starts`)."""
+    spans = {r.source_file: (r.first, r.last) for r in records.where(F.col("source_kind") == "segment")
+             .groupBy("source_file").agg(F.min("offset").alias("first"), F.max("offset").alias("last")).collect()}
+    plan, gap_notes = _bridged(plan, spans, notes)
     seg = records.where(F.col("source_kind") == "segment").where(F.col("offset") >= plan.start_offset)
     row = seg.orderBy(F.col("offset").desc()).select(*_END_COLUMNS).limit(1).collect()
     if row:
-        return _as_kafka_starts(plan, row[0].offset, row[0].timestamp, row[0].batch_leader_epoch, notes)
-    return _as_kafka_starts(plan, None, None, None, notes)
+        return _as_kafka_starts(plan, row[0].offset, row[0].timestamp, row[0].batch_leader_epoch, notes, gap_notes)
+    return _as_kafka_starts(plan, None, None, None, notes, gap_notes)
 
 
 def _resume_from(ckpt, plan, snapshot, end_offset: int):

@@ -38,8 +38,9 @@ def _nothing_decoded(log_dir: str) -> None:
 
 
 def run(log_dir: str, as_json: bool = False, elr: str | None = None, out=None, err=None) -> int:
-    """Exit 1 on a divergence, an ERROR breach or any quarantined byte of the input (a log that could
-    not be read whole cannot be trusted: the records in the damaged span are missing from the replay)."""
+    """Exit 1 on a divergence, an ERROR breach, any quarantined byte of the input or any offset no record holds (a
+    log that could not be read whole cannot be trusted: the records in the damaged span or the gap are missing from
+    the replay)."""
     out, err = out or sys.stdout, err or sys.stderr
     override = None if elr in (None, "auto") else elr == "on"
     try:
@@ -57,10 +58,14 @@ def run(log_dir: str, as_json: bool = False, elr: str | None = None, out=None, e
         print(f"kraft-audit verify: {line}", file=err)
     for line in rep.newer_kafka:  # kept and read as far as this build can: a warning, not a failure
         print(f"kraft-audit verify: warning: {line}", file=err)
-    failed = bool(divergences) or errors > 0 or bool(rep.quarantine)
+    # (a log missing records cannot be trusted either: the changes in the gap were not checked)
+    failed = bool(divergences) or errors > 0 or bool(rep.quarantine) or bool(rep.gaps)
     if as_json:
         doc = {"records": rep.records, "partitionChanges": rep.partition_changes,
                "divergences": divergences, "invariantBreaches": breaches}
+        if rep.gaps:
+            doc["missingOffsets"] = [{"first": g.first, "last": g.last, "after": g.after, "before": g.file}
+                                     for g in rep.gaps]
         if rep.quarantine:
             doc["quarantined"] = [{"file": q.file, "position": q.position, "length": q.length, "reason": q.reason,
                                    "message": q.message} for q in rep.quarantine]
@@ -77,5 +82,6 @@ def run(log_dir: str, as_json: bool = False, elr: str | None = None, out=None, e
     out.write(f"kraft-audit verify: {rep.records} records{start}, {rep.partition_changes} partition changes "
               f"recomputed, {len(divergences)} divergences, {errors} ERROR / "
               f"{len(breaches) - errors} WARN+INFO invariant findings"
-              + (f", {len(rep.quarantine)} quarantined spans" if rep.quarantine else "") + "\n")
+              + (f", {len(rep.quarantine)} quarantined spans" if rep.quarantine else "")
+              + (f", {sum(g.last - g.first + 1 for g in rep.gaps)} offsets missing" if rep.gaps else "") + "\n")
     return 1 if failed else 0

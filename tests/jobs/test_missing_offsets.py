@@ -1,0 +1,180 @@
+"""Offsets no file holds (``replay.Gap``) and the snapshot a replay bridges them with (``replay.bridging``).
+
+A KRaft metadata log holds a record at every offset, so a run of offsets that no segment holds was lost (a segment
+emptied, deleted or cut; real data directories of both shapes were found among public ones: an emptied first
+segment, an emptied segment between the snapshot a replay starts from and the next one).  Every replay of a log
+directory says so in one warning line per gap, ``verify`` exits 1 and lists them in ``--json``; where a snapshot ends
+inside a gap the replay starts from the newest such snapshot (it holds the state whatever records before it were
+lost), so only what lies between it and the next record is missing; a point inside a gap has no state (exit 2, one
+line), a point before it is read off the segments as in the whole log.
+
+The log: a simulated cluster's, with five segments (bases 0, 29, 77, 119, 162) and snapshots ending at 42, 86, 126.
+"""
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from controller_core import point
+from controller_core.logdir import SEGMENT, SNAPSHOT, discover
+from controller_core.replay import read_log_dir
+from jobs import cli
+from realdata_facts import CLUSTERS, REALDATA
+from simulator.engine import simulate
+from simulator.scenario import load
+
+SCENARIO = """\
+metadata_version: 3.9-IV0
+start_time: 2026-01-01T00:00:00Z
+heartbeat_interval_ms: 5000
+session_timeout_ms: 9000
+segment_bytes: 3000
+snapshot_every: 40
+brokers: [{id: 1, rack: a}, {id: 2, rack: b}, {id: 3, rack: c}, {id: 4, rack: a}]
+topics:
+  - {name: orders, partitions: 8, replication_factor: 3, configs: {min.insync.replicas: 2}}
+  - {name: logs, partitions: 4, replication_factor: 2}
+timeline:
+  - {at: 20, event: network_partition, brokers: [1, 2], duration_s: 60}
+  - {at: 90, event: controlled_shutdown, broker: 3}
+  - {at: 120, event: restart, broker: 3}
+  - {at: 150, event: preferred_election}
+  - {at: 170, event: reassignment, topic: logs, partition: 1, replicas: [3, 4]}
+  - {at: 200, event: network_partition, brokers: [4], duration_s: 30}
+  - {at: 260, event: preferred_election}
+"""
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("gaps")
+    (d / "s.yaml").write_text(SCENARIO)
+    simulate(load(str(d / "s.yaml")), d / "out", seed=2)
+    log = d / "out" / "__cluster_metadata-0"
+    files = discover(log)
+    assert [f.offset for f in files if f.kind == SEGMENT] == [0, 29, 77, 119, 162]  # what the cases below cut
+    assert [f.offset for f in files if f.kind == SNAPSHOT] == [42, 86, 126]
+    return log
+
+
+def _damaged(whole: Path, dest: Path, emptied=(), deleted=()) -> Path:
+    log = dest / "__cluster_metadata-0"
+    shutil.copytree(whole.parent, dest)
+    for base in emptied:
+        (log / f"{base:020d}.log").write_bytes(b"")
+    for base in deleted:
+        (log / f"{base:020d}.log").unlink()
+    return log
+
+
+def _partitions(log_dir: Path, at_offset=None) -> dict:
+    image, _ = point.image_at(log_dir, at_offset, err=io.StringIO())
+    return {k: (p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch) for k, p in image.partitions.items()}
+
+
+def _verify(log: Path, capsys) -> tuple[int, dict, list[str]]:
+    code = cli.main(["verify", "--log-dir", str(log), "--json"])
+    out, err = capsys.readouterr()
+    return code, json.loads(out), err.splitlines()
+
+
+def test_healthy_logs_have_no_gap(whole):
+    for d in [whole] + [REALDATA / rel for rel in CLUSTERS.values()]:
+        gaps, notes = [], []
+        read_log_dir(d, [], notes=notes, gaps=gaps)
+        assert gaps == [] and notes == [], d
+
+
+def test_a_deleted_segment_is_bridged_by_the_snapshot_inside_its_gap(whole, tmp_path, capsys):
+    log = _damaged(whole, tmp_path / "d", deleted=[77])  # offsets 77..118 gone; the snapshot at 86 lies inside
+    gaps, notes = [], []
+    _, start = read_log_dir(log, [], notes=notes, gaps=gaps)
+    assert start == 86 and [(g.first, g.last) for g in gaps] == [(86, 118)]
+    assert gaps[0].file.endswith(f"{119:020d}.log") and "00000000000000000086-" in gaps[0].after
+    assert notes[0].startswith("note: replaying from snapshot __cluster_metadata-0/00000000000000000086-")
+    assert notes[1] == gaps[0].message and "offsets 86..118 are missing (33 records)" in notes[1]
+    code, doc, err = _verify(log, capsys)
+    assert code == 1 and doc["missingOffsets"] == [{"first": 86, "last": 118, "after": gaps[0].after,
+                                                     "before": gaps[0].file}]
+    assert [line for line in err if "missing" in line] == [f"kraft-audit verify: {gaps[0].message}"]
+    # a point before the gap: the segments' state, as in the whole log; inside it: none; from the snapshot: its state
+    assert _partitions(log, 60) == _partitions(whole, 60) and _partitions(log, 60)
+    with pytest.raises(point.PointError, match=r"offset 100 is among offsets no file holds \(86\.\.118, before "):
+        point.image_at(log, 100, err=io.StringIO())
+    assert _partitions(log, 85) == _partitions(whole, 85)
+    # describe and audit at the end warn once
+    assert cli.main(["describe", "--log-dir", str(log)]) == 0
+    assert [line for line in capsys.readouterr().err.splitlines() if "missing" in line] == \
+           [f"kraft-audit describe: {gaps[0].message}"]
+    assert cli.main(["audit", "--log-dir", str(log)]) in (0, 1)
+    assert [line for line in capsys.readouterr().err.splitlines() if "missing" in line] == \
+           [f"kraft-audit audit: {gaps[0].message}"]
+
+
+def test_an_emptied_segment_between_the_snapshots(whole, tmp_path, capsys):
+    log = _damaged(whole, tmp_path / "d", emptied=[119])  # 119..161 gone; the snapshot at 126 inside
+    gaps, notes = [], []
+    _, start = read_log_dir(log, [], notes=notes, gaps=gaps)
+    assert start == 126 and [(g.first, g.last) for g in gaps] == [(126, 161)]
+    code, doc, err = _verify(log, capsys)
+    assert code == 1 and doc["quarantined"][0]["reason"] == "EMPTY_FILE"
+    assert [(g["first"], g["last"]) for g in doc["missingOffsets"]] == [(126, 161)]
+
+
+def test_an_emptied_first_segment_with_no_snapshot_inside_its_gap(whole, tmp_path, capsys):
+    log = _damaged(whole, tmp_path / "d", emptied=[0])  # 0..28 gone, no snapshot before 29: from the start
+    gaps, notes = [], []
+    _, start = read_log_dir(log, [], notes=notes, gaps=gaps)
+    assert start == 0 and [(g.first, g.last) for g in gaps] == [(0, 28)] and notes == [gaps[0].message]
+    assert "between the log's start and __cluster_metadata-0/00000000000000000029.log" in gaps[0].message
+    with pytest.raises(point.PointError, match=r"offset 10 is among offsets no file holds \(0\.\.28, .*\): the state "
+                                               r"there cannot be rebuilt; offset 29 can$"):
+        point.image_at(log, 10, err=io.StringIO())
+    code, doc, _ = _verify(log, capsys)
+    assert code == 1 and [(g["first"], g["last"]) for g in doc["missingOffsets"]] == [(0, 28)]
+
+
+def test_two_segments_gone_the_newest_snapshot_inside_is_taken(whole, tmp_path):
+    log = _damaged(whole, tmp_path / "d", deleted=[29, 77])  # 29..118 gone: the snapshots at 42 and 86 inside
+    gaps, notes = [], []
+    _, start = read_log_dir(log, [], notes=notes, gaps=gaps)
+    assert start == 86 and [(g.first, g.last) for g in gaps] == [(86, 118)]
+    # a point inside the gap before the newest snapshot: the older one inside, then the rest of the gap
+    assert _partitions(log, 41) == _partitions(whole, 41)
+    with pytest.raises(point.PointError, match=r"\(42\.\.118, "):
+        point.image_at(log, 50, err=io.StringIO())
+
+
+def test_the_lake_replay_bridges_the_same_gap(whole, tmp_path, spark, capsys):
+    """The lake's replay knows the segments' offsets from its files' statistics (or through Spark on a lake it does
+    not see): the same start, the same warnings, the same state as the directory's replay."""
+    from jobs.replay import _log_end, plan_from_files, replay_plan
+    from lake import catalog
+    from lake.delta import Lake
+
+    log = _damaged(whole, tmp_path / "d", deleted=[77])
+    lake = str(tmp_path / "lake")
+    assert cli.main(["ingest", "--cluster", "g", "--log-dir", str(log.parent), "--lake", lake]) == 0
+    capsys.readouterr()
+    assert cli.main(["replay", "--cluster", "g", "--lake", lake]) == 0
+    out, err = capsys.readouterr()
+    gaps, notes = [], []
+    read_log_dir(log, [], notes=notes, gaps=gaps)
+    assert [line for line in err.splitlines() if "note:" in line or "warning:" in line] == \
+           [f"kraft-audit replay: {n}" for n in notes] and len(notes) == 2
+    rows = Lake(lake, spark).read(catalog.PARTITION_STATE.name).collect()
+    got = {(r.topic_id, r.partition_id): (list(r.replicas), list(r.isr), r.leader, r.leader_epoch, r.partition_epoch)
+           for r in rows}
+    assert got == _partitions(log) and got
+    # the plan from the files' statistics and the one through Spark agree
+    lk = Lake(lake, spark)
+    version = lk.version(catalog.METADATA_RECORDS.name)
+    by_files, by_spark = [], []
+    plan, end, _ = plan_from_files(lk.data_files(catalog.METADATA_RECORDS.name, version, {"cluster": "g"}), by_files)
+    records = lk.read(catalog.METADATA_RECORDS.name, version=version)
+    want, want_end, _ = _log_end(records, replay_plan(records), by_spark)
+    assert (plan.start_offset, end, by_files) == (want.start_offset, want_end, by_spark) == (86, end, notes)
