@@ -16,8 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from controller_core.codec.arrowutil import (NUMPY_TYPES, STRING_CODES, column_ints, from_numpy, nulls, repeat_str,
-                                              strings)
+from controller_core.codec.arrowutil import (NUMPY_TYPES, STRING_CODES, column_ints, from_numpy, nulls, plain,
+                                              repeat_str, strings)
 from controller_core.codec.jsonwrite import chunk_json
 from controller_core.codec.logfile import COMPILED_MIN_RECORDS, TYPE_NAMES, DecodedChunk, Quarantine, distinct
 from controller_core.codec.wordcopy import spelled
@@ -419,6 +419,9 @@ class NewerKafka:
         if table is None or table.num_rows == 0 or not self._may_hold_newer(table):
             return
         cols = ["record_type", "record_type_id", "record_version", "is_control"]
+        # the replay's rows code their record types and files per chunk (REPLAY_SCHEMA): grouping or comparing
+        # dictionaries that differ from chunk to chunk is not something Arrow does, so these columns are read plain
+        table = plain(table.select(cols + ["offset", "unknown_tagged_fields", "source_file"]))
         agg = table.group_by(cols).aggregate([("offset", "min"), ("offset", "count"),
                                               ("unknown_tagged_fields", "count")])
         for g in agg.to_pylist():

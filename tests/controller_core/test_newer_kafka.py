@@ -113,3 +113,42 @@ def test_the_replay_carries_cordoned_dirs_and_skips_the_unknown_record(tmp_path)
     brokers_before = [b for b in rep.image.brokers if b != 4]
     assert brokers_before == [1, 2, 3]
     assert all(rep.image.brokers[b].cordoned_log_dirs is None for b in brokers_before)  # v1 records never said
+
+
+def test_replay_rows_coded_chunk_by_chunk(tmp_path):
+    """A replay's rows code their record types and files per chunk (REPLAY_SCHEMA): another log's chunks before the
+    newer records make the dictionaries differ (a Confluent Server log's tagged fields raised "Unifying differing
+    dictionaries" from verify and audit); the same warnings as from plain rows."""
+    from controller_core.replay import read_log_dir
+    from realdata_facts import CLUSTERS, REALDATA
+
+    d, at = newer_log(tmp_path)
+    newer_rows, _ = read_log_dir(d, [], partition_json=False)
+    other, _ = read_log_dir(REALDATA / CLUSTERS["ogs59"], [], partition_json=False)
+    rows = pa.concat_tables([other, newer_rows])
+    assert pa.types.is_dictionary(rows.schema.field("record_type").type) and rows.column("record_type").num_chunks > 1
+    coded, plain_rows = NewerKafka(), NewerKafka()
+    coded.add(rows)
+    plain_rows.add(_vector(d)[0])
+    assert [line.split(" in ")[0] for line in coded.lines()] == [line.split(" in ")[0] for line in plain_rows.lines()]
+    assert len(coded.lines()) == 2
+
+
+def test_a_confluent_server_metadata_version_is_named():
+    """A Confluent Server controller finalizes confluent.metadata.version and writes no metadata.version record (a
+    real CP log: 119 divergences under the rules of a log without one); the replay says so, once.  The same log
+    with metadata.version (Apache Kafka's) says nothing."""
+    import pyarrow.compute as pc
+
+    from controller_core.replay import read_log_dir
+    from realdata_facts import CLUSTERS, REALDATA
+
+    rows, _ = read_log_dir(REALDATA / CLUSTERS["ogs59"], [], partition_json=False)
+    assert pipeline.vendor_notes(rows) == []
+    names = rows.column("feature_name")
+    assert "metadata.version" in names.to_pylist()
+    renamed = rows.set_column(rows.schema.get_field_index("feature_name"), "feature_name",
+                              pc.replace_substring_regex(names, "^metadata\\.version$", "confluent.metadata.version"))
+    [line] = pipeline.vendor_notes(renamed)
+    assert line.startswith("warning: the log's metadata version is confluent.metadata.version (a Confluent Server "
+                           "controller's) and it has no metadata.version record")
