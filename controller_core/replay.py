@@ -209,12 +209,17 @@ def bridging_note(snap: LogFile) -> str:
 
 
 def bridging(p: Plan, gaps: list, usable=lambda snap: True) -> LogFile | None:
-    """The snapshot a replay whose plan left ``gaps`` starts from instead: the newest one ending inside the last gap
-    it can shorten (a snapshot at the gap's end closes it), None when no snapshot falls in a gap.  A snapshot holds
-    the state at its end offset whatever records before it were lost -- an emptied, deleted or damaged segment --, so
-    the replay loses what the gap loses and nothing before it (from the log's start, a replay whose first segment was
-    emptied skipped every record up to the next segment).  ``usable``: which snapshots may be taken (a replay to a
+    """The snapshot a replay whose plan left ``gaps`` starts from instead, or None.  A gap before every record read
+    (the first segments emptied) is a log whose records start after it: the newest snapshot covering that start, as
+    :func:`choose` takes for a log whose first segments were deleted (the lake's replay, which holds no row of an
+    emptied file, plans it so).  Otherwise the newest snapshot ending inside the last gap it can shorten (one at the
+    gap's end closes it): a snapshot holds the state at its end offset whatever records before it were lost, so the
+    replay loses what the gap loses and nothing before it.  ``usable``: which snapshots may be taken (a replay to a
     point takes none past it)."""
+    if gaps and gaps[0].at_start:
+        covering = [s for s in p.snapshots if s.offset >= gaps[0].last + 1 and usable(s)]
+        if covering:
+            return max(covering, key=lambda s: (s.offset, s.epoch))
     for g in reversed(gaps):
         inside = [s for s in p.snapshots if g.first < s.offset <= g.last + 1 and usable(s)]
         if inside:
@@ -265,6 +270,7 @@ class Gap:
     last: int
     file: str  # the segment whose first record follows the gap
     after: str  # what the replay read last before it (a file, or the snapshot it starts from)
+    at_start: bool = False  # no segment record before it: the records read start after it
 
     @property
     def message(self) -> str:
@@ -312,12 +318,14 @@ def find_gaps(p: Plan, spans: dict) -> list[Gap]:
     """The runs of offsets no record holds (:class:`Gap`) from the plan's start on, given each segment's first and
     last offset read from there (``spans``: label -> (first, last); a segment that gave none is not in it)."""
     found = []
-    expected, after = p.start_offset, (p.snapshot.label if p.snapshot is not None else "the log's start")
+    start = p.snapshot.label if p.snapshot is not None else "the log's start"
+    expected, after = p.start_offset, start
     for lf in p.files:
         if lf.kind != SEGMENT or lf.label not in spans:
             continue
         first, last = spans[lf.label]
         if first > expected:
-            found.append(Gap(expected, first - 1, lf.label, after))
+            found.append(Gap(expected, first - 1, lf.label, after, at_start=not found and expected == p.start_offset
+                             and after == start))
         expected, after = max(expected, last + 1), lf.label
     return found

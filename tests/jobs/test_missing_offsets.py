@@ -125,8 +125,27 @@ def test_an_emptied_segment_between_the_snapshots(whole, tmp_path, capsys):
     assert [(g["first"], g["last"]) for g in doc["missingOffsets"]] == [(126, 161)]
 
 
-def test_an_emptied_first_segment_with_no_snapshot_inside_its_gap(whole, tmp_path, capsys):
-    log = _damaged(whole, tmp_path / "d", emptied=[0])  # 0..28 gone, no snapshot before 29: from the start
+def test_an_emptied_first_segment_is_a_log_starting_after_it(whole, tmp_path, capsys):
+    """0..28 gone before every record read: the log's records start at 29, so the replay starts from the newest
+    snapshot covering that start (126), as for a log whose first segment was deleted -- nothing left missing; the
+    lake, which holds no row of the emptied file, plans the same."""
+    log = _damaged(whole, tmp_path / "d", emptied=[0])
+    gaps, notes = [], []
+    _, start = read_log_dir(log, [], notes=notes, gaps=gaps)
+    assert start == 126 and gaps == [] and notes == [
+        "note: replaying from snapshot __cluster_metadata-0/00000000000000000126-0000000001.checkpoint: the records "
+        "before it are not all there"]
+    assert _partitions(log) == _partitions(whole)
+    # a point before that snapshot, after the gap: the newest covering snapshot it reaches
+    assert _partitions(log, 85) == _partitions(whole, 85)
+    code, doc, _ = _verify(log, capsys)
+    assert code == 1 and "missingOffsets" not in doc and doc["quarantined"][0]["reason"] == "EMPTY_FILE"
+
+
+def test_an_emptied_first_segment_and_no_snapshot(whole, tmp_path, capsys):
+    log = _damaged(whole, tmp_path / "d", emptied=[0])  # 0..28 gone and nothing to start from after it
+    for snap in log.glob("*.checkpoint"):
+        snap.unlink()
     gaps, notes = [], []
     _, start = read_log_dir(log, [], notes=notes, gaps=gaps)
     assert start == 0 and [(g.first, g.last) for g in gaps] == [(0, 28)] and notes == [gaps[0].message]
