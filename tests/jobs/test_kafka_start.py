@@ -27,36 +27,12 @@ from controller_core.logdir import SNAPSHOT, discover
 from controller_core.replay import kafka_start, last_segment_row, plan, read_log_dir, read_plan
 from jobs import cli
 from realdata_facts import CLUSTERS, REALDATA
-from simulator.engine import simulate
-from simulator.scenario import load
+from snapshotted_log import partitions_at, snapshotted_log
 
-SCENARIO = """\
-metadata_version: 3.9-IV0
-start_time: 2026-01-01T00:00:00Z
-heartbeat_interval_ms: 5000
-session_timeout_ms: 9000
-segment_bytes: 8192
-snapshot_every: 40
-brokers: [{id: 1, rack: a}, {id: 2, rack: b}, {id: 3, rack: c}, {id: 4, rack: a}]
-topics:
-  - {name: orders, partitions: 8, replication_factor: 3, configs: {min.insync.replicas: 2}}
-  - {name: logs, partitions: 4, replication_factor: 2}
-timeline:
-  - {at: 20, event: network_partition, brokers: [1, 2], duration_s: 60}
-  - {at: 90, event: controlled_shutdown, broker: 3}
-  - {at: 120, event: restart, broker: 3}
-  - {at: 150, event: preferred_election}
-  - {at: 170, event: reassignment, topic: logs, partition: 1, replicas: [3, 4]}
-  - {at: 200, event: network_partition, brokers: [4], duration_s: 30}
-  - {at: 260, event: preferred_election}
-"""
 
 @pytest.fixture(scope="module")
 def whole(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("kafka-start")
-    (d / "s.yaml").write_text(SCENARIO)
-    simulate(load(str(d / "s.yaml")), d / "out", seed=2)
-    return d / "out"
+    return snapshotted_log(tmp_path_factory.mktemp("kafka-start"), segment_bytes=8192)
 
 
 def _log(d: Path) -> Path:
@@ -85,11 +61,6 @@ def _cut_before(whole: Path, dest: Path, offset: int) -> int:
     return last
 
 
-def _partitions(log_dir: Path, at_offset=None) -> dict:
-    image, _ = point.image_at(log_dir, at_offset, err=io.StringIO())
-    return {k: (p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch) for k, p in image.partitions.items()}
-
-
 def test_healthy_logs_start_where_they_did(whole):
     for d in [_log(whole)] + [REALDATA / rel for rel in CLUSTERS.values()]:
         p = plan(d)
@@ -113,13 +84,13 @@ def test_a_follower_stopped_after_fetching_a_snapshot(whole, tmp_path, capsys):
     assert start == latest.offset
     assert len(notes) == 1 and latest.label in notes[0] and f"past the end of the log (last offset {cut})" in notes[0]
     # the state is the snapshot's: the whole log's at the snapshot's end
-    at_end = _partitions(_log(whole), latest.offset - 1)
-    assert _partitions(_log(d)) == at_end and at_end
-    assert _partitions(_log(d), latest.offset - 1) == at_end
+    at_end = partitions_at(_log(whole), latest.offset - 1)
+    assert partitions_at(_log(d)) == at_end and at_end
+    assert partitions_at(_log(d), latest.offset - 1) == at_end
     rep, _ = pipeline.from_log_dir(_log(d), times=False)
     assert rep.notes == notes and rep.start_offset == latest.offset
     # a point the segments still hold: theirs, as in the whole log
-    assert _partitions(_log(d), cut - 3) == _partitions(_log(whole), cut - 3)
+    assert partitions_at(_log(d), cut - 3) == partitions_at(_log(whole), cut - 3)
     # between the segments' end and the snapshot: no state to show
     with pytest.raises(point.PointError, match=f"last offset {cut}"):
         point.image_at(_log(d), cut + 2, err=io.StringIO())
@@ -174,7 +145,7 @@ def test_a_snapshot_of_a_later_epoch(whole, tmp_path):
     assert start == middle.offset and len(notes) == 1 and f"of leader epoch 9, later than the log's last batch " \
                                                           f"(epoch {epoch})" in notes[0]
     assert records.column("source_kind").to_pylist() == ["snapshot"] * records.num_rows
-    assert _partitions(_log(d)) == _partitions(_log(whole), middle.offset - 1)
+    assert partitions_at(_log(d)) == partitions_at(_log(whole), middle.offset - 1)
 
 
 def test_the_lake_replay_starts_where_the_log_directory_replay_does(whole, tmp_path, spark, capsys):
@@ -195,4 +166,4 @@ def test_the_lake_replay_starts_where_the_log_directory_replay_does(whole, tmp_p
     rows = Lake(lake, spark).read(catalog.PARTITION_STATE.name).collect()
     got = {(r.topic_id, r.partition_id): (list(r.replicas), list(r.isr), r.leader, r.leader_epoch, r.partition_epoch)
            for r in rows}
-    assert got == _partitions(_log(whole), snaps[-1].offset - 1)
+    assert got == partitions_at(_log(whole), snaps[-1].offset - 1)

@@ -24,37 +24,13 @@ from controller_core.logdir import SEGMENT, SNAPSHOT, discover
 from controller_core.replay import read_log_dir
 from jobs import cli
 from realdata_facts import CLUSTERS, REALDATA
-from simulator.engine import simulate
-from simulator.scenario import load
+from snapshotted_log import partitions_at, snapshotted_log
 
-SCENARIO = """\
-metadata_version: 3.9-IV0
-start_time: 2026-01-01T00:00:00Z
-heartbeat_interval_ms: 5000
-session_timeout_ms: 9000
-segment_bytes: 3000
-snapshot_every: 40
-brokers: [{id: 1, rack: a}, {id: 2, rack: b}, {id: 3, rack: c}, {id: 4, rack: a}]
-topics:
-  - {name: orders, partitions: 8, replication_factor: 3, configs: {min.insync.replicas: 2}}
-  - {name: logs, partitions: 4, replication_factor: 2}
-timeline:
-  - {at: 20, event: network_partition, brokers: [1, 2], duration_s: 60}
-  - {at: 90, event: controlled_shutdown, broker: 3}
-  - {at: 120, event: restart, broker: 3}
-  - {at: 150, event: preferred_election}
-  - {at: 170, event: reassignment, topic: logs, partition: 1, replicas: [3, 4]}
-  - {at: 200, event: network_partition, brokers: [4], duration_s: 30}
-  - {at: 260, event: preferred_election}
-"""
 
 
 @pytest.fixture(scope="module")
 def whole(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("gaps")
-    (d / "s.yaml").write_text(SCENARIO)
-    simulate(load(str(d / "s.yaml")), d / "out", seed=2)
-    log = d / "out" / "__cluster_metadata-0"
+    log = snapshotted_log(tmp_path_factory.mktemp("gaps"), segment_bytes=3000) / "__cluster_metadata-0"
     files = discover(log)
     assert [f.offset for f in files if f.kind == SEGMENT] == [0, 29, 77, 119, 162]  # what the cases below cut
     assert [f.offset for f in files if f.kind == SNAPSHOT] == [42, 86, 126]
@@ -69,11 +45,6 @@ def _damaged(whole: Path, dest: Path, emptied=(), deleted=()) -> Path:
     for base in deleted:
         (log / f"{base:020d}.log").unlink()
     return log
-
-
-def _partitions(log_dir: Path, at_offset=None) -> dict:
-    image, _ = point.image_at(log_dir, at_offset, err=io.StringIO())
-    return {k: (p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch) for k, p in image.partitions.items()}
 
 
 def _verify(log: Path, capsys) -> tuple[int, dict, list[str]]:
@@ -102,10 +73,10 @@ def test_a_deleted_segment_is_bridged_by_the_snapshot_inside_its_gap(whole, tmp_
                                                      "before": gaps[0].file}]
     assert [line for line in err if "missing" in line] == [f"kraft-audit verify: {gaps[0].message}"]
     # a point before the gap: the segments' state, as in the whole log; inside it: none; from the snapshot: its state
-    assert _partitions(log, 60) == _partitions(whole, 60) and _partitions(log, 60)
+    assert partitions_at(log, 60) == partitions_at(whole, 60) and partitions_at(log, 60)
     with pytest.raises(point.PointError, match=r"offset 100 is among offsets no file holds \(86\.\.118, before "):
         point.image_at(log, 100, err=io.StringIO())
-    assert _partitions(log, 85) == _partitions(whole, 85)
+    assert partitions_at(log, 85) == partitions_at(whole, 85)
     # describe and audit at the end warn once
     assert cli.main(["describe", "--log-dir", str(log)]) == 0
     assert [line for line in capsys.readouterr().err.splitlines() if "missing" in line] == \
@@ -135,9 +106,9 @@ def test_an_emptied_first_segment_is_a_log_starting_after_it(whole, tmp_path, ca
     assert start == 126 and gaps == [] and notes == [
         "note: replaying from snapshot __cluster_metadata-0/00000000000000000126-0000000001.checkpoint: the records "
         "before it are not all there"]
-    assert _partitions(log) == _partitions(whole)
+    assert partitions_at(log) == partitions_at(whole)
     # a point before that snapshot, after the gap: the newest covering snapshot it reaches
-    assert _partitions(log, 85) == _partitions(whole, 85)
+    assert partitions_at(log, 85) == partitions_at(whole, 85)
     code, doc, _ = _verify(log, capsys)
     assert code == 1 and "missingOffsets" not in doc and doc["quarantined"][0]["reason"] == "EMPTY_FILE"
 
@@ -163,7 +134,7 @@ def test_two_segments_gone_the_newest_snapshot_inside_is_taken(whole, tmp_path):
     _, start = read_log_dir(log, [], notes=notes, gaps=gaps)
     assert start == 86 and [(g.first, g.last) for g in gaps] == [(86, 118)]
     # a point inside the gap before the newest snapshot: the older one inside, then the rest of the gap
-    assert _partitions(log, 41) == _partitions(whole, 41)
+    assert partitions_at(log, 41) == partitions_at(whole, 41)
     with pytest.raises(point.PointError, match=r"\(42\.\.118, "):
         point.image_at(log, 50, err=io.StringIO())
 
@@ -188,7 +159,7 @@ def test_the_lake_replay_bridges_the_same_gap(whole, tmp_path, spark, capsys):
     rows = Lake(lake, spark).read(catalog.PARTITION_STATE.name).collect()
     got = {(r.topic_id, r.partition_id): (list(r.replicas), list(r.isr), r.leader, r.leader_epoch, r.partition_epoch)
            for r in rows}
-    assert got == _partitions(log) and got
+    assert got == partitions_at(log) and got
     # the plan from the files' statistics and the one through Spark agree
     lk = Lake(lake, spark)
     version = lk.version(catalog.METADATA_RECORDS.name)
