@@ -30,8 +30,8 @@ from controller_core.codec.arrowutil import from_numpy, to_numpy
 from controller_core.gcpause import paused
 from controller_core.image import MIGRATING, Cluster, Partition
 from controller_core.logdir import SEGMENT, SNAPSHOT, LogFile, discover
-from controller_core.replay import (Plan, as_kafka_starts, bridging, bridging_note, from_snapshot, iter_file_records,
-                                    kafka_start, last_segment_row, nothing_to_replay, plan, read_plan)
+from controller_core.replay import (Plan, as_kafka_starts, iter_file_records, kafka_start, last_segment_row,
+                                    nothing_to_replay, plan, read_bridged, read_plan)
 from controller_core.vector import fold
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -193,12 +193,8 @@ def replay_to(log_dir, at_offset: int | None = None, at_time: int | None = None,
         return (at_offset is None and at_time is None or at_offset is not None and at_offset >= snap.offset - 1
                 or at_time is not None and at_time >= _snapshot_header_ts(snap) * 1000)
 
-    # a snapshot inside a gap of the segments (replay.bridging), as every replay of the directory starts from it
-    bridge = bridging(p, gaps, reaches)
-    if bridge is not None:
-        gaps, p = [], from_snapshot(p, bridge)
-        records = read_plan(p, None, partition_json=False, gaps=gaps)
-        notes.append(bridging_note(bridge))
+    # a snapshot across a gap of the segments (replay.bridging), as every replay of the directory starts from it
+    p, records, gaps = read_bridged(p, records, gaps, False, notes=notes, usable=reaches)
     # where Kafka would start the log from its latest snapshot instead (replay.kafka_start): the state at a point from
     # that snapshot's end on is the snapshot's; a point before it is still read off the segments' records
     start = kafka_start(p, *last_segment_row(records))

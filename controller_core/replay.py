@@ -168,12 +168,7 @@ def read_log_dir(log_dir: str | Path, quarantine: list | None = None,
     p = plan(log_dir)
     found: list = []
     records = read_plan(p, quarantine, partition_json, threads, found)
-    bridge = bridging(p, found)
-    if bridge is not None:  # a snapshot inside the last gap it can shorten: the replay starts there instead
-        found, p = [], from_snapshot(p, bridge)
-        records = read_plan(p, None, partition_json, threads, found)  # (its spans: quarantined by the first read)
-        if notes is not None:
-            notes.append(bridging_note(bridge))
+    p, records, found = read_bridged(p, records, found, partition_json, threads, notes)
     settled, records = as_kafka_starts(p, records, quarantine, partition_json, threads, notes)
     if settled is p:  # (from the snapshot Kafka starts from, no segment record is read)
         if notes is not None:
@@ -202,6 +197,22 @@ def bridged(p: Plan, spans: dict, usable=lambda snap: True) -> tuple[Plan, list,
         return p, gaps, None
     p = from_snapshot(p, snap)
     return p, find_gaps(p, clipped(p)), snap
+
+
+def read_bridged(p: Plan, records: pa.Table | None, gaps: list, partition_json: bool = True,
+                 threads: int | None = None, notes: list | None = None,
+                 usable=lambda snap: True) -> tuple[Plan, pa.Table | None, list]:
+    """(plan, rows, gaps) of a read plan that left ``gaps``: read again from the snapshot :func:`bridging` takes
+    (``notes`` receives that line), as they are when it takes none.  The spans the first read could not decode were
+    reported by it."""
+    snap = bridging(p, gaps, usable)
+    if snap is None:
+        return p, records, gaps
+    p, gaps = from_snapshot(p, snap), []
+    records = read_plan(p, None, partition_json, threads, gaps)
+    if notes is not None:
+        notes.append(bridging_note(snap))
+    return p, records, gaps
 
 
 def bridging_note(snap: LogFile) -> str:
