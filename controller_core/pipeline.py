@@ -46,11 +46,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from controller_core import threads as _threads
-from controller_core import timelines
+from controller_core import timelines, vendor
 from controller_core.codec.arrowutil import (column_ints, equal, from_numpy, gather, nulls, plain, plain_schema,
                                              to_numpy)
 from controller_core.gcpause import paused
-from controller_core.image import METADATA_VERSION, Cluster
+from controller_core.image import Cluster
 from controller_core.kernels import dating, fold_pass, judge_pass, layout
 from controller_core.kernels import invariants as invariant_pass
 from controller_core.numba_cache import read_only
@@ -140,9 +140,13 @@ def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool
     the other threads did meanwhile."""
     if state_only and recompute:
         raise ValueError("state_only replays the state without recomputing the changes (recompute=False)")
+    # a Confluent Server log's metadata version read as Apache Kafka's (controller_core/vendor.py), its note kept
+    records, notes = vendor.as_apache(records)
     with paused():  # no cycles made here; a full collection walked the ~150 k objects of the imports (45 ms)
-        return _run(records, elr_override, invariants, recompute, context_topics, rejected, history, state_only,
-                    threads, cluster_timelines, fold._Clock(timings))
+        out = _run(records, elr_override, invariants, recompute, context_topics, rejected, history, state_only,
+                   threads, cluster_timelines, fold._Clock(timings))
+    out.notes = notes
+    return out
 
 
 def segment_rows(records: pa.Table) -> np.ndarray:
@@ -265,33 +269,13 @@ def from_log_dir(log_dir: str | Path, times: bool = True, **kw) -> tuple[Replay,
     out = run(records, **kw)
     out.start_offset = start_offset
     out.quarantine = quarantine
-    out.notes = notes + vendor_notes(records)
+    out.notes = notes + out.notes
     out.gaps = gaps
     from controller_core.codec.bronze import NewerKafka
     newer = NewerKafka()
     newer.add(records)
     out.newer_kafka = newer.lines()
     return out, record_times
-
-
-# the feature a Confluent Server controller finalizes instead of Apache Kafka's metadata.version
-CONFLUENT_MV = "confluent.metadata.version"
-
-
-def vendor_notes(records: pa.Table) -> list[str]:
-    """A warning when the log's metadata version is not Apache Kafka's: a Confluent Server controller finalizes
-    ``confluent.metadata.version`` and writes no ``metadata.version`` FeatureLevelRecord, so the rules applied are
-    those of a log without one (a pre-3.3 controller's: controller-rules §4, INV-ISR-EXPAND-ACTIVE), which its
-    records need not follow (its leader-epoch bumps, for one).  Read off the few rows naming a feature."""
-    names = records.column("feature_name")
-    if names.null_count == len(names):
-        return []
-    found = set(pc.unique(names.drop_null()).to_pylist())
-    if CONFLUENT_MV not in found or METADATA_VERSION in found:
-        return []
-    return [f"warning: the log's metadata version is {CONFLUENT_MV} (a Confluent Server controller's) and it has no "
-            f"{METADATA_VERSION} record: it is replayed with the rules of a log without one (an Apache Kafka "
-            "controller before 3.3), so divergences and findings may be the two controllers' differences"]
 
 
 # ------------------------------------------------------------------------------------------ steps

@@ -79,6 +79,8 @@ def plan_for(log_dir, at_offset: int | None, at_time: int | None) -> Plan:
     first = min((s.offset for s in segments), default=0)  # no segments: every snapshot is a candidate
     covering = sorted((f for f in discover(Path(log_dir)) if f.kind == SNAPSHOT and f.offset >= first),
                       key=lambda f: f.offset, reverse=True)
+    if p.snapshot.offset < first:  # every snapshot ends before the records (replay.choose): the newest one only
+        covering = [p.snapshot]
     for snap in covering:
         if at_offset is not None and snap.offset - 1 > at_offset:
             continue
@@ -216,7 +218,7 @@ def replay_to(log_dir, at_offset: int | None = None, at_time: int | None = None,
     rejected: list = []
     # the state, not its causes, and only at the point: the records are cut there
     rep = pipeline.run(records, invariants=False, recompute=False, rejected=rejected, state_only=True)
-    for note in notes:
+    for note in notes + rep.notes:
         print(f"{prog}: {note}", file=err)
     for label, offset, rtype, why in sorted(rejected, key=lambda r: r[1]):
         print(f"{prog}: {label} offset {offset} ({rtype}): {why}; record skipped", file=err)

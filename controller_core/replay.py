@@ -66,10 +66,18 @@ def choose(files: list[LogFile], where: str = "the log") -> Plan:
     if first is None or first == 0:
         return Plan(boots + segments, None, 0, snapshots)
     covering = [s for s in snapshots if s.offset >= first]
-    if not covering:
+    if covering:
+        snap = max(covering, key=lambda s: s.offset)
+        return Plan([snap] + segments, snap, snap.offset, snapshots)
+    if not snapshots:
         raise FileNotFoundError(f"{where}: the log starts at offset {first} and no snapshot covers the "
                                 "missing start; the history before it is gone")
-    snap = max(covering, key=lambda s: s.offset)
+    # every snapshot ends before the first record: the offsets between the newest one and that record were lost (a
+    # first segment emptied or deleted past every snapshot).  The newest snapshot still holds the state at its end,
+    # so the replay starts there and the run of offsets after it is a Gap (find_gaps) every replay warns of -- as a
+    # log directory's replay does when the emptied file is there to plan from (bridging), and as the lake, which
+    # holds no row of an emptied file, now plans too
+    snap = max(snapshots, key=lambda s: (s.offset, s.epoch))
     return Plan([snap] + segments, snap, snap.offset, snapshots)
 
 

@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import functions as F
 
-from controller_core import timelines
+from controller_core import timelines, vendor
 from controller_core.codec.arrowutil import plain
 from controller_core.image import Cluster
 from controller_core.logdir import classify
@@ -201,10 +201,14 @@ def _resume_from(ckpt, plan, snapshot, end_offset: int):
     return ckpt
 
 
-def cluster_timelines(recs: list[Rec]) -> tuple[pa.Table, pa.Table, Cluster]:
+def cluster_timelines(recs: list[Rec], notes: list | None = None) -> tuple[pa.Table, pa.Table, Cluster]:
     """(broker_state_history, topic_config_history, image) of the cluster-level records and partition 0's, in replay
     order, by the scalar image: what ``pipeline.run`` builds of the same records first (its ``cluster_timelines``:
-    a full replay's tasks start from these)."""
+    a full replay's tasks start from these).  A Confluent Server log's metadata version is read as Apache Kafka's,
+    as ``pipeline.run`` reads it (controller_core/vendor.py; its note into ``notes``)."""
+    recs, said = vendor.as_apache_recs(recs)
+    if notes is not None:
+        notes.extend(said)
     image = Cluster()
     brokers, topics = timelines.build((r for r in recs
                                        if r.type not in S.PARTITION_TYPES or r.data.get("partitionId") == 0), image)
@@ -504,7 +508,7 @@ def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = Tru
         if records is None:
             records = lake.read(RECORDS.name, version=bronze_version).where(F.col("cluster") == cluster)
         rows = S.replay_rows(records, [(f.label, f.kind) for f in plan.files], plan.start_offset)
-    made = cluster_timelines(direct.cluster_level_recs() if direct is not None else _cluster_level_recs(rows))
+    made = cluster_timelines(direct.cluster_level_recs() if direct is not None else _cluster_level_recs(rows), notes)
     counts.update(_write_timelines(lake, cluster, made))
     counts[QUORUM.name] = _write_quorum(lake, cluster, direct.quorum if direct is not None
                                         else _quorum_rows(records, plan))

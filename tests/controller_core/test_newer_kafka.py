@@ -132,23 +132,3 @@ def test_replay_rows_coded_chunk_by_chunk(tmp_path):
     plain_rows.add(_vector(d)[0])
     assert [line.split(" in ")[0] for line in coded.lines()] == [line.split(" in ")[0] for line in plain_rows.lines()]
     assert len(coded.lines()) == 2
-
-
-def test_a_confluent_server_metadata_version_is_named():
-    """A Confluent Server controller finalizes confluent.metadata.version and writes no metadata.version record (a
-    real CP log: 119 divergences under the rules of a log without one); the replay says so, once.  The same log
-    with metadata.version (Apache Kafka's) says nothing."""
-    import pyarrow.compute as pc
-
-    from controller_core.replay import read_log_dir
-    from realdata_facts import CLUSTERS, REALDATA
-
-    rows, _ = read_log_dir(REALDATA / CLUSTERS["ogs59"], [], partition_json=False)
-    assert pipeline.vendor_notes(rows) == []
-    names = rows.column("feature_name")
-    assert "metadata.version" in names.to_pylist()
-    renamed = rows.set_column(rows.schema.get_field_index("feature_name"), "feature_name",
-                              pc.replace_substring_regex(names, "^metadata\\.version$", "confluent.metadata.version"))
-    [line] = pipeline.vendor_notes(renamed)
-    assert line.startswith("warning: the log's metadata version is confluent.metadata.version (a Confluent Server "
-                           "controller's) and it has no metadata.version record")

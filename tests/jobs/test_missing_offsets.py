@@ -128,6 +128,40 @@ def test_an_emptied_first_segment_and_no_snapshot(whole, tmp_path, capsys):
     assert code == 1 and [(g["first"], g["last"]) for g in doc["missingOffsets"]] == [(0, 28)]
 
 
+def test_records_starting_past_every_snapshot(whole, tmp_path, spark, capsys):
+    """0..161 gone and every snapshot ends before the first record left (162): the replay starts from the newest
+    snapshot (126), whose state stands whatever was lost before it, and warns of 126..161 -- whether the segments were
+    emptied (the directory still lists them) or deleted (the plan stopped at exit 2 then), and in the lake, which holds
+    no row of an emptied file (its replay stopped at exit 2 too)."""
+    emptied = _damaged(whole, tmp_path / "e", emptied=[0, 29, 77, 119])
+    deleted = _damaged(whole, tmp_path / "d", deleted=[0, 29, 77, 119])
+    for log in (emptied, deleted):
+        gaps, notes = [], []
+        _, start = read_log_dir(log, [], notes=notes, gaps=gaps)
+        assert start == 126 and [(g.first, g.last) for g in gaps] == [(126, 161)], log
+        assert "00000000000000000126-" in gaps[0].after and gaps[0].message in notes
+        assert partitions_at(log, 125) == partitions_at(whole, 125) and partitions_at(log, 125)
+        with pytest.raises(point.PointError, match=r"offset 140 is among offsets no file holds \(126\.\.161, "):
+            point.image_at(log, 140, err=io.StringIO())
+        code, doc, _ = _verify(log, capsys)
+        assert code == 1 and [(g["first"], g["last"]) for g in doc["missingOffsets"]] == [(126, 161)]
+    assert partitions_at(emptied) == partitions_at(deleted)
+
+    lake = str(tmp_path / "lake")
+    assert cli.main(["ingest", "--cluster", "g", "--log-dir", str(emptied.parent), "--lake", lake]) == 0
+    capsys.readouterr()
+    assert cli.main(["replay", "--cluster", "g", "--lake", lake]) == 0
+    err = capsys.readouterr().err
+    assert "offsets 126..161 are missing" in err
+    from lake import catalog
+    from lake.delta import Lake
+
+    rows = Lake(lake, spark).read(catalog.PARTITION_STATE.name).collect()
+    got = {(r.topic_id, r.partition_id): (list(r.replicas), list(r.isr), r.leader, r.leader_epoch, r.partition_epoch)
+           for r in rows}
+    assert got == partitions_at(emptied) and got
+
+
 def test_two_segments_gone_the_newest_snapshot_inside_is_taken(whole, tmp_path):
     log = _damaged(whole, tmp_path / "d", deleted=[29, 77])  # 29..118 gone: the snapshots at 42 and 86 inside
     gaps, notes = [], []
