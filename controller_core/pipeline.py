@@ -46,7 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from controller_core import threads as _threads
-from controller_core import timelines, vendor
+from controller_core import timelines, transactions, vendor
 from controller_core.codec.arrowutil import (column_ints, equal, from_numpy, gather, nulls, plain, plain_schema,
                                              to_numpy)
 from controller_core.gcpause import paused
@@ -145,7 +145,7 @@ def run(records: pa.Table, *, elr_override: bool | None = None, invariants: bool
     with paused():  # no cycles made here; a full collection walked the ~150 k objects of the imports (45 ms)
         out = _run(records, elr_override, invariants, recompute, context_topics, rejected, history, state_only,
                    threads, cluster_timelines, fold._Clock(timings))
-    out.notes = notes
+    out.notes = notes + out.notes
     return out
 
 
@@ -164,6 +164,8 @@ def _run(records: pa.Table, elr_override, invariants: bool, recompute: bool, con
     # every column of the replay (6 s of verify on a 1 M-partition log)
     # which rows come from segments, compared once: the dating reads it, and the snapshots are among the others
     seg = segment_rows(records)
+    # the records of aborted or unended metadata transactions: never visible, never replayed (KIP-868)
+    records, seg, dropped = transactions.outside(records, seg)
     snaps = frozenset()
     if not seg.all():  # (a log's segments only, the usual replay: no pass over the file names)
         other = records.select(["source_file", "source_kind"]).filter(from_numpy(~seg))
@@ -241,7 +243,7 @@ def _run(records: pa.Table, elr_override, invariants: bool, recompute: bool, con
     return Replay(history=dated, brokers=brokers, topics=topics,
                   divergences=divergence_table(divergences), breaches=breach_table(found), image=image, explained=exp,
                   records=total, partition_changes=len(exp), scalar_partitions=len(todo), trigger_counts=counts,
-                  fold_fallback_partitions=folded.fallback_partitions if folded is not None else 0)
+                  fold_fallback_partitions=folded.fallback_partitions if folded is not None else 0, notes=dropped)
 
 
 # what the audit reads of every segment record (NoOps and control records included): the clock an "as of"

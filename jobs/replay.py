@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import functions as F
 
-from controller_core import timelines, vendor
+from controller_core import timelines, transactions, vendor
 from controller_core.codec.arrowutil import plain
 from controller_core.image import Cluster
 from controller_core.logdir import classify
@@ -288,23 +288,30 @@ class _BronzeFiles:
     quorum's records -- the rows the driver needs itself, read here instead of through Spark (the quorum's
     records in the same pass as the cluster-level ones)."""
 
-    def __init__(self, lake: Lake, cluster: str, version: int, plan):
+    def __init__(self, lake: Lake, cluster: str, version: int, plan, end_offset: int | None):
         from controller_core import quorum
         from lake import files as LF
 
         self._files = lake.data_files(RECORDS.name, version, {"cluster": cluster})
         self._labels = [(f.label, f.kind) for f in plan.files]
         self._start = plan.start_offset
-        self.read = LF.scan_task(self._files, S.PARTITION_READ_COLUMNS,
-                                 S.replay_filter(self._labels, self._start, True), S.READ_DICTIONARY)
         # a file missing here raises lake.files.MissingDataFile: the commands name it as any missing file.  One
-        # scan for both sets of rows (every row group holds some of them; a scan decodes a row group whole)
-        cluster_level = S.replay_filter(self._labels, self._start, False, also=quorum.EVENTS)
+        # scan for both sets of rows (every row group holds some of them; a scan decodes a row group whole), the
+        # transaction markers too (which records no replay applies: ``dropped``)
+        cluster_level = S.replay_filter(self._labels, self._start, False, also=quorum.EVENTS + transactions.MARKERS)
         partition_0 = S.replay_filter(self._labels, self._start, True, first_partition=True)
         # the repeated strings read as codes (a string per row of 11.5 M was a tenth of the scan), decoded once the
         # few rows are chosen
         rows = plain(LF.scan_task(self._files, S.READ_COLUMNS + ["data_json", "batch_leader_epoch"],
                                   lambda field: cluster_level(field) | partition_0(field), S.READ_DICTIONARY)())
+        segment = pc.fill_null(pc.equal(rows.column("source_kind"), "segment"), False).to_numpy(zero_copy_only=False)
+        self.dropped = transactions.discarded(_markers(rows.filter(pa.array(segment))), end_offset)
+        if self.dropped:
+            offsets = rows.column("offset").to_numpy(zero_copy_only=False)
+            rows = rows.filter(pa.array(~(transactions.inside(offsets, self.dropped) & segment)))
+        self.read = LF.scan_task(self._files, S.PARTITION_READ_COLUMNS,
+                                 S.replay_filter(self._labels, self._start, True, dropped=tuple(self.dropped)),
+                                 S.READ_DICTIONARY)
         partition = pc.is_in(rows.column("record_type"), pa.array(list(S.PARTITION_TYPES)))
         self.first = rows.filter(partition).select(S.READ_COLUMNS)
         rows = rows.filter(pc.invert(partition))
@@ -335,6 +342,23 @@ class _BronzeFiles:
     def cluster_level_recs(self) -> list[Rec]:
         """What :func:`_cluster_level_recs` collects through Spark (:func:`timeline_recs` of the rows read)."""
         return timeline_recs(self.first, self.shared)
+
+
+def _markers(rows) -> list[tuple[int, str]]:
+    """(offset, record type) of the transaction markers among segment rows (an Arrow table or collected Rows)."""
+    if isinstance(rows, pa.Table):
+        rows = rows.select(["offset", "record_type"]).to_pylist()
+        return [(r["offset"], r["record_type"]) for r in rows if r["record_type"] in transactions.MARKERS]
+    return [(r.offset, r.record_type) for r in rows]
+
+
+def _discarded(records, plan, end_offset: int | None) -> list:
+    """The discarded metadata transactions (controller_core/transactions.py) of the plan's segment records, through
+    Spark: its few transaction markers."""
+    markers = (records.where(F.col("source_file").isin([f.label for f in plan.files]))
+               .where((F.col("source_kind") == "segment") & (F.col("offset") >= plan.start_offset))
+               .where(F.col("record_type").isin(*transactions.MARKERS)).select("offset", "record_type").collect())
+    return transactions.discarded(_markers(markers), end_offset)
 
 
 def timeline_recs(first: pa.Table, shared: pa.Table) -> list[Rec]:
@@ -503,11 +527,18 @@ def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = Tru
     counts: dict = {"mode": "incremental" if ckpt is not None else "full", "last_offset": end_offset, "notes": notes}
     progress(f"{counts['mode']} replay through offset {end_offset}: broker, topic and quorum timelines")
     # a full replay on a lake the executors see reads bronze's files itself, the driver's few rows once
-    direct = _BronzeFiles(lake, cluster, bronze_version, plan) if since is None and local else None
+    direct = _BronzeFiles(lake, cluster, bronze_version, plan, end_offset) if since is None and local else None
     if direct is None:
         if records is None:
             records = lake.read(RECORDS.name, version=bronze_version).where(F.col("cluster") == cluster)
-        rows = S.replay_rows(records, [(f.label, f.kind) for f in plan.files], plan.start_offset)
+        dropped = _discarded(records, plan, end_offset)
+        rows = S.replay_rows(records, [(f.label, f.kind) for f in plan.files], plan.start_offset, tuple(dropped))
+    else:
+        dropped = direct.dropped
+    # the records of aborted or unended metadata transactions: never replayed; the checkpoint stays before a
+    # transaction the log does not end yet, so the next replay reads its records if it has ended by then
+    notes.extend(d.message for d in dropped)
+    replayed_to = min([end_offset] + [d.begin for d in dropped if d.abort is None]) if dropped else end_offset
     made = cluster_timelines(direct.cluster_level_recs() if direct is not None else _cluster_level_recs(rows), notes)
     counts.update(_write_timelines(lake, cluster, made))
     counts[QUORUM.name] = _write_quorum(lake, cluster, direct.quorum if direct is not None
@@ -559,7 +590,7 @@ def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = Tru
     progress("checking what was committed; writing the checkpoint")
     versions = {t: lake.version(t) for t in SILVER}
     versions[RECORDS.name] = bronze_version
-    _write_checkpoint(lake, cluster, counts["mode"], plan, snapshot, end_offset, end_ts, counts.get(HISTORY.name, 0),
+    _write_checkpoint(lake, cluster, counts["mode"], plan, snapshot, replayed_to, end_ts, counts.get(HISTORY.name, 0),
                       versions)
     return counts
 

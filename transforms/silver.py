@@ -32,11 +32,15 @@ FINDING = pa.schema([
 ])
 
 
-def replay_rows(records: DataFrame, files: list[tuple[str, str]], start_offset: int) -> DataFrame:
+def replay_rows(records: DataFrame, files: list[tuple[str, str]], start_offset: int,
+                dropped: tuple = ()) -> DataFrame:
     """The rows a replay reads: the chosen files, segment records from ``start_offset``, with the
-    replay order in (phase, offset).  NoOps and transaction markers change nothing: dropped."""
+    replay order in (phase, offset).  NoOps and transaction markers change nothing: dropped; so are the segment
+    records of the discarded metadata transactions ``dropped`` (controller_core/transactions.Discarded)."""
     labels = [f for f, _ in files]
     phase = F.create_map(*[x for k, v in PHASE.items() for x in (F.lit(k), F.lit(v))])
+    for d in dropped:
+        records = records.where((F.col("source_kind") != "segment") | ~F.col("offset").between(d.first, d.last))
     return (records.where(F.col("source_file").isin(labels))
             .where((F.col("source_kind") != "segment") | (F.col("offset") >= start_offset))
             .where(~F.col("record_type").isin(*SKIP))
@@ -268,16 +272,20 @@ READ_DICTIONARY = ("source_file", "source_kind", "record_type", "topic_id")
 
 
 def replay_filter(files: list[tuple[str, str]], start_offset: int, partition_records: bool,
-                  first_partition: bool = False, also: tuple[str, ...] = ()):
+                  first_partition: bool = False, also: tuple[str, ...] = (), dropped: tuple = ()):
     """``where(field)`` (a pyarrow.dataset expression) of the bronze rows a replay reads, as
-    :func:`replay_rows` chooses them: the plan's files, segment records from ``start_offset``; the partition
-    records (``partition_records``; only partition 0's with ``first_partition``) or the others (NoOps and
-    markers left out, except the record types ``also`` names: e.g. the quorum's, read in the same pass)."""
+    :func:`replay_rows` chooses them: the plan's files, segment records from ``start_offset`` outside the discarded
+    metadata transactions ``dropped``; the partition records (``partition_records``; only partition 0's with
+    ``first_partition``) or the others (NoOps and markers left out, except the record types ``also`` names: e.g. the
+    quorum's, read in the same pass)."""
     labels = [f for f, _ in files]
 
     def where(field):
         chosen = field("source_file").isin(labels) & (
             (field("source_kind") != "segment") | (field("offset") >= start_offset))
+        for d in dropped:
+            chosen = chosen & ((field("source_kind") != "segment") | (field("offset") < d.first)
+                               | (field("offset") > d.last))
         if partition_records:
             chosen = chosen & field("record_type").isin(list(PARTITION_TYPES))
             return chosen & (field("partition_id") == 0) if first_partition else chosen
