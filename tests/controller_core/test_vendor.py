@@ -8,6 +8,7 @@ range each broker supports, as Confluent's do.
 """
 from __future__ import annotations
 
+import base64
 import json
 from collections import Counter
 
@@ -108,3 +109,50 @@ def test_the_spark_drivers_records_read_the_same_level():
     assert notes == whole.notes and len(notes) == 1
     assert brokers.equals(whole.brokers) and topics.equals(whole.topics)
     assert image.features == whole.image.features
+
+
+def _register(b: int, epoch: int, top: int) -> tuple:
+    return ("REGISTER_BROKER_RECORD", 1, {
+        "brokerId": b, "incarnationId": base64.urlsafe_b64encode(bytes([b, epoch]) * 8).decode()[:22],
+        "brokerEpoch": epoch, "endPoints": [], "rack": None, "fenced": False,
+        "features": [{"name": vendor.CONFLUENT_MV, "minSupportedVersion": 1, "maxSupportedVersion": 100 + top},
+                     {"name": METADATA_VERSION, "minSupportedVersion": 1, "maxSupportedVersion": top}]})
+
+
+def test_an_upgrade_reads_each_confluent_record_at_the_level_of_the_brokers_then(tmp_path, capsys, monkeypatch):
+    """A Confluent cluster whose brokers support metadata.version up to 3.5-IV2 (11) shrinks an ISR re-setting its
+    leader (a bump, as that level requires); the brokers restart on a release supporting 3.7-IV4 (19), the controller
+    finalizes the Confluent feature's next level, and an ISR shrink keeps its leader with no bump (the rule from
+    3.6-IV0).  Each record is read at the level of the registrations current there: no divergence, no breach.  One
+    level for the whole log (the lowest every registration supports) would call the second shrink wrong."""
+    from jobs import cli
+    from simulator.writer import write_log
+
+    tid = "dXBncmFkZWQtdG9waWMhIQ"
+    batches = [
+        [("FEATURE_LEVEL_RECORD", 0, {"name": vendor.CONFLUENT_MV, "featureLevel": 111})],
+        [_register(1, 1, 11), _register(2, 2, 11), _register(3, 3, 11)],
+        [("TOPIC_RECORD", 0, {"name": "upgraded", "topicId": tid}),
+         ("PARTITION_RECORD", 0, {"partitionId": 0, "topicId": tid, "replicas": [1, 2, 3], "isr": [1, 2, 3],
+                                  "removingReplicas": [], "addingReplicas": [], "leader": 1, "leaderEpoch": 0,
+                                  "partitionEpoch": 0})],
+        [("PARTITION_CHANGE_RECORD", 0, {"partitionId": 0, "topicId": tid, "isr": [1, 2], "leader": 1})],
+        [_register(3, 7, 19), _register(2, 8, 19), _register(1, 9, 19)],
+        [("FEATURE_LEVEL_RECORD", 0, {"name": vendor.CONFLUENT_MV, "featureLevel": 119})],
+        [("PARTITION_CHANGE_RECORD", 0, {"partitionId": 0, "topicId": tid, "isr": [1]})],
+    ]
+    log = write_log(tmp_path, batches, timestamp=lambda o: 1_700_000_000_000 + o).parent
+    rows, _ = read_log_dir(log, [], partition_json=False)
+    got = vendor.infer(rows)
+    assert got.records == ((0, 11, 111), (10, 19, 119))
+    rep = pipeline.run(rows)
+    assert rep.divergences.num_rows == 0 and "INV-BUMP-ON-SHRINK-OLDMV" not in rep.breaches.column("rule").to_pylist()
+    assert rep.notes == [got.note()] and ("replayed as metadata.version 11 (3.5-IV2) from offset 0, then 19 (3.7-IV4) "
+                                          "from offset 10") in got.note()
+    assert rep.image.features[METADATA_VERSION] == 19
+    assert cli.main(["verify", "--log-dir", str(log)]) == 0
+    assert got.note() in capsys.readouterr().err
+
+    one_level = vendor.Inferred(((0, 11, 111), (10, 11, 119)), got.registrations)
+    monkeypatch.setattr(vendor, "infer", lambda records: one_level)
+    assert pipeline.run(rows).divergences.num_rows == 1
