@@ -49,10 +49,12 @@ class Discarded:
 def discarded(markers: list[tuple[int, str]], last_offset: int | None) -> list[Discarded]:
     """The transactions to leave out, from the segment records' transaction markers (offset, record type) in log
     order and the last segment offset read.  A BeginTransactionRecord inside an open transaction (Kafka's
-    controller never writes one; a damaged log might) starts the transaction afresh."""
+    controller never writes one; a damaged log might) leaves the open one unended: its records are discarded too."""
     out, begin = [], None
     for offset, kind in sorted(markers):
         if kind == BEGIN:
+            if begin is not None and offset > begin + 1:  # a transaction never ended before another began
+                out.append(Discarded(begin, begin + 1, offset - 1, None))
             begin = offset
         elif kind == ABORT and begin is not None:
             if offset > begin + 1:
@@ -127,3 +129,34 @@ def outside(records: pa.Table, segment: np.ndarray) -> tuple[pa.Table, np.ndarra
     offsets = np.asarray(records.column("offset").to_numpy(zero_copy_only=False), np.int64)
     keep = ~(inside(offsets, spans) & segment)
     return records.filter(pa.array(keep)), segment[keep], [d.message for d in spans]
+
+
+def committed(batches):
+    """The scalar reference of the rule, over (file, records of one batch) in replay order, as a broker reads the
+    log: the records after a BeginTransactionRecord are held until its EndTransactionRecord (then passed on) or its
+    AbortTransactionRecord (then dropped); those still held at the end, or when another transaction begins, are
+    dropped.  The markers themselves pass (they change nothing); a batch is cut at each marker (the controller
+    writes each marker in a batch of its own)."""
+    held = None
+    for lf, batch in batches:
+        start = 0
+        for i, rec in enumerate(batch):
+            if rec.type not in MARKERS or lf.kind != "segment":
+                continue
+            before = batch[start:i]
+            if before:
+                if held is None:
+                    yield lf, before
+                else:
+                    held.append((lf, before))
+            if rec.type == END and held is not None:
+                yield from held
+            held = [] if rec.type == BEGIN else None
+            yield lf, [rec]
+            start = i + 1
+        rest = batch[start:]
+        if rest:
+            if held is None:
+                yield lf, rest
+            else:
+                held.append((lf, rest))

@@ -538,7 +538,8 @@ def replay(spark, lake: Lake, cluster: str, buckets: int, invariants: bool = Tru
     # the records of aborted or unended metadata transactions: never replayed; the checkpoint stays before a
     # transaction the log does not end yet, so the next replay reads its records if it has ended by then
     notes.extend(d.message for d in dropped)
-    replayed_to = min([end_offset] + [d.begin for d in dropped if d.abort is None]) if dropped else end_offset
+    replayed_to = min([end_offset] + [d.begin for d in dropped if d.abort is None and d.last == end_offset]) \
+        if dropped else end_offset
     made = cluster_timelines(direct.cluster_level_recs() if direct is not None else _cluster_level_recs(rows), notes)
     counts.update(_write_timelines(lake, cluster, made))
     counts[QUORUM.name] = _write_quorum(lake, cluster, direct.quorum if direct is not None

@@ -20,6 +20,7 @@ from typing import Iterable, Iterator
 from controller_core import codes
 from controller_core.rules.builder import ONLINE, PREFERRED, UNCLEAN, Inputs, build
 from controller_core.replay import Rec, iter_batches
+from controller_core.transactions import committed
 from controller_core.image import (
     ELR_FEATURE, MIN_ISR, MV_4_0_IV1, NO_LEADER, Cluster, Partition, ReplayError,
 )
@@ -316,6 +317,8 @@ def verify_log_dir(log_dir: str | Path, checker=None, elr_override: bool | None 
 
     pl = plan(log_dir)
     snaps = frozenset(f.label for f in pl.files if f.kind == SNAPSHOT)
-    rep = verify_batches((b for _, b in iter_batches(log_dir, include_skipped=True)), checker, elr_override, snaps)
+    # the records of aborted or unended metadata transactions are not replayed (controller_core/transactions.py)
+    batches = committed(iter_batches(log_dir, include_skipped=True))
+    rep = verify_batches((b for _, b in batches), checker, elr_override, snaps)
     rep.start_offset = pl.start_offset
     return rep

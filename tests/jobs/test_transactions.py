@@ -88,6 +88,25 @@ def test_the_markers_name_what_is_discarded():
     assert [(d.begin, d.first, d.last, d.abort) for d in spans] == [(6, 7, 10, 11), (17, 18, 19, None)]
     assert transactions.discarded([(6, transactions.BEGIN), (7, transactions.END)], 9) == []
     assert transactions.discarded([(5, transactions.ABORT), (9, transactions.BEGIN)], 9) == []  # nothing after it
+    # a transaction never ended before another began (a damaged log): its records are not visible either
+    spans = transactions.discarded([(2, transactions.BEGIN), (6, transactions.BEGIN), (9, transactions.END)], 12)
+    assert [(d.first, d.last, d.abort) for d in spans] == [(3, 5, None)]
+
+
+def test_the_scalar_reference_holds_a_transaction_as_a_broker_does(log):
+    """The scalar replay (rules/verify.py) reads the batches through transactions.committed: held from a
+    BeginTransactionRecord to its end, passed on at an EndTransactionRecord, dropped at an AbortTransactionRecord
+    or at the end of the log -- the same records the pipeline leaves out, the same verdicts."""
+    from controller_core.replay import iter_batches
+    from controller_core.rules.invariants import InvariantChecker
+    from controller_core.rules.verify import verify_log_dir
+
+    kept = [r.offset for _, batch in transactions.committed(iter_batches(log, include_skipped=True)) for r in batch]
+    spans = transactions.discarded([(6, transactions.BEGIN), (11, transactions.ABORT), (13, transactions.BEGIN),
+                                    (16, transactions.END), (17, transactions.BEGIN)], 19)
+    assert kept == [o for o in range(20) if not any(d.first <= o <= d.last for d in spans)]
+    rep = verify_log_dir(log, InvariantChecker())
+    assert rep.divergences == [] and [b for b in rep.breaches if b.severity == "ERROR"] == []
 
 
 def test_a_log_directory_replay_leaves_out_aborted_and_unended_transactions(log, capsys):
