@@ -42,8 +42,8 @@ class Discarded:
         if self.abort is not None:
             return (f"note: {span}: a metadata transaction (BeginTransactionRecord at offset {self.begin}) aborted "
                     f"at offset {self.abort} (AbortTransactionRecord): not replayed, as Kafka discards them")
-        return (f"note: {span}: a metadata transaction (BeginTransactionRecord at offset {self.begin}) the log does "
-                "not end: not replayed, as no broker sees them before its EndTransactionRecord")
+        return (f"note: {span}: a metadata transaction (BeginTransactionRecord at offset {self.begin}) not ended "
+                "where the replay stops: not replayed, as no broker sees them before its EndTransactionRecord")
 
 
 def discarded(markers: list[tuple[int, str]], last_offset: int | None) -> list[Discarded]:

@@ -347,8 +347,8 @@ class _BronzeFiles:
 def _markers(rows) -> list[tuple[int, str]]:
     """(offset, record type) of the transaction markers among segment rows (an Arrow table or collected Rows)."""
     if isinstance(rows, pa.Table):
-        rows = rows.select(["offset", "record_type"]).to_pylist()
-        return [(r["offset"], r["record_type"]) for r in rows if r["record_type"] in transactions.MARKERS]
+        rows = rows.filter(pc.is_in(rows.column("record_type"), pa.array(list(transactions.MARKERS))))
+        return list(zip(rows.column("offset").to_pylist(), rows.column("record_type").to_pylist()))
     return [(r.offset, r.record_type) for r in rows]
 
 
