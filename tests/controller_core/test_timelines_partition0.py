@@ -77,3 +77,17 @@ def test_every_real_log(cluster):
     _same(full, kept)
     assert len(assigning) <= len(every)
     assert _p0_types(assigning).count("PARTITION_RECORD") == _p0_types(every).count("PARTITION_RECORD")
+
+
+@pytest.mark.parametrize("cluster", sorted(CLUSTERS))
+def test_partition_records_without_their_json_give_the_same_timelines(cluster):
+    """A log directory's replay reads partition records without their JSON (``partition_json=False``): the
+    timelines rebuild partition 0's records from their typed columns, filtered in the same pass as the others, and
+    read the same records, in the same order, to the same broker and topic timelines."""
+    lean, _ = read_log_dir(REALDATA / CLUSTERS[cluster], [], partition_json=False)
+    full, _ = read_log_dir(REALDATA / CLUSTERS[cluster], [])
+    for every in (True, False):
+        a, b = cluster_level_recs(lean, every), cluster_level_recs(full, every)
+        assert [(r.offset, r.type) for r in a] == [(r.offset, r.type) for r in b]
+        assert any(r.type == "PARTITION_RECORD" for r in a)
+        _same(timelines.build(a, Cluster()), timelines.build(b, Cluster()))
