@@ -9,6 +9,9 @@ import sys
 from controller_core import pipeline
 
 
+_AFTER = " (after missing offsets)"  # a finding replayed without the changes a gap before it lost
+
+
 def _items(table, rest: tuple[str, ...]) -> list[dict]:
     """Rows in the --json shape: recorded / expected as JSON values, Kafka's camelCase keys first."""
     out = []
@@ -51,6 +54,14 @@ def run(log_dir: str, as_json: bool = False, elr: str | None = None, out=None, e
         raise
     divergences = _items(rep.divergences, ("field", "trigger"))
     breaches = _items(rep.breaches, ("message",))
+    # what follows a run of missing offsets was replayed without the changes written there: said of each such
+    # finding, so a controller's fault is told from the gap's consequences
+    gap_ends = sorted(g.last for g in rep.gaps)
+    after = 0
+    for item in divergences + breaches:
+        if gap_ends and item["offset"] is not None and item["offset"] > gap_ends[0]:
+            item["afterMissingOffsets"] = True
+            after += 1
     errors = sum(b["severity"] == "ERROR" for b in breaches)
     for q in rep.quarantine:  # one line each, naming the file and byte position
         print(f"kraft-audit verify: quarantined {q.length} bytes: {q.message}", file=err)
@@ -74,14 +85,16 @@ def run(log_dir: str, as_json: bool = False, elr: str | None = None, out=None, e
     for d in divergences:
         out.write(f"DIVERGENCE offset={d['offset']} topic={d['topic']} partition={d['partition']} field={d['field']} "
                   f"recorded={json.dumps(d['recorded'])} expected={json.dumps(d['expected'])} "
-                  f"trigger={d['trigger']} rule={d['rule']}\n")
+                  f"trigger={d['trigger']} rule={d['rule']}{_AFTER if d.get('afterMissingOffsets') else ''}\n")
     for b in breaches:
         out.write(f"{b['severity']} {b['rule']} offset={b['offset']} topic={b['topic']} partition={b['partition']} "
-                  f"recorded={json.dumps(b['recorded'])} expected={json.dumps(b['expected'])} {b['message']}\n")
+                  f"recorded={json.dumps(b['recorded'])} expected={json.dumps(b['expected'])} {b['message']}"
+                  f"{_AFTER if b.get('afterMissingOffsets') else ''}\n")
     start = f" from the snapshot at offset {rep.start_offset}" if rep.start_offset else ""
     out.write(f"kraft-audit verify: {rep.records} records{start}, {rep.partition_changes} partition changes "
               f"recomputed, {len(divergences)} divergences, {errors} ERROR / "
               f"{len(breaches) - errors} WARN+INFO invariant findings"
               + (f", {len(rep.quarantine)} quarantined spans" if rep.quarantine else "")
-              + (f", {sum(g.last - g.first + 1 for g in rep.gaps)} offsets missing" if rep.gaps else "") + "\n")
+              + (f", {sum(g.last - g.first + 1 for g in rep.gaps)} offsets missing ({after} of the divergences and "
+                 "findings after them)" if rep.gaps else "") + "\n")
     return 1 if failed else 0

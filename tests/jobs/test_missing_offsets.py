@@ -23,6 +23,7 @@ from controller_core import point
 from controller_core.logdir import SEGMENT, SNAPSHOT, discover
 from controller_core.replay import read_log_dir
 from jobs import cli
+from lake import catalog
 from realdata_facts import CLUSTERS, REALDATA
 from snapshotted_log import partitions_at, snapshotted_log
 
@@ -126,6 +127,13 @@ def test_an_emptied_first_segment_and_no_snapshot(whole, tmp_path, capsys):
         point.image_at(log, 10, err=io.StringIO())
     code, doc, _ = _verify(log, capsys)
     assert code == 1 and [(g["first"], g["last"]) for g in doc["missingOffsets"]] == [(0, 28)]
+    # replayed without the topics and brokers 0..28 created, what follows breaks the rules: each finding says so
+    found = doc["invariantBreaches"] + doc[catalog.DIVERGENCES.name]
+    assert found and all(f["afterMissingOffsets"] for f in found)
+    assert cli.main(["verify", "--log-dir", str(log)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert all(line.endswith(" (after missing offsets)") for line in out[:-1]) and len(out) == len(found) + 1
+    assert out[-1].endswith(f", 29 offsets missing ({len(found)} of the divergences and findings after them)")
 
 
 def test_records_starting_past_every_snapshot(whole, tmp_path, spark, capsys):
@@ -153,7 +161,6 @@ def test_records_starting_past_every_snapshot(whole, tmp_path, spark, capsys):
     assert cli.main(["replay", "--cluster", "g", "--lake", lake]) == 0
     err = capsys.readouterr().err
     assert "offsets 126..161 are missing" in err
-    from lake import catalog
     from lake.delta import Lake
 
     rows = Lake(lake, spark).read(catalog.PARTITION_STATE.name).collect()
@@ -177,7 +184,6 @@ def test_the_lake_replay_bridges_the_same_gap(whole, tmp_path, spark, capsys):
     """The lake's replay knows the segments' offsets from its files' statistics (or through Spark on a lake it does
     not see): the same start, the same warnings, the same state as the directory's replay."""
     from jobs.replay import _log_end, plan_from_files, replay_plan
-    from lake import catalog
     from lake.delta import Lake
 
     log = _damaged(whole, tmp_path / "d", deleted=[77])
