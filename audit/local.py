@@ -44,6 +44,7 @@ def silver_tables(log_dir: str | Path, invariants: bool = True) -> dict[str, pa.
     log_end                  end_offset, end_timestamp
     undecoded_spans          the spans that could not be decoded (controller_core.codec.errors.Quarantine)
     replay_notes             how the log was read (replay.kafka_start_note: where Kafka would start it from)
+    missing_offsets          the runs of offsets no file holds (controller_core.replay.Gap)
     """
     rep, times = pipeline.from_log_dir(log_dir, invariants=invariants)
     if times.num_rows:
@@ -62,6 +63,7 @@ def silver_tables(log_dir: str | Path, invariants: bool = True) -> dict[str, pa.
         "record_times": times,
         "undecoded_spans": rep.quarantine,  # what the replay could not decode (a list of spans, not a table)
         "replay_notes": rep.notes,  # (lines, not a table)
+        "missing_offsets": rep.gaps,  # (a list of gaps, not a table)
     }
 
 

@@ -291,6 +291,10 @@ class Gap:
     after: str  # what the replay read last before it (a file, or the snapshot it starts from)
     at_start: bool = False  # no segment record before it: the records read start after it
 
+    def as_json(self) -> dict:
+        """The gap as ``verify --json`` and ``audit --json`` list it (``missingOffsets``)."""
+        return {"first": self.first, "last": self.last, "after": self.after, "before": self.file}
+
     @property
     def message(self) -> str:
         count = self.last - self.first + 1

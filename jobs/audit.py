@@ -47,6 +47,7 @@ def run(args, out=None, err=None) -> int:
         config, args.cluster, args.log_dir, args.log_info, warn=lambda m: print(f"{PROG}: {m}", file=err),
         history_columns=HISTORY_COLUMNS)
     warn_quarantined(PROG, args.log_dir, err, tables.get("undecoded_spans") or [])  # what the replay could not decode
+    gaps = tables.get("missing_offsets") or []  # (warned of by the replay; listed in --json as verify lists them)
     at = at_offset_of(args, tables)
     at_end = args.at_offset is None and args.at_time is None
     if args.fail_on_new and (lake is None or not at_end):
@@ -65,6 +66,8 @@ def run(args, out=None, err=None) -> int:
     name = args.cluster or args.log_dir
     if args.json:
         doc = summary_json(result, name, fail_on, None if args.all else args.limit)
+        if gaps:
+            doc["missingOffsets"] = [g.as_json() for g in gaps]
         if news is not None:
             doc.update(_news_json(news, args.limit if not args.all else None))
         out.write(json.dumps(doc, default=str, indent=2) + "\n")

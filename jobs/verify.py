@@ -75,8 +75,7 @@ def run(log_dir: str, as_json: bool = False, elr: str | None = None, out=None, e
         doc = {"records": rep.records, "partitionChanges": rep.partition_changes,
                "divergences": divergences, "invariantBreaches": breaches}
         if rep.gaps:
-            doc["missingOffsets"] = [{"first": g.first, "last": g.last, "after": g.after, "before": g.file}
-                                     for g in rep.gaps]
+            doc["missingOffsets"] = [g.as_json() for g in rep.gaps]
         if rep.quarantine:
             doc["quarantined"] = [{"file": q.file, "position": q.position, "length": q.length, "reason": q.reason,
                                    "message": q.message} for q in rep.quarantine]

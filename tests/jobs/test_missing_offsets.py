@@ -85,6 +85,11 @@ def test_a_deleted_segment_is_bridged_by_the_snapshot_inside_its_gap(whole, tmp_
     assert cli.main(["audit", "--log-dir", str(log)]) in (0, 1)
     assert [line for line in capsys.readouterr().err.splitlines() if "missing" in line] == \
            [f"kraft-audit audit: {gaps[0].message}"]
+    # a scheduler reading audit --json sees the gap as verify --json lists it
+    assert cli.main(["audit", "--log-dir", str(log), "--json"]) in (0, 1)
+    assert json.loads(capsys.readouterr().out)["missingOffsets"] == doc["missingOffsets"]
+    assert cli.main(["audit", "--log-dir", str(whole), "--json"]) in (0, 1)
+    assert "missingOffsets" not in json.loads(capsys.readouterr().out)
 
 
 def test_an_emptied_segment_between_the_snapshots(whole, tmp_path, capsys):
