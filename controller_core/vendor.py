@@ -9,10 +9,11 @@ and an INV-BUMP-ON-SHRINK-OLDMV error on every ISR shrink.
 The Apache level such a cluster runs at is not in the log, but it is bounded there: every RegisterBrokerRecord lists
 the ``metadata.version`` range its broker supports, and the controller only finalizes a level every registered
 broker supports.  A cluster is formatted at the newest level of its release (``kafka-storage format``'s default),
-so the replay reads the Confluent feature as ``metadata.version`` at the highest level every registration supports
-(if that is at least the lowest level some registration requires), and says so in one note.  Only the cluster-level
-rows are read -- each Spark bucket has the same ones, so every bucket infers the same level.  A log whose
-registrations list no range keeps level 0, with a warning.
+and a new level is finalized once every broker runs a release supporting it, so the replay reads each Confluent
+feature record as ``metadata.version`` at the highest level the registrations current there support (if that is at
+least the lowest level one of them requires; for a record before any registration, as the bootstrap's, those that
+follow it), and says so in one note.  Only the cluster-level rows are read -- each Spark bucket has the same ones, so
+every bucket infers the same levels.  A log whose registrations list no range keeps level 0, with a warning.
 """
 from __future__ import annotations
 
