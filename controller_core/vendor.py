@@ -62,8 +62,8 @@ class Inferred:
                 last = level
         if len(steps) == 1:
             return (f"note: the log's metadata version is {said} (a Confluent Server controller's) with no "
-                    f"{METADATA_VERSION} record: replayed as {METADATA_VERSION} {_shown(self.level)}, the highest level "
-                    f"its brokers' registrations support ({self.registrations} list a range; inferred, not recorded)")
+                    f"{METADATA_VERSION} record: replayed as {METADATA_VERSION} {_shown(self.level)}, the highest "
+                    f"level its brokers' registrations support ({self.registrations} list a range; inferred, not recorded)")
         told = ", then ".join(f"{_shown(level)} from offset {offset}" for offset, level in steps)
         return (f"note: the log's metadata version is {CONFLUENT_MV} (a Confluent Server controller's) with no "
                 f"{METADATA_VERSION} record: replayed as {METADATA_VERSION} {told}, at each of its records the highest "
@@ -165,7 +165,8 @@ def as_apache(records: pa.Table) -> tuple[pa.Table, list[str]]:
     mask = is_confluent.combine_chunks() if isinstance(is_confluent, pa.ChunkedArray) else is_confluent
     for name, values in swapped.items():
         i = records.schema.get_field_index(name)
-        column = pc.replace_with_mask(records.column(i).combine_chunks(), mask, values.cast(records.schema.field(i).type))
+        values = values.cast(records.schema.field(i).type)
+        column = pc.replace_with_mask(records.column(i).combine_chunks(), mask, values)
         records = records.set_column(i, records.schema.field(i), column)
     return records, [got.note()]
 

@@ -35,7 +35,8 @@ from jobs import cli
 from lake import catalog
 from simulator.writer import write_log
 
-ORDERS, HUGE, OK, LATE = "b3JkZXJzLXRvcGljLWlkIQ", "aHVnZS10b3BpYy1pZC0hIQ", "b2stdG9waWMtaWQtISEhIQ", "bGF0ZS10b3BpYy1pZCEhIQ"
+ORDERS, HUGE = "b3JkZXJzLXRvcGljLWlkIQ", "aHVnZS10b3BpYy1pZC0hIQ"
+OK, LATE = "b2stdG9waWMtaWQtISEhIQ", "bGF0ZS10b3BpYy1pZCEhIQ"
 
 
 def _partition(tid: str, p: int) -> tuple:
@@ -46,7 +47,8 @@ def _partition(tid: str, p: int) -> tuple:
 
 def _broker(b: int) -> tuple:
     return ("REGISTER_BROKER_RECORD", 3, {
-        "brokerId": b, "isMigratingZkBroker": False, "incarnationId": base64.urlsafe_b64encode(bytes([b]) * 16).decode()[:22], "brokerEpoch": b,
+        "brokerId": b, "isMigratingZkBroker": False,
+        "incarnationId": base64.urlsafe_b64encode(bytes([b]) * 16).decode()[:22], "brokerEpoch": b,
         "endPoints": [], "features": [{"name": "metadata.version", "minSupportedVersion": 1,
                                        "maxSupportedVersion": 21}], "rack": None, "fenced": False,
         "inControlledShutdown": False, "logDirs": ["AAAAAAAAAAAAAAAAAAAAAA"]})
