@@ -63,7 +63,8 @@ class Inferred:
         if len(steps) == 1:
             return (f"note: the log's metadata version is {said} (a Confluent Server controller's) with no "
                     f"{METADATA_VERSION} record: replayed as {METADATA_VERSION} {_shown(self.level)}, the highest "
-                    f"level its brokers' registrations support ({self.registrations} list a range; inferred, not recorded)")
+                    f"level its brokers' registrations support ({self.registrations} list a range; inferred, not "
+                    "recorded)")
         told = ", then ".join(f"{_shown(level)} from offset {offset}" for offset, level in steps)
         return (f"note: the log's metadata version is {CONFLUENT_MV} (a Confluent Server controller's) with no "
                 f"{METADATA_VERSION} record: replayed as {METADATA_VERSION} {told}, at each of its records the highest "
