@@ -64,15 +64,28 @@ def run(args, out=None, err=None) -> int:
         with holding(config, args.cluster, "audit", GOLD):  # two audits of a cluster: one after the other
             news = _record_run(lake, args, config, result, info, end_offset, at_end, fail_on)
     name = args.cluster or args.log_dir
+    # the findings from a run of missing offsets on were replayed without the changes written there: counted and
+    # marked, so a gap's consequences are told from the cluster's faults (as verify marks its own)
+    gap_end = min(g.last for g in gaps) if gaps else None
+    after = 0 if gap_end is None else int(pc.sum(pc.greater(result.violations.column("first_offset"), gap_end))
+                                           .as_py() or 0)
     if args.json:
         doc = summary_json(result, name, fail_on, None if args.all else args.limit)
         if gaps:
             doc["missingOffsets"] = [g.as_json() for g in gaps]
+            doc["findingsAfterMissingOffsets"] = after
+            for f in doc["findings"]:
+                if f["first_offset"] > gap_end:
+                    f["afterMissingOffsets"] = True
         if news is not None:
             doc.update(_news_json(news, args.limit if not args.all else None))
         out.write(json.dumps(doc, default=str, indent=2) + "\n")
     else:
         out.write(summary_text(result, name, fail_on, args.limit))
+        if gaps:
+            runs = ", ".join(f"{g.first}..{g.last}" for g in gaps)
+            out.write(f"{after} of the findings follow offsets no file holds ({runs}): replayed without the changes "
+                      "written there, they may be the gap's consequences\n")
         if news is not None:
             out.write(_news_text(news, args.limit))
     if args.fail_on_new:

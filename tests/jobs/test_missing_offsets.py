@@ -86,8 +86,16 @@ def test_a_deleted_segment_is_bridged_by_the_snapshot_inside_its_gap(whole, tmp_
     assert [line for line in capsys.readouterr().err.splitlines() if "missing" in line] == \
            [f"kraft-audit audit: {gaps[0].message}"]
     # a scheduler reading audit --json sees the gap as verify --json lists it
-    assert cli.main(["audit", "--log-dir", str(log), "--json"]) in (0, 1)
-    assert json.loads(capsys.readouterr().out)["missingOffsets"] == doc["missingOffsets"]
+    assert cli.main(["audit", "--log-dir", str(log), "--json", "--all"]) in (0, 1)
+    audited = json.loads(capsys.readouterr().out)
+    assert audited["missingOffsets"] == doc["missingOffsets"]
+    # the findings from the gap on (replayed without 86..118) are counted and marked; those before it are not
+    after = [f for f in audited["findings"] if f["first_offset"] > 118]
+    assert 0 < len(after) < audited["findingsTotal"] == len(audited["findings"])
+    assert audited["findingsAfterMissingOffsets"] == len(after)
+    assert all(f.get("afterMissingOffsets", False) == (f["first_offset"] > 118) for f in audited["findings"])
+    assert cli.main(["audit", "--log-dir", str(log)]) in (0, 1)
+    assert f"{len(after)} of the findings follow offsets no file holds (86..118)" in capsys.readouterr().out
     assert cli.main(["audit", "--log-dir", str(whole), "--json"]) in (0, 1)
     assert "missingOffsets" not in json.loads(capsys.readouterr().out)
 
