@@ -608,7 +608,12 @@ def _inputs_html(source: dict, result: AuditResult) -> str:
     out.append(f"<tr><th>audited through</th><td>offset {e(result.at_offset)} ({e(_iso(result.at_time))})</td></tr>")
     spans = source.get("quarantined") or []
     q = sum(s["length"] for s in spans)
-    out.append(f"<tr><th>quarantined</th><td>{e(q)} bytes in {len(spans)} span(s) not replayed</td></tr></table>")
+    out.append(f"<tr><th>quarantined</th><td>{e(q)} bytes in {len(spans)} span(s) not replayed</td></tr>")
+    notes = source.get("notes") or []
+    if notes:  # how the replay read the log: what a reader must know before trusting the findings
+        items = "".join(f"<li>{e(n)}</li>" for n in notes)
+        out.append(f"<tr><th>how the log was read</th><td><ul id=\"replay-notes\">{items}</ul></td></tr>")
+    out.append("</table>")
     files = source.get("files") or []
     if files:
         size = "bytes" if "bytes" in files[0] else "records"

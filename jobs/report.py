@@ -101,7 +101,9 @@ def _source(args, tables, end_offset, end_time, info, lake) -> dict:
         facts.append(("log info files read", ", ".join(sorted(pc.unique(info.column("source_file")).to_pylist()))))
     spans = [s if isinstance(s, dict) else {"file": s.file, "position": s.position, "length": s.length,
                                             "message": s.message} for s in spans]
-    return {"facts": facts, "files": files, "quarantined": spans}
+    # how the replay read the log (where it started, runs of missing offsets, a vendor's metadata version, discarded
+    # metadata transactions): the lines a log directory's audit prints on stderr
+    return {"facts": facts, "files": files, "quarantined": spans, "notes": list(tables.get("replay_notes") or [])}
 
 
 def _latest_quality(lake, cluster: str | None):

@@ -12,8 +12,10 @@ The log: a simulated cluster's, with five segments (bases 0, 29, 77, 119, 162) a
 """
 from __future__ import annotations
 
+import html
 import io
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -96,6 +98,14 @@ def test_a_deleted_segment_is_bridged_by_the_snapshot_inside_its_gap(whole, tmp_
     assert all(f.get("afterMissingOffsets", False) == (f["first_offset"] > 118) for f in audited["findings"])
     assert cli.main(["audit", "--log-dir", str(log)]) in (0, 1)
     assert f"{len(after)} of the findings follow offsets no file holds (86..118)" in capsys.readouterr().out
+    # the HTML report says how the log was read, as the commands say it on stderr
+    page = tmp_path / "report.html"
+    assert cli.main(["report", "--log-dir", str(log), "-o", str(page)]) == 0
+    listed = re.search(r'<ul id="replay-notes">(.*?)</ul>', page.read_text(encoding="utf-8")).group(1)
+    assert re.findall(r"<li>(.*?)</li>", listed) == [html.escape(n) for n in notes]
+    assert cli.main(["report", "--log-dir", str(whole), "-o", str(page)]) == 0
+    assert 'id="replay-notes"' not in page.read_text(encoding="utf-8")
+    capsys.readouterr()
     assert cli.main(["audit", "--log-dir", str(whole), "--json"]) in (0, 1)
     assert "missingOffsets" not in json.loads(capsys.readouterr().out)
 
