@@ -93,23 +93,18 @@ def _markers_of(records: pa.Table, segment: np.ndarray) -> list[tuple[int, str]]
     return [(offsets[int(i)].as_py(), k) for i, k in zip(at, kinds) if k in MARKERS and segment[i]]
 
 
-def of_rows(records: pa.Table, segment: np.ndarray) -> list[Discarded]:
-    """:func:`discarded` of bronze rows (``segment``: which rows come from log segments)."""
+def of_rows(records: pa.Table, segment: np.ndarray, last_offset: int | None = None) -> list[Discarded]:
+    """:func:`discarded` of bronze rows (``segment``: which rows come from log segments).  ``last_offset``: the log's
+    last segment offset when the rows do not end there (the Spark driver's cluster-level rows); else their own."""
     markers = _markers_of(records, segment)
     if not markers:
         return []
-    if _open(markers) is None:  # (an unended transaction needs the last offset: a pass over the rows only then)
-        return discarded(markers, None)
-    offsets = np.asarray(records.column("offset").to_numpy(zero_copy_only=False), np.int64)[segment]
-    return discarded(markers, int(offsets.max()) if len(offsets) else None)
-
-
-def _open(markers: list[tuple[int, str]]) -> int | None:
-    """The BeginTransactionRecord of the transaction still open after ``markers``, if any."""
-    begin = None
-    for offset, kind in sorted(markers):
-        begin = offset if kind == BEGIN else None
-    return begin
+    # a transaction is open at the end when the last marker begins one: only then is the last offset needed (a pass
+    # over the rows)
+    if last_offset is None and max(markers)[1] == BEGIN:
+        offsets = np.asarray(records.column("offset").to_numpy(zero_copy_only=False), np.int64)[segment]
+        last_offset = int(offsets.max()) if len(offsets) else None
+    return discarded(markers, last_offset)
 
 
 def inside(offsets: np.ndarray, spans: list[Discarded]) -> np.ndarray:

@@ -305,7 +305,7 @@ class _BronzeFiles:
         rows = plain(LF.scan_task(self._files, S.READ_COLUMNS + ["data_json", "batch_leader_epoch"],
                                   lambda field: cluster_level(field) | partition_0(field), S.READ_DICTIONARY)())
         segment = pc.fill_null(pc.equal(rows.column("source_kind"), "segment"), False).to_numpy(zero_copy_only=False)
-        self.dropped = transactions.discarded(_markers(rows.filter(pa.array(segment))), end_offset)
+        self.dropped = transactions.of_rows(rows, segment, end_offset)
         if self.dropped:
             offsets = rows.column("offset").to_numpy(zero_copy_only=False)
             rows = rows.filter(pa.array(~(transactions.inside(offsets, self.dropped) & segment)))
@@ -344,21 +344,13 @@ class _BronzeFiles:
         return timeline_recs(self.first, self.shared)
 
 
-def _markers(rows) -> list[tuple[int, str]]:
-    """(offset, record type) of the transaction markers among segment rows (an Arrow table or collected Rows)."""
-    if isinstance(rows, pa.Table):
-        rows = rows.filter(pc.is_in(rows.column("record_type"), pa.array(list(transactions.MARKERS))))
-        return list(zip(rows.column("offset").to_pylist(), rows.column("record_type").to_pylist()))
-    return [(r.offset, r.record_type) for r in rows]
-
-
 def _discarded(records, plan, end_offset: int | None) -> list:
     """The discarded metadata transactions (controller_core/transactions.py) of the plan's segment records, through
     Spark: its few transaction markers."""
     markers = (records.where(F.col("source_file").isin([f.label for f in plan.files]))
                .where((F.col("source_kind") == "segment") & (F.col("offset") >= plan.start_offset))
                .where(F.col("record_type").isin(*transactions.MARKERS)).select("offset", "record_type").collect())
-    return transactions.discarded(_markers(markers), end_offset)
+    return transactions.discarded([(r.offset, r.record_type) for r in markers], end_offset)
 
 
 def timeline_recs(first: pa.Table, shared: pa.Table) -> list[Rec]:

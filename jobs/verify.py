@@ -56,10 +56,10 @@ def run(log_dir: str, as_json: bool = False, elr: str | None = None, out=None, e
     breaches = _items(rep.breaches, ("message",))
     # what follows a run of missing offsets was replayed without the changes written there: said of each such
     # finding, so a controller's fault is told from the gap's consequences
-    gap_ends = sorted(g.last for g in rep.gaps)
+    gap_end = min((g.last for g in rep.gaps), default=None)
     after = 0
     for item in divergences + breaches:
-        if gap_ends and item["offset"] is not None and item["offset"] > gap_ends[0]:
+        if gap_end is not None and item["offset"] is not None and item["offset"] > gap_end:
             item["afterMissingOffsets"] = True
             after += 1
     errors = sum(b["severity"] == "ERROR" for b in breaches)

@@ -630,9 +630,9 @@ def cluster_level_recs(bronze: pa.Table, every_p0_record: bool = True) -> list[R
     for i in range(rows.num_rows):
         data = parsed[i]
         if data is None:  # a partition record without its JSON
-            if typed is None:
-                typed = {c: (rows if c in rows.column_names else bronze.select([c]).filter(keep)).column(c).to_pylist()
-                         for c in _TYPED}
+            if typed is None:  # (the rows hold the typed columns when their JSON was seen missing up front)
+                t = rows if lean else bronze.select(list(_TYPED)).filter(keep)
+                typed = {c: t.column(c).to_pylist() for c in _TYPED}
             data = record_data({c: typed[c][i] for c in _TYPED})
         out.append(Rec(cols["offset"][i], cols["timestamp"][i], cols["batch_base_offset"][i],
                        cols["record_type"][i], cols["record_version"][i], data, cols["source_file"][i]))
